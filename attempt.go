@@ -1,0 +1,240 @@
+// This file holds the attempt loop shared by RoundTrip and Resume: send an
+// attempt, classify it (classify.go), wait (retry.go), and finally settle the
+// operation or leave it pending in the journal (journal.go).
+
+package idem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrAttemptTimeout is the cause of an attempt that got no response headers
+// within Options.AttemptTimeout. The server may have acted.
+var ErrAttemptTimeout = errors.New("idem: attempt timed out")
+
+// maxDrain bounds how much of a discarded response body is read so its
+// connection can be reused.
+const maxDrain = 4 << 10
+
+// op is one call being run: a journaled operation (rec != nil) or a request
+// that is only retried.
+type op struct {
+	req     *http.Request // the caller's request (or one rebuilt by Resume); never modified
+	rec     *Record       // nil when unjournaled
+	key     string        // idempotency key sent on every attempt; "" if none
+	body    []byte
+	hasBody bool
+	stream  io.ReadCloser // a body over the cap: sent once, never retried
+}
+
+// outcome is what the last attempt left.
+type outcome struct {
+	resp   *http.Response
+	err    error
+	status int
+}
+
+// run sends attempts until one is final, the attempts or time run out, or the
+// caller's context ends.
+func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
+	sched := newSchedule(t.cfg, t.clock)
+	maxAttempts := t.cfg.MaxAttempts
+	if o.stream != nil {
+		maxAttempts = 1
+	}
+	var last outcome
+	for n := 1; ; n++ {
+		resp, wrote, err := t.attempt(ctx, o)
+		if o.rec != nil {
+			o.rec.Attempts++
+			o.rec.LastAttempt = t.clock.Now()
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			discard(resp)
+			return t.giveUp(o, outcome{err: cerr, status: last.status}, t.clock.Now())
+		}
+		last = outcome{resp: resp, err: err}
+		if resp != nil {
+			last.status = resp.StatusCode
+		}
+		class := t.cfg.Classifier(Attempt{Request: o.req, Response: resp, Err: err, Keyed: o.key != "", Wrote: wrote})
+		switch {
+		case class == Final && resp != nil:
+			return t.settle(o, resp)
+		case class == Permanent || (class == Final && err != nil):
+			discard(resp)
+			return nil, t.fail(o, err, last.status)
+		case class == RetryIfSafe && o.key == "" && !idempotent(o.req.Method):
+			if resp != nil {
+				return resp, nil
+			}
+			return nil, fmt.Errorf("%w: %s %s: %w", ErrOutcomeUnknown, o.req.Method, o.req.URL.Redacted(), err)
+		}
+		now := t.clock.Now()
+		if n >= maxAttempts {
+			return t.giveUp(o, last, now.Add(sched.backoff()))
+		}
+		wait, fromServer := sched.wait(resp, now)
+		if fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
+			return t.giveUp(o, last, now.Add(wait))
+		}
+		discard(resp)
+		last.resp = nil
+		t.logRetry(o, n, class, last, wait)
+		if err := t.clock.Sleep(ctx, wait); err != nil {
+			return t.giveUp(o, outcome{err: err, status: last.status}, t.clock.Now())
+		}
+	}
+}
+
+func beyondDeadline(ctx context.Context, now time.Time, wait time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && !now.Add(wait).Before(deadline)
+}
+
+// idempotent reports whether RFC 9110 section 9.2.2 makes the method idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// attempt sends one attempt. wrote reports whether the request headers
+// reached a connection.
+func (t *Transport) attempt(ctx context.Context, o *op) (resp *http.Response, wrote bool, err error) {
+	actx, cancel := context.WithCancel(ctx)
+	var written atomic.Bool
+	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
+		WroteHeaders: func() { written.Store(true) },
+	})
+	var timedOut atomic.Bool
+	var timer *time.Timer
+	if d := t.cfg.AttemptTimeout; d > 0 {
+		timer = time.AfterFunc(d, func() { timedOut.Store(true); cancel() })
+	}
+	resp, err = t.base().RoundTrip(o.newRequest(actx, t.cfg.KeyHeader))
+	if timer != nil {
+		timer.Stop()
+	}
+	if err != nil {
+		cancel()
+		if timedOut.Load() && ctx.Err() == nil {
+			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, t.cfg.AttemptTimeout, err)
+		}
+		return nil, written.Load(), err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, written.Load(), nil
+}
+
+// newRequest builds one attempt: the caller's request with a fresh reader over
+// the same bytes and the idempotency key.
+func (o *op) newRequest(ctx context.Context, keyHeader string) *http.Request {
+	r := o.req.Clone(ctx)
+	switch {
+	case o.stream != nil:
+		r.Body, r.GetBody = o.stream, nil
+	case o.hasBody:
+		body := o.body
+		r.ContentLength = int64(len(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		r.Body, _ = r.GetBody()
+	default:
+		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
+	}
+	if o.key != "" {
+		setHeader(r.Header, keyHeader, o.key)
+	}
+	return r
+}
+
+// cancelOnClose ends an attempt's context once the caller is done with the
+// response body, as net/http.Client does for its timeouts.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.cancel)
+	return err
+}
+
+// discard drains a little of a response body and closes it, so the
+// connection can be reused.
+func discard(resp *http.Response) {
+	if resp == nil {
+		return
+	}
+	io.CopyN(io.Discard, resp.Body, maxDrain)
+	resp.Body.Close()
+}
+
+// settle records a final response and returns it.
+func (t *Transport) settle(o *op, resp *http.Response) (*http.Response, error) {
+	if o.rec == nil {
+		return resp, nil
+	}
+	now := t.clock.Now()
+	o.rec.State, o.rec.Status, o.rec.Updated = Settled, resp.StatusCode, now
+	o.rec.Body, o.rec.LastError, o.rec.NextAttempt = nil, "", time.Time{}
+	if err := t.journal.save(o.rec); err != nil {
+		// The response is final; losing the settle only costs one harmless
+		// replay with the same key on the next Resume.
+		t.logf("idem: settle not recorded, operation will be replayed", o, "err", err)
+	}
+	return resp, nil
+}
+
+// fail marks an operation that can never succeed and returns the error.
+func (t *Transport) fail(o *op, cause error, status int) error {
+	err := fmt.Errorf("%w: %w", ErrPermanent, cause)
+	if o.rec == nil {
+		return err
+	}
+	o.rec.State, o.rec.Status, o.rec.LastError, o.rec.Updated = Failed, status, cause.Error(), t.clock.Now()
+	if serr := t.journal.save(o.rec); serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+// giveUp ends a call whose outcome is still unknown. A journaled operation
+// stays pending and the caller gets a *PendingError; an unjournaled request
+// returns its last response, or its last error.
+func (t *Transport) giveUp(o *op, last outcome, next time.Time) (*http.Response, error) {
+	if o.rec == nil {
+		if last.resp != nil {
+			return last.resp, nil
+		}
+		return nil, last.err
+	}
+	discard(last.resp)
+	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, ""
+	if last.err != nil {
+		o.rec.LastError = last.err.Error()
+	}
+	perr := &PendingError{Key: o.rec.Key, OperationID: o.rec.OperationID, Attempts: o.rec.Attempts,
+		LastStatus: last.status, Err: last.err, NextAttempt: next}
+	if err := t.journal.save(o.rec); err != nil {
+		// The record written ahead is still pending on disk; only the attempt
+		// count and next-attempt time are lost.
+		t.logf("idem: pending state not recorded", o, "err", err)
+	}
+	t.logf("idem: operation left pending", o, "attempts", o.rec.Attempts, "next_attempt", next, "err", last.err)
+	return nil, perr
+}

@@ -1,0 +1,69 @@
+// This file holds Client, the high-level face of idem: open a journal, get a
+// drop-in *http.Client, and Resume pending work on startup. The work is done by
+// Transport (transport.go).
+
+package idem
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// Client bundles a Journal and the Transport that writes to it. It is safe for
+// concurrent use. Close it when done: it owns the journal file.
+//
+// A typical program opens one Client at startup, calls Resume, and uses
+// HTTPClient wherever it used http.DefaultClient:
+//
+//	c, err := idem.Open("payments.journal", nil)
+//	if err != nil { ... }
+//	defer c.Close()
+//	c.Resume(ctx, reconcile)
+//	http.DefaultClient = c.HTTPClient()
+type Client struct {
+	journal   *Journal
+	transport *Transport
+	http      *http.Client
+}
+
+// Open opens (or creates, mode 0600) the journal file at path and returns a
+// Client that journals through it. It fails with ErrJournalLocked if another
+// process holds the file, ErrJournalCorrupt if the file is not a journal, or an
+// error for invalid Options.
+func Open(path string, opts *Options) (*Client, error) {
+	if _, err := opts.config(); err != nil {
+		return nil, err
+	}
+	j, err := OpenJournal(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	t, err := NewTransport(j, opts)
+	if err != nil {
+		return nil, errors.Join(err, j.Close())
+	}
+	return &Client{journal: j, transport: t, http: &http.Client{Transport: t}}, nil
+}
+
+// HTTPClient returns an *http.Client whose every request goes through the
+// Transport: a drop-in replacement for http.DefaultClient. Its Timeout is zero;
+// bound calls with the request context instead, so a timed-out operation stays
+// pending rather than unknown.
+func (c *Client) HTTPClient() *http.Client { return c.http }
+
+// Transport returns the Client's RoundTripper, to wrap or to use in another
+// *http.Client.
+func (c *Client) Transport() *Transport { return c.transport }
+
+// Journal returns the Client's journal, for inspection.
+func (c *Client) Journal() *Journal { return c.journal }
+
+// Resume re-sends pending operations; see Transport.Resume.
+func (c *Client) Resume(ctx context.Context, fn func(Outcome)) error {
+	return c.transport.Resume(ctx, fn)
+}
+
+// Close closes the journal. Calls still in flight keep their operations
+// pending in the file, to be resumed by the next Open.
+func (c *Client) Close() error { return c.journal.Close() }

@@ -1,0 +1,111 @@
+// This file holds the errors idem returns. Sentinels are matched with errors.Is;
+// PendingError and AlreadySettledError with errors.As.
+
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrJournalLocked is returned by Open and OpenJournal when another process (or
+	// another handle in this process) holds the journal file. The wrapping error
+	// names the path.
+	ErrJournalLocked = errors.New("idem: journal locked by another process")
+
+	// ErrJournalCorrupt is returned when the journal file is not a bbolt file,
+	// is damaged, or holds records idem cannot decode. The wrapping error names the
+	// path.
+	ErrJournalCorrupt = errors.New("idem: journal corrupt")
+
+	// ErrJournalClosed is returned when a journaled request is made through a
+	// Transport whose journal has been closed. Nothing is sent.
+	ErrJournalClosed = errors.New("idem: journal closed")
+
+	// ErrNoJournal is returned by RoundTrip for a request that must be journaled
+	// when the Transport was built without a journal. Nothing is sent.
+	ErrNoJournal = errors.New("idem: transport has no journal")
+
+	// ErrBodyTooLarge is returned, before anything is written or sent, when a
+	// journaled request body is longer than Options.MaxBodyBytes.
+	ErrBodyTooLarge = errors.New("idem: request body too large to journal")
+
+	// ErrInvalidKey is returned when a caller-supplied idempotency key is empty,
+	// longer than 255 bytes, or holds a byte outside visible ASCII (0x21-0x7E plus
+	// space inside), or when the request carries more than one key header.
+	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+
+	// ErrInvalidRequest is returned, before anything is written or sent, for a
+	// request idem can never send: nil URL, empty host, a scheme other than
+	// http or https, or URL userinfo on a journaled request.
+	ErrInvalidRequest = errors.New("idem: invalid request")
+
+	// ErrKeyReuse is returned when an operation ID or idempotency key already in
+	// the journal is used for a request with a different fingerprint (method,
+	// URL, body). Nothing is sent.
+	ErrKeyReuse = errors.New("idem: operation ID reused with a different request")
+
+	// ErrAlreadySettled is matched (errors.Is) by an *AlreadySettledError: the
+	// operation settled longer than KeyTTL ago, so it is not sent again.
+	ErrAlreadySettled = errors.New("idem: operation already settled")
+
+	// ErrKeyExpired is reported for an operation that stayed pending for longer
+	// than KeyTTL: the server may have forgotten the key, so it is not re-sent.
+	// Reconcile it (for example, GET the resource by its business reference).
+	ErrKeyExpired = errors.New("idem: idempotency key expired while pending")
+
+	// ErrOutcomeUnknown is returned for an unjournaled, unkeyed non-idempotent
+	// request whose connection failed after the request was written: the server
+	// may or may not have acted, and idem did not retry.
+	ErrOutcomeUnknown = errors.New("idem: outcome unknown, request may have reached the server")
+
+	// ErrPermanent wraps failures that no retry can fix (certificate errors,
+	// invalid requests); the operation is marked failed.
+	ErrPermanent = errors.New("idem: permanent failure")
+)
+
+// PendingError is returned by RoundTrip when a journaled operation's outcome is
+// still unknown after its attempts or time ran out, or after the caller's
+// context ended. The operation stays pending in the journal and will be
+// resumed. It unwraps to the last cause (a context error, a network error, or
+// nil if the last attempt got a retryable status).
+type PendingError struct {
+	Key         string    // the idempotency key sent on every attempt
+	OperationID string    // the caller's operation ID, or ""
+	Attempts    int       // attempts made so far, across process lifetimes
+	LastStatus  int       // status of the last response, or 0 if none
+	Err         error     // last error or the context's error; may be nil
+	NextAttempt time.Time // earliest time a new attempt may be made (Retry-After)
+}
+
+func (e *PendingError) Error() string {
+	cause := "no response"
+	switch {
+	case e.Err != nil:
+		cause = e.Err.Error()
+	case e.LastStatus != 0:
+		cause = fmt.Sprintf("last status %d", e.LastStatus)
+	}
+	return fmt.Sprintf("idem: operation %q (key %s) pending after %d attempt(s): %s",
+		e.OperationID, e.Key, e.Attempts, cause)
+}
+
+func (e *PendingError) Unwrap() error { return e.Err }
+
+// AlreadySettledError is returned when an operation ID names an operation that
+// settled longer than KeyTTL ago. It matches ErrAlreadySettled.
+type AlreadySettledError struct {
+	OperationID string
+	Key         string
+	Status      int       // the stored final status
+	Settled     time.Time // when it settled
+}
+
+func (e *AlreadySettledError) Error() string {
+	return fmt.Sprintf("idem: operation %q already settled with status %d at %s",
+		e.OperationID, e.Status, e.Settled.UTC().Format(time.RFC3339))
+}
+
+func (e *AlreadySettledError) Unwrap() error { return ErrAlreadySettled }

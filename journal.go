@@ -1,0 +1,330 @@
+// This file holds the Journal: the bbolt file where operations are written
+// before they are sent (write-ahead) and kept until settled, expired or failed.
+// transport.go writes to it; client.go opens it.
+//
+// Layout: bucket "ops" maps an 8-byte big-endian sequence number to a JSON
+// Record, so inserts append; bucket "index" maps "o\x00"+operation ID and
+// "k\x00"+key to that sequence number; bucket "meta" marks the file as a journal.
+
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+var (
+	bucketOps   = []byte("ops")
+	bucketIndex = []byte("index")
+	bucketMeta  = []byte("meta")
+	metaVersion = []byte("version")
+	version1    = []byte("idem-journal-1")
+)
+
+// openPaths guards against opening one journal twice in a process: bbolt's
+// file lock would make the second open wait for itself.
+var openPaths sync.Map // absolute path -> struct{}
+
+// Journal is the durable record of operations, a bbolt file opened by one
+// process at a time. It is safe for concurrent use. Close it when done.
+type Journal struct {
+	db       *bolt.DB
+	path     string
+	abs      string
+	readOnly bool
+	now      func() time.Time
+}
+
+// OpenJournal opens or creates the journal file at path (mode 0600) for
+// writing, then prunes records older than Options.Retention. It returns an
+// error matching ErrJournalLocked if another process or another Journal in
+// this process holds the file (after Options.OpenTimeout), and
+// ErrJournalCorrupt if the file is not a readable journal.
+func OpenJournal(path string, opts *Options) (*Journal, error) {
+	cfg, err := opts.config()
+	if err != nil {
+		return nil, err
+	}
+	j, err := openJournal(path, cfg.OpenTimeout, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := j.Prune(cfg.Retention); err != nil {
+		j.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// OpenJournalReadOnly opens an existing journal for inspection. It shares the
+// file with other readers but not with a writer: while an application holds
+// the journal it returns ErrJournalLocked after timeout (0 means
+// DefaultOpenTimeout).
+func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
+	if timeout <= 0 {
+		timeout = DefaultOpenTimeout
+	}
+	return openJournal(path, timeout, true)
+}
+
+func openJournal(path string, timeout time.Duration, readOnly bool) (j *Journal, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("idem: journal %s: %w", path, err)
+	}
+	if _, busy := openPaths.LoadOrStore(abs, struct{}{}); busy {
+		return nil, fmt.Errorf("%w: %s is already open in this process", ErrJournalLocked, path)
+	}
+	defer func() {
+		if err != nil {
+			openPaths.Delete(abs)
+		}
+	}()
+	db, err := openBolt(path, timeout, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, now: time.Now}
+	if err := j.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
+	defer func() {
+		// bbolt may panic on a damaged file instead of returning an error.
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("%w: %s: %v", ErrJournalCorrupt, path, p)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+	var pathErr *fs.PathError
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s (waited %v)", ErrJournalLocked, path, timeout)
+	case errors.As(err, &pathErr):
+		return nil, fmt.Errorf("idem: journal %s: %w", path, err)
+	default:
+		return nil, fmt.Errorf("%w: %s: %w", ErrJournalCorrupt, path, err)
+	}
+}
+
+// init checks the file is a journal, creating the buckets in a new file.
+func (j *Journal) init() error {
+	check := func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			empty := true
+			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty || j.readOnly {
+				return fmt.Errorf("%w: %s is a bbolt file but not an idem journal", ErrJournalCorrupt, j.path)
+			}
+			return j.create(tx)
+		}
+		if v := meta.Get(metaVersion); string(v) != string(version1) {
+			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
+		}
+		if tx.Bucket(bucketOps) == nil || tx.Bucket(bucketIndex) == nil {
+			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
+		}
+		return nil
+	}
+	if j.readOnly {
+		return j.view(check)
+	}
+	return j.update(check)
+}
+
+func (j *Journal) create(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketOps, bucketIndex} {
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
+	}
+	meta, err := tx.CreateBucket(bucketMeta)
+	if err != nil {
+		return err
+	}
+	return meta.Put(metaVersion, version1)
+}
+
+// Path returns the path the journal was opened with.
+func (j *Journal) Path() string { return j.path }
+
+// Close closes the journal file. Requests still in flight through a Transport
+// that uses it fail their next journal write with ErrJournalClosed and stay
+// pending in the file.
+func (j *Journal) Close() error {
+	err := j.db.Close()
+	openPaths.Delete(j.abs)
+	return err
+}
+
+// view and update run fn in a transaction, turning a bbolt panic on a damaged
+// page into ErrJournalCorrupt and a closed database into ErrJournalClosed.
+func (j *Journal) view(fn func(*bolt.Tx) error) error   { return j.tx(j.db.View, fn) }
+func (j *Journal) update(fn func(*bolt.Tx) error) error { return j.tx(j.db.Update, fn) }
+
+func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrJournalCorrupt, j.path, p)
+		}
+	}()
+	err = run(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
+	}
+	return err
+}
+
+// Lookup returns the record of the operation with the given operation ID, or
+// nil if the journal has none.
+func (j *Journal) Lookup(operationID string) (*Record, error) {
+	return j.find("o\x00" + operationID)
+}
+
+func (j *Journal) find(indexKey string) (rec *Record, err error) {
+	err = j.view(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketIndex).Get([]byte(indexKey))
+		if id == nil {
+			return nil
+		}
+		rec, err = j.decode(tx.Bucket(bucketOps).Get(id))
+		return err
+	})
+	return rec, err
+}
+
+func (j *Journal) decode(b []byte) (*Record, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
+	}
+	rec, err := decodeRecord(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrJournalCorrupt, j.path, err)
+	}
+	return rec, nil
+}
+
+// insert writes a new pending record and returns once the commit, fsync
+// included, has returned. It fails with ErrKeyReuse if the key or operation ID
+// is already taken.
+func (j *Journal) insert(rec *Record) error {
+	return j.update(func(tx *bolt.Tx) error {
+		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
+		keys := [][]byte{[]byte("k\x00" + rec.Key)}
+		if rec.OperationID != "" {
+			keys = append(keys, []byte("o\x00"+rec.OperationID))
+		}
+		for _, k := range keys {
+			if index.Get(k) != nil {
+				return fmt.Errorf("%w: %q is already in the journal", ErrKeyReuse, k[2:])
+			}
+		}
+		id, err := ops.NextSequence()
+		if err != nil {
+			return err
+		}
+		rec.ID = id
+		b, err := rec.encode()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := index.Put(k, idKey(id)); err != nil {
+				return err
+			}
+		}
+		return ops.Put(idKey(id), b)
+	})
+}
+
+// save overwrites an existing record (a state change).
+func (j *Journal) save(rec *Record) error {
+	b, err := rec.encode()
+	if err != nil {
+		return err
+	}
+	return j.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOps).Put(idKey(rec.ID), b)
+	})
+}
+
+// Records returns every record: pending ones first, each group oldest first.
+func (j *Journal) Records() ([]*Record, error) {
+	var recs []*Record
+	err := j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOps).ForEach(func(_, v []byte) error {
+			rec, err := j.decode(v)
+			recs = append(recs, rec)
+			return err
+		})
+	})
+	sort.SliceStable(recs, func(a, b int) bool {
+		return recs[a].State == Pending && recs[b].State != Pending
+	})
+	return recs, err
+}
+
+// pending returns the pending records, oldest first. The read transaction is
+// closed before the caller writes anything.
+func (j *Journal) pending() ([]*Record, error) {
+	var recs []*Record
+	err := j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOps).ForEach(func(_, v []byte) error {
+			rec, err := j.decode(v)
+			if err == nil && rec.State == Pending {
+				recs = append(recs, rec)
+			}
+			return err
+		})
+	})
+	return recs, err
+}
+
+// Prune deletes settled, failed and expired records last updated more than
+// retention ago, with their index entries, and returns how many it deleted.
+// Pending records are never pruned.
+func (j *Journal) Prune(retention time.Duration) (int, error) {
+	cutoff := j.now().Add(-retention)
+	n := 0
+	err := j.update(func(tx *bolt.Tx) error {
+		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
+		var doomed []*Record
+		err := ops.ForEach(func(_, v []byte) error {
+			rec, err := j.decode(v)
+			if err == nil && rec.State != Pending && rec.Updated.Before(cutoff) {
+				doomed = append(doomed, rec)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, rec := range doomed {
+			index.Delete([]byte("k\x00" + rec.Key))
+			if rec.OperationID != "" {
+				index.Delete([]byte("o\x00" + rec.OperationID))
+			}
+			if err := ops.Delete(idKey(rec.ID)); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,174 @@
+// This file holds Options, the one way to configure idem, and its defaults.
+
+package idem
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Defaults used where an Options field is zero.
+const (
+	DefaultKeyHeader           = "Idempotency-Key"
+	DefaultMaxBodyBytes        = 8 << 20 // 8 MiB
+	DefaultKeyTTL              = 24 * time.Hour
+	DefaultRetention           = 7 * 24 * time.Hour
+	DefaultOpenTimeout         = time.Second
+	DefaultMaxAttempts         = 6
+	DefaultInitialInterval     = 250 * time.Millisecond
+	DefaultMultiplier          = 2.0
+	DefaultRandomizationFactor = 0.5
+	DefaultMaxInterval         = 30 * time.Second
+	DefaultMaxRetryAfter       = 60 * time.Second
+	DefaultResumeConcurrency   = 8
+)
+
+// DefaultMethods are the methods journaled when Options.Methods is nil: the
+// methods RFC 9110 section 9.2.2 does not define as idempotent.
+var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
+
+// DefaultSensitiveHeaders are never written to the journal.
+var DefaultSensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+
+// Options configures a Client or Transport. The zero value (or a nil *Options)
+// gives the defaults above. Options are read once, when the Client, Transport or
+// Journal is built; changing them later has no effect.
+type Options struct {
+	// Base sends each attempt. Nil means http.DefaultTransport.
+	Base http.RoundTripper
+
+	// Methods lists the methods that are journaled and keyed. Nil means
+	// DefaultMethods. Other methods are retried but not journaled, unless the
+	// request context carries WithOperationID or WithKey.
+	Methods []string
+
+	// KeyHeader is the idempotency key header. "" means DefaultKeyHeader.
+	KeyHeader string
+
+	// SensitiveHeaders are added to DefaultSensitiveHeaders; none of them is ever
+	// written to the journal. On Resume they come back from PrepareResume.
+	SensitiveHeaders []string
+
+	// MaxBodyBytes caps a journaled request body, in bytes. 0 means
+	// DefaultMaxBodyBytes. A longer body fails with ErrBodyTooLarge.
+	MaxBodyBytes int64
+
+	// KeyTTL is how long the server is assumed to keep an idempotency key. A
+	// pending operation older than this is not re-sent (ErrKeyExpired). 0 means
+	// DefaultKeyTTL.
+	KeyTTL time.Duration
+
+	// Retention is how long settled, failed and expired records are kept before
+	// pruning. Pending records are never pruned. 0 means DefaultRetention.
+	Retention time.Duration
+
+	// OpenTimeout bounds the wait for the journal's file lock. 0 means
+	// DefaultOpenTimeout.
+	OpenTimeout time.Duration
+
+	// MaxAttempts is the number of attempts per call (the first one included).
+	// 0 means DefaultMaxAttempts.
+	MaxAttempts int
+
+	// InitialInterval, Multiplier, RandomizationFactor and MaxInterval shape the
+	// exponential backoff (github.com/cenkalti/backoff/v4). Zero means the
+	// Default value. MaxInterval is the largest wait ever used: jitter never
+	// pushes a wait past it.
+	InitialInterval     time.Duration
+	Multiplier          float64
+	RandomizationFactor float64
+	MaxInterval         time.Duration
+
+	// MaxRetryAfter caps a server's Retry-After. When the server asks for
+	// longer, the call returns a *PendingError at once and Resume honours the
+	// server's time later. 0 means DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+
+	// AttemptTimeout bounds each attempt until its response headers arrive.
+	// 0 means no per-attempt limit (the request context still applies).
+	AttemptTimeout time.Duration
+
+	// Classifier decides what to do with each attempt's outcome. Nil means
+	// DefaultClassifier.
+	Classifier Classifier
+
+	// PrepareResume, if set, is called on each request rebuilt by Resume before
+	// it is sent, to add what the journal does not keep (credentials).
+	// Returning an error leaves the operation pending and reports the error.
+	PrepareResume func(*http.Request) error
+
+	// ResumeConcurrency bounds the operations Resume sends at once. 0 means
+	// DefaultResumeConcurrency.
+	ResumeConcurrency int
+
+	// Logger receives one record per retry, give-up and resume outcome. Nil
+	// means silent. Keys are logged; bodies and sensitive headers never are.
+	Logger *slog.Logger
+}
+
+// config is Options with every default filled in and the inputs checked.
+type config struct {
+	Options
+	methods   map[string]bool
+	sensitive map[string]bool
+}
+
+func (o *Options) config() (*config, error) {
+	c := &config{}
+	if o != nil {
+		c.Options = *o
+	}
+	if c.MaxBodyBytes < 0 || c.KeyTTL < 0 || c.Retention < 0 || c.OpenTimeout < 0 ||
+		c.MaxAttempts < 0 || c.InitialInterval < 0 || c.MaxInterval < 0 ||
+		c.MaxRetryAfter < 0 || c.AttemptTimeout < 0 || c.ResumeConcurrency < 0 || c.Multiplier < 0 {
+		return nil, fmt.Errorf("idem: invalid options: negative value")
+	}
+	if c.RandomizationFactor < 0 || c.RandomizationFactor >= 1 {
+		if c.RandomizationFactor != 0 {
+			return nil, fmt.Errorf("idem: invalid options: RandomizationFactor %v outside [0, 1)", c.RandomizationFactor)
+		}
+	}
+	if c.Multiplier != 0 && c.Multiplier < 1 {
+		return nil, fmt.Errorf("idem: invalid options: Multiplier %v below 1", c.Multiplier)
+	}
+	setDefault(&c.KeyHeader, DefaultKeyHeader)
+	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&c.KeyTTL, DefaultKeyTTL)
+	setDefault(&c.Retention, DefaultRetention)
+	setDefault(&c.OpenTimeout, DefaultOpenTimeout)
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.InitialInterval, DefaultInitialInterval)
+	setDefault(&c.Multiplier, DefaultMultiplier)
+	setDefault(&c.RandomizationFactor, DefaultRandomizationFactor)
+	setDefault(&c.MaxInterval, DefaultMaxInterval)
+	setDefault(&c.MaxRetryAfter, DefaultMaxRetryAfter)
+	setDefault(&c.ResumeConcurrency, DefaultResumeConcurrency)
+	if c.Classifier == nil {
+		c.Classifier = DefaultClassifier
+	}
+	if c.InitialInterval > c.MaxInterval {
+		c.InitialInterval = c.MaxInterval
+	}
+	methods := c.Methods
+	if methods == nil {
+		methods = DefaultMethods
+	}
+	c.methods = make(map[string]bool, len(methods))
+	for _, m := range methods {
+		c.methods[m] = true
+	}
+	c.sensitive = make(map[string]bool)
+	for _, h := range append(append([]string{}, DefaultSensitiveHeaders...), c.SensitiveHeaders...) {
+		c.sensitive[http.CanonicalHeaderKey(h)] = true
+	}
+	return c, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

@@ -1,0 +1,89 @@
+// This file holds Record, one operation as the journal stores it, and its
+// encoding.
+
+package idem
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// State is where an operation is in its life.
+type State uint8
+
+const (
+	// Pending: the outcome is not known yet; Resume will send it again.
+	Pending State = iota + 1
+	// Settled: a final response was received.
+	Settled
+	// Expired: pending for longer than KeyTTL; never re-sent blindly.
+	Expired
+	// Failed: failed permanently before the server could have acted.
+	Failed
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Settled:
+		return "settled"
+	case Expired:
+		return "expired"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", s)
+}
+
+// Record is one operation in the journal. Records returned by the Journal are
+// copies; changing them changes nothing on disk.
+type Record struct {
+	ID          uint64      `json:"id"` // journal sequence number, in creation order
+	Key         string      `json:"key"`
+	OperationID string      `json:"op,omitempty"`
+	Method      string      `json:"method"`
+	URL         string      `json:"url"`              // without userinfo
+	Header      http.Header `json:"header,omitempty"` // without sensitive headers and the key
+	Body        []byte      `json:"body,omitempty"`   // dropped once settled
+	BodySHA256  string      `json:"sha256"`           // hex, of the body as sent
+	Created     time.Time   `json:"created"`
+	State       State       `json:"state"`
+	Attempts    int         `json:"attempts"`
+	LastAttempt time.Time   `json:"last_attempt,omitzero"`
+	NextAttempt time.Time   `json:"next_attempt,omitzero"` // earliest time Resume may send it
+	Status      int         `json:"status,omitempty"`      // last or final status code
+	LastError   string      `json:"last_error,omitempty"`
+	Updated     time.Time   `json:"updated"` // last state change; drives pruning
+}
+
+// fingerprint identifies the request an operation stands for, so a reused
+// operation ID with a different request is refused.
+func fingerprint(method, url string, body []byte) (bodySum string, fp string) {
+	b := sha256.Sum256(body)
+	bodySum = hex.EncodeToString(b[:])
+	return bodySum, method + " " + url + " " + bodySum
+}
+
+func (r *Record) fingerprint() string {
+	return r.Method + " " + r.URL + " " + r.BodySHA256
+}
+
+func idKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, id)
+}
+
+func (r *Record) encode() ([]byte, error) { return json.Marshal(r) }
+
+func decodeRecord(b []byte) (*Record, error) {
+	r := new(Record)
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

@@ -1,0 +1,122 @@
+// This file holds the waiting policy between attempts: jittered exponential
+// backoff (github.com/cenkalti/backoff/v4), the server's Retry-After (RFC 9110
+// section 10.2.3), and an injectable clock so tests never sleep.
+
+package idem
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// clock is the time source of the attempt loop. Tests replace it.
+type clock interface {
+	Now() time.Time
+	// Sleep waits d or until ctx ends, whichever is first, and returns
+	// ctx.Err() in the second case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// schedule yields the waits of one call. It is not safe for concurrent use;
+// each call makes its own.
+type schedule struct {
+	cfg *config
+	b   *backoff.ExponentialBackOff
+}
+
+func newSchedule(cfg *config, clk clock) *schedule {
+	// Jitter multiplies an interval by up to (1 + RandomizationFactor); capping
+	// the interval below MaxInterval by that factor keeps every jittered wait
+	// within MaxInterval and still spread out at the cap.
+	capped := time.Duration(float64(cfg.MaxInterval) / (1 + cfg.RandomizationFactor))
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(min(cfg.InitialInterval, capped)),
+		backoff.WithMultiplier(cfg.Multiplier),
+		backoff.WithRandomizationFactor(cfg.RandomizationFactor),
+		backoff.WithMaxInterval(capped),
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithClockProvider(clk),
+	)
+	return &schedule{cfg: cfg, b: b}
+}
+
+// backoff returns the next backoff wait, always in (0, MaxInterval].
+func (s *schedule) backoff() time.Duration {
+	return clampWait(s.b.NextBackOff(), s.cfg.MaxInterval)
+}
+
+// wait returns how long to wait after a retryable outcome and whether the
+// server chose it. A Retry-After on the response wins over backoff; a date in
+// the past gives a short random wait no longer than InitialInterval.
+func (s *schedule) wait(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp != nil {
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+			if d <= 0 {
+				return clampWait(rand.N(s.cfg.InitialInterval)+1, s.cfg.InitialInterval), true
+			}
+			return d, true
+		}
+	}
+	return s.backoff(), false
+}
+
+func clampWait(d, limit time.Duration) time.Duration {
+	if d <= 0 {
+		return time.Millisecond
+	}
+	return min(d, limit)
+}
+
+// parseRetryAfter reads a Retry-After value: delta-seconds (1*DIGIT) or an
+// HTTP-date in any of the three forms of RFC 9110 section 5.6.7, read as UTC. A
+// past date gives 0. Negative, fractional, empty or unparseable values give
+// ok=false. Values too large for a time.Duration saturate.
+func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if isDigits(v) {
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || secs > int64(math.MaxInt64/time.Second) {
+			return math.MaxInt64, true // only overflow fails on digits
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
