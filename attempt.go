@@ -79,19 +79,18 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 			}
 			return nil, fmt.Errorf("%w: %s %s: %w", ErrOutcomeUnknown, o.req.Method, o.req.URL.Redacted(), err)
 		}
+		// Every give-up below keeps the end of this wait as the earliest next
+		// attempt, so Resume honours the server's Retry-After too.
 		now := t.clock.Now()
-		if n >= maxAttempts {
-			return t.giveUp(o, last, now.Add(sched.backoff()))
-		}
 		wait, fromServer := sched.wait(resp, now)
-		if fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
+		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
 			return t.giveUp(o, last, now.Add(wait))
 		}
 		discard(resp)
 		last.resp = nil
 		t.logRetry(o, n, class, last, wait)
 		if err := t.clock.Sleep(ctx, wait); err != nil {
-			return t.giveUp(o, outcome{err: err, status: last.status}, t.clock.Now())
+			return t.giveUp(o, outcome{err: err, status: last.status}, now.Add(wait))
 		}
 	}
 }

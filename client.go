@@ -27,8 +27,9 @@ type Client struct {
 	http      *http.Client
 }
 
-// Open opens (or creates, mode 0600) the journal file at path and returns a
-// Client that journals through it. It fails with ErrJournalLocked if another
+// Open opens (or creates, mode 0600) the journal file at path, prunes records
+// older than Options.Retention, and returns a Client that journals through it.
+// It fails with ErrJournalLocked if another
 // process holds the file, ErrJournalCorrupt if the file is not a journal, or an
 // error for invalid Options.
 func Open(path string, opts *Options) (*Client, error) {
@@ -40,6 +41,9 @@ func Open(path string, opts *Options) (*Client, error) {
 		return nil, err
 	}
 	t, err := NewTransport(j, opts)
+	if err == nil {
+		_, err = j.Prune(t.cfg.Retention)
+	}
 	if err != nil {
 		return nil, errors.Join(err, j.Close())
 	}

@@ -44,7 +44,7 @@ type Journal struct {
 }
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for
-// writing, then prunes records older than Options.Retention. It returns an
+// writing. It returns an
 // error matching ErrJournalLocked if another process or another Journal in
 // this process holds the file (after Options.OpenTimeout), and
 // ErrJournalCorrupt if the file is not a readable journal.
@@ -53,15 +53,7 @@ func OpenJournal(path string, opts *Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := openJournal(path, cfg.OpenTimeout, false)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := j.Prune(cfg.Retention); err != nil {
-		j.Close()
-		return nil, err
-	}
-	return j, nil
+	return openJournal(path, cfg.OpenTimeout, false)
 }
 
 // OpenJournalReadOnly opens an existing journal for inspection. It shares the

@@ -82,9 +82,11 @@ func (s *schedule) wait(resp *http.Response, now time.Time) (time.Duration, bool
 	return s.backoff(), false
 }
 
+// clampWait keeps d in (0, limit]. A wait that rounded down to nothing becomes
+// a millisecond, or limit if that is shorter, so retries never spin.
 func clampWait(d, limit time.Duration) time.Duration {
 	if d <= 0 {
-		return time.Millisecond
+		d = time.Millisecond
 	}
 	return min(d, limit)
 }

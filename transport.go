@@ -65,11 +65,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
-	body, err := t.readBody(req)
-	if err != nil {
+	if err := validURL(req); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
 		return nil, err
 	}
-	if err := validURL(req); err != nil {
+	body, err := t.readBody(req)
+	if err != nil {
 		return nil, err
 	}
 	if !t.journaled(req) {
@@ -116,7 +119,8 @@ func (b *body) close() {
 
 // readBody reads at most MaxBodyBytes of the caller's body. It closes the body
 // unless the body is over the cap, in which case rest keeps it open for a
-// one-shot unjournaled send.
+// one-shot unjournaled send. A body shorter than the request's ContentLength
+// is read again from GetBody.
 func (t *Transport) readBody(req *http.Request) (body, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return body{}, nil
@@ -131,6 +135,21 @@ func (t *Transport) readBody(req *http.Request) (body, error) {
 	}
 	if err := req.Body.Close(); err != nil {
 		return body{}, fmt.Errorf("idem: closing request body: %w", err)
+	}
+	if int64(len(buf)) < req.ContentLength {
+		// An earlier call with this request value spent its Body. Start again
+		// from GetBody, as net/http does for its own retries; without it, refuse
+		// rather than send a shortened body.
+		if req.GetBody == nil {
+			return body{}, fmt.Errorf("%w: ContentLength=%d with Body length %d", ErrInvalidRequest, req.ContentLength, len(buf))
+		}
+		rc, err := req.GetBody()
+		if err != nil {
+			return body{}, fmt.Errorf("idem: request GetBody: %w", err)
+		}
+		fresh := *req
+		fresh.Body, fresh.GetBody = rc, nil
+		return t.readBody(&fresh)
 	}
 	return body{buf: buf}, nil
 }

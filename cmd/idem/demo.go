@@ -1,0 +1,224 @@
+// This file holds "idem demo": it starts the testserver with a fault mix, runs
+// the worker (worker.go) as a child process, SIGKILLs it at random moments,
+// restarts it, and proves from the server's ledger that every payment happened
+// exactly once.
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idem-go/idem/testserver"
+)
+
+type demoConfig struct {
+	n, conc, kills int
+	seed           uint64
+	faults         string
+	journal        string
+	attemptTimeout time.Duration
+	killAfter      time.Duration // upper bound of a worker's random life before a kill
+	budget         time.Duration // the whole demo gives up after this
+}
+
+func runDemo(args []string) error {
+	var cfg demoConfig
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.IntVar(&cfg.n, "n", 200, "number of payments (operations)")
+	fs.IntVar(&cfg.conc, "concurrency", 8, "payments in flight at once in the worker")
+	fs.IntVar(&cfg.kills, "kills", 3, "SIGKILLs of the worker at random moments")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed for the fault plan and the kill times")
+	fs.StringVar(&cfg.faults, "faults", "default", "fault mix, e.g. lost=0.1,503=0.05 (\"default\": "+testserver.DefaultMix+")")
+	fs.StringVar(&cfg.journal, "journal", "", "journal file (default: a new file in a temporary directory)")
+	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", time.Second, "worker's per-attempt timeout")
+	fs.DurationVar(&cfg.killAfter, "kill-within", 1500*time.Millisecond, "a killed worker lives a random time up to this")
+	fs.DurationVar(&cfg.budget, "timeout", 3*time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.n < 1 || cfg.conc < 1 || cfg.kills < 0 {
+		return errors.New("demo: -n and -concurrency must be >= 1, -kills >= 0")
+	}
+	plan, err := testserver.ParsePlan(cfg.seed, cfg.faults)
+	if err != nil {
+		return err
+	}
+	if cfg.journal == "" {
+		dir, err := os.MkdirTemp("", "idem-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.journal = filepath.Join(dir, "demo.journal")
+	}
+	srv := testserver.NewServer(&testserver.Options{RequireKey: true, Plan: plan})
+	defer srv.Close()
+	fmt.Printf("idem demo: %d payments, concurrency %d, %d kills, seed %d\n", cfg.n, cfg.conc, cfg.kills, cfg.seed)
+	fmt.Printf("  server  %s  faults %s\n  journal %s\n", srv.URL, cfg.faults, cfg.journal)
+
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.budget)
+	defer cancel()
+	start := time.Now()
+	st, err := runLives(ctx, cfg, srv.URL)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	return report(cfg, st, srv.Ledger(), wall)
+}
+
+// lifeStats counts the worker's events over all its lives.
+type lifeStats struct {
+	mu       sync.Mutex
+	kills    int
+	lives    int
+	resumed  int
+	settled  map[string]bool
+	errors   int
+	finished bool
+}
+
+// runLives runs the worker, killing it cfg.kills times, then lets its last
+// life finish.
+func runLives(ctx context.Context, cfg demoConfig, url string) (*lifeStats, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(cfg.seed, 0x1de7))
+	st := &lifeStats{settled: make(map[string]bool)}
+	for life := 0; ; life++ {
+		kill := life < cfg.kills
+		var after time.Duration
+		if kill {
+			after = cfg.killAfter/5 + time.Duration(rng.Int64N(int64(cfg.killAfter*4/5)+1))
+		}
+		cmd := exec.CommandContext(ctx, exe, workerCommand, "-url", url, "-journal", cfg.journal,
+			"-n", fmt.Sprint(cfg.n), "-concurrency", fmt.Sprint(cfg.conc),
+			"-attempt-timeout", cfg.attemptTimeout.String())
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		st.lives++
+		read := make(chan struct{})
+		go func() { st.read(out); close(read) }()
+		if kill {
+			timer := time.AfterFunc(after, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			<-read
+			timer.Stop()
+			cmd.Wait()
+			st.kills++
+			fmt.Printf("  life %d: SIGKILL after %v, %d/%d settled so far\n", life+1, after.Round(time.Millisecond), st.settledCount(), cfg.n)
+			continue
+		}
+		<-read
+		err = cmd.Wait()
+		fmt.Printf("  life %d: ran to the end, %d/%d settled\n", life+1, st.settledCount(), cfg.n)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("demo: gave up after %v", cfg.budget)
+		}
+		if err != nil || !st.finished {
+			return nil, fmt.Errorf("demo: worker failed: %v", err)
+		}
+		return st, nil
+	}
+}
+
+func (s *lifeStats) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		s.mu.Lock()
+		switch f[0] {
+		case "resumed":
+			s.resumed++
+			if len(f) > 2 && strings.HasPrefix(f[2], "2") {
+				s.settled[f[1]] = true
+			}
+		case "settled":
+			s.settled[f[1]] = true
+		case "error":
+			s.errors++
+			fmt.Println("  worker:", sc.Text())
+		case "done":
+			s.finished = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *lifeStats) settledCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.settled)
+}
+
+// report prints the table and fails unless every payment happened once.
+func report(cfg demoConfig, st *lifeStats, l testserver.Ledger, wall time.Duration) error {
+	refs := make([]string, cfg.n)
+	for i := range refs {
+		refs[i] = reference(i)
+	}
+	lost := 0
+	for _, r := range refs {
+		if l.Effects[r] == 0 {
+			lost++
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
+	fmt.Println()
+	row("operations", cfg.n)
+	row("attempts (server saw)", l.Requests)
+	row("retries", l.Requests-cfg.n)
+	row("worker lives", st.lives)
+	row("SIGKILLs", st.kills)
+	row("resumed", st.resumed)
+	row("server replays", l.Replays)
+	row("409 in progress", l.InProgress)
+	for _, k := range sortedKeys(l.Faults) {
+		row("fault "+k, l.Faults[k])
+	}
+	row("payments made", l.Payments())
+	row("duplicates", len(l.Duplicates()))
+	row("lost", lost)
+	row("wall time", wall.Round(time.Millisecond))
+	tw.Flush()
+	if err := l.Check(refs); err != nil {
+		return fmt.Errorf("demo: NOT exactly once: %w", err)
+	}
+	fmt.Println("\nexactly once: every payment has one effect on the server's ledger")
+	return nil
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

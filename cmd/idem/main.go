@@ -1,0 +1,51 @@
+// Command idem runs the demo that proves exactly-once through crashes, the
+// fake flaky payments server standalone, and a journal inspector.
+//
+//	idem demo    [flags]            prove exactly-once through SIGKILLs (see demo.go)
+//	idem serve   [flags]            run the testserver on a loopback address
+//	idem journal ls|show|prune FILE inspect a journal file
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+const usage = `usage:
+  idem demo [flags]               prove exactly-once through crashes (idem demo -h)
+  idem serve [flags]              run the fake flaky payments server (idem serve -h)
+  idem journal ls|show|prune FILE inspect a journal (idem journal -h)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "demo":
+		err = runDemo(args)
+	case workerCommand:
+		err = runWorker(args)
+	case "serve":
+		err = runServe(args)
+	case "journal":
+		err = runJournal(args)
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "idem: unknown command %q\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idem:", err)
+		os.Exit(1)
+	}
+}

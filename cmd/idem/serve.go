@@ -1,0 +1,69 @@
+// serve.go is "idem serve": the testserver standalone, on a fixed address, until SIGINT or
+// SIGTERM, then a summary of its ledger. The server itself is package testserver.
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/idem-go/idem/testserver"
+)
+
+// runServe runs "idem serve [flags]". It prints the server's URL, serves until SIGINT or
+// SIGTERM, closes the server and prints the ledger. -h returns flag.ErrHelp.
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("idem serve", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen `address` (host:port)")
+	seed := fs.Uint64("seed", 1, "seed for the random fault plan; the same seed draws the same faults")
+	faults := fs.String("faults", "none", "fault `mix`, e.g. lost=0.08,503=0.1,hold=0.03:1500ms; \"default\" is "+testserver.DefaultMix)
+	ttl := fs.Duration("ttl", testserver.DefaultKeyTTL, "how long a stored result is replayed")
+	requireKey := fs.Bool("require-key", false, "answer 400 to POST /payments without an Idempotency-Key")
+	verbose := fs.Bool("v", false, "log every POST /payments to stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: idem serve [flags]\n\n"+
+			"Runs the fake flaky payments API (POST /payments, GET /payments/{id}, GET /_ledger)\n"+
+			"with server-side idempotency and injected faults, until interrupted.\n\n"+
+			"Fault names: lost drop reset hold slow NNN NNNdate NNNbad (NNN a status 400-599).\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+
+	plan, err := testserver.ParsePlan(*seed, *faults)
+	if err != nil {
+		return fmt.Errorf("serve: -faults: %w", err)
+	}
+	opts := &testserver.Options{RequireKey: *requireKey, KeyTTL: *ttl}
+	if len(plan.Rates) > 0 {
+		opts.Plan = plan
+	}
+	if *verbose {
+		opts.Logf = log.New(os.Stderr, "idem serve: ", log.LstdFlags|log.Lmicroseconds).Printf
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := testserver.Listen(*addr, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Println(srv.URL)
+	fmt.Fprintf(os.Stderr, "idem serve: faults %q, seed %d, key TTL %v; ledger at %s/_ledger; Ctrl-C to stop\n",
+		*faults, *seed, *ttl, srv.URL)
+
+	<-ctx.Done()
+	stop() // a second Ctrl-C now kills the process the usual way
+	srv.Close()
+	fmt.Print("\n" + srv.Ledger().Summary())
+	return nil
+}

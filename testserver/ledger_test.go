@@ -1,0 +1,58 @@
+// ledger_test.go tests the exactly-once checks on Ledger.
+
+package testserver
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLedgerCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		effects    map[string]int
+		refs       []string
+		missing    []string
+		duplicated []string
+	}{
+		{name: "exactly once", effects: map[string]int{"a": 1, "b": 1}, refs: []string{"b", "a"}},
+		{name: "extra single effect allowed", effects: map[string]int{"a": 1, "x": 1}, refs: []string{"a"}},
+		{name: "no refs, no dups", effects: map[string]int{"a": 1}},
+		{name: "empty", refs: nil},
+		{name: "missing", effects: map[string]int{"a": 1}, refs: []string{"c", "a", "b", "c"}, missing: []string{"b", "c"}},
+		{name: "duplicate", effects: map[string]int{"a": 2, "b": 1, "z": 3}, refs: []string{"a", "b"}, duplicated: []string{"a", "z"}},
+		{name: "both", effects: map[string]int{"a": 2}, refs: []string{"a", "b"}, missing: []string{"b"}, duplicated: []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Ledger{Effects: tc.effects}
+			err := l.Check(tc.refs)
+			if tc.missing == nil && tc.duplicated == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrNotExactlyOnce)
+			var ce *CheckError
+			require.True(t, errors.As(err, &ce))
+			require.Equal(t, tc.missing, ce.Missing)
+			require.Equal(t, tc.duplicated, ce.Duplicated)
+			require.Equal(t, tc.duplicated, l.Duplicates())
+		})
+	}
+}
+
+func TestCheckErrorMessage(t *testing.T) {
+	err := &CheckError{Missing: []string{"a", "b", "c", "d", "e", "f", "g"}, Duplicated: []string{"x"}}
+	require.Equal(t, "testserver: not exactly once: 7 missing (a b c d e and 2 more), 1 duplicated (x)", err.Error())
+}
+
+func TestLedgerSummary(t *testing.T) {
+	l := Ledger{Effects: map[string]int{"a": 2, "b": 1}, Requests: 9, Faults: map[string]int{"lost": 2, "drop": 1}}
+	sum := l.Summary()
+	require.Contains(t, sum, "payments     3 for 2 references")
+	require.Contains(t, sum, "duplicates   1")
+	require.Contains(t, sum, "faults       drop=1 lost=2")
+	require.Contains(t, Ledger{}.Summary(), "faults       none")
+	require.Equal(t, 3, l.Payments())
+}

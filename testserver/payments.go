@@ -1,0 +1,125 @@
+// payments.go is the business side of the fake API: the payment resource, its request body
+// and fingerprint, and the read-only endpoints GET /payments/{id} and GET /_ledger. The
+// idempotent POST /payments lives in create.go.
+
+package testserver
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// payment is the resource POST /payments creates.
+type payment struct {
+	ID        string `json:"id"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+	Reference string `json:"reference"`
+}
+
+// paymentRequest is the body of POST /payments; pointers tell a missing field from a zero.
+type paymentRequest struct {
+	Amount    *int64  `json:"amount"`
+	Currency  *string `json:"currency"`
+	Reference *string `json:"reference"`
+}
+
+// parsePayment validates body and returns the payment it asks for, without an ID, and the
+// body's fingerprint.
+func parsePayment(body []byte) (payment, [sha256.Size]byte, error) {
+	canon, err := canonicalJSON(body)
+	if err != nil {
+		return payment{}, [sha256.Size]byte{}, err
+	}
+	var req paymentRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return payment{}, [sha256.Size]byte{}, fmt.Errorf("testserver: payment body: %w", err)
+	}
+	switch {
+	case req.Amount == nil || *req.Amount <= 0:
+		err = errors.New("testserver: amount must be a positive integer (minor units)")
+	case req.Currency == nil || *req.Currency == "":
+		err = errors.New("testserver: currency is required")
+	case req.Reference == nil || *req.Reference == "":
+		err = errors.New("testserver: reference is required")
+	}
+	if err != nil {
+		return payment{}, [sha256.Size]byte{}, err
+	}
+	p := payment{Amount: *req.Amount, Currency: *req.Currency, Reference: *req.Reference}
+	return p, sha256.Sum256(canon), nil
+}
+
+// canonicalJSON re-encodes the single JSON value in body with object keys sorted (as
+// encoding/json does for maps) and numbers kept verbatim, so that key order and white space
+// do not change a fingerprint.
+func canonicalJSON(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("testserver: payment body is not JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("testserver: payment body has data after the JSON value")
+	}
+	return json.Marshal(v)
+}
+
+// paymentStore holds created payments by ID. It is safe for concurrent use.
+type paymentStore struct {
+	mu   sync.Mutex
+	byID map[string]payment
+}
+
+func newPaymentStore() *paymentStore {
+	return &paymentStore{byID: make(map[string]payment)}
+}
+
+// add gives p a fresh ID, stores it and returns it.
+func (ps *paymentStore) add(p payment) payment {
+	p.ID = "pay_" + rand.Text()[:16]
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.byID[p.ID] = p
+	return p
+}
+
+// get returns the payment with id.
+func (ps *paymentStore) get(id string) (payment, bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p, ok := ps.byID[id]
+	return p, ok
+}
+
+// handleGetPayment serves GET /payments/{id}.
+func (s *Server) handleGetPayment(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.payments.get(r.PathValue("id"))
+	if !ok {
+		errorResult(http.StatusNotFound, "not_found", "no such payment").write(w, false)
+		return
+	}
+	jsonResult(http.StatusOK, p).write(w, false)
+}
+
+// handleLedger serves GET /_ledger.
+func (s *Server) handleLedger(w http.ResponseWriter, _ *http.Request) {
+	jsonResult(http.StatusOK, s.ledger.snapshot()).write(w, false)
+}
+
+// routes returns the API's handler.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /payments", s.handleCreate)
+	mux.HandleFunc("GET /payments/{id}", s.handleGetPayment)
+	mux.HandleFunc("GET /_ledger", s.handleLedger)
+	return mux
+}

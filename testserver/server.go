@@ -1,0 +1,276 @@
+// server.go holds Server and its lifecycle, as net/http/httptest does: NewServer or Listen
+// start it, Close stops it and waits for in-flight handlers. The endpoints are in
+// payments.go and create.go.
+
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the zero Options.
+const (
+	// DefaultKeyHeader is the idempotency key header, as the IETF draft names it.
+	DefaultKeyHeader = "Idempotency-Key"
+	// DefaultKeyTTL is how long a stored result is replayed: 24 hours, as Stripe keeps keys.
+	DefaultKeyTTL = 24 * time.Hour
+	// DefaultInProgressRetryAfter is the Retry-After sent with 409, in seconds.
+	DefaultInProgressRetryAfter = "1"
+	// DefaultMaxBodyBytes bounds a POST /payments body: 1 MiB.
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// closeGrace is how long Close waits for in-flight requests before it closes their
+// connections under them.
+const closeGrace = 5 * time.Second
+
+// Options configures a Server. The zero value (or nil) works: key optional, 24 h TTL, no
+// random faults, quiet. NewServer and Listen copy it; changing it later has no effect.
+type Options struct {
+	// KeyHeader is the header that carries the idempotency key; "" means DefaultKeyHeader.
+	KeyHeader string
+	// RequireKey makes POST /payments without a key fail with 400.
+	RequireKey bool
+	// KeyTTL is how long a stored result is replayed after it was stored; zero or negative
+	// means DefaultKeyTTL. Measured on the clock set with Server.SetNow.
+	KeyTTL time.Duration
+	// InProgressRetryAfter is the Retry-After value, sent verbatim, on 409 for a key still in
+	// progress; "" means DefaultInProgressRetryAfter.
+	InProgressRetryAfter string
+	// Plan draws a random fault for each POST /payments not covered by Server.Script; nil
+	// means no random faults. The Server draws from it; share one Plan between servers only
+	// if one sequence of draws for all of them is what you want.
+	Plan *Plan
+	// MaxBodyBytes bounds a POST /payments body; larger bodies get 413 and nothing is
+	// stored. Zero or negative means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logf, if set, receives one line per POST /payments and net/http's server errors. The
+	// Authorization header is never logged. It may be called concurrently.
+	Logf func(format string, args ...any)
+}
+
+// Server is a payments API with server-side idempotency and fault injection, listening on a
+// real TCP port. Its methods are safe for concurrent use. The owner must call Close.
+type Server struct {
+	// URL is the base URL, "http://ipaddr:port", with no trailing slash.
+	URL string
+
+	opts      Options // defaults applied; read-only after start
+	ln        net.Listener
+	srv       *http.Server
+	transport *http.Transport // Client's
+	client    *http.Client
+	handler   http.Handler
+
+	keys     *keyStore
+	payments *paymentStore
+	ledger   *recorder
+	nowFn    atomic.Pointer[func() time.Time]
+	holding  atomic.Int64 // requests in a FaultHold wait, for tests
+
+	done      chan struct{} // closed when Close starts
+	served    chan struct{} // closed when srv.Serve returned
+	closeOnce sync.Once
+	handlers  sync.WaitGroup // in-flight handlers; Add only under mu while !closing
+
+	mu      sync.Mutex
+	closing bool
+	script  []Fault
+	release chan struct{} // closed and replaced by ReleaseHolds
+	conns   map[net.Conn]http.ConnState
+}
+
+// NewServer starts a Server on 127.0.0.1 at a free port. Like httptest.NewServer it panics
+// if it cannot listen. opts may be nil. The caller must call Close.
+func NewServer(opts *Options) *Server {
+	s, err := Listen("127.0.0.1:0", opts)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Listen starts a Server on addr, in net.Listen's "host:port" form, for the standalone
+// command. Give a host: URL is built from the listener's address, and a wildcard such as
+// ":8080" makes it "http://[::]:8080". opts may be nil. The caller must call Close.
+func Listen(addr string, opts *Options) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("testserver: listen on %s: %w", addr, err)
+	}
+	s := newServer(opts)
+	s.ln = ln
+	s.URL = "http://" + ln.Addr().String()
+	s.srv = &http.Server{
+		Handler:           http.HandlerFunc(s.serveTracked),
+		ConnState:         s.trackConn,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(logWriter{s}, "", 0),
+	}
+	go func() {
+		defer close(s.served)
+		_ = s.srv.Serve(ln) // returns when Close closes the listener
+	}()
+	return s, nil
+}
+
+// newServer builds a Server that does not listen yet.
+func newServer(opts *Options) *Server {
+	s := &Server{
+		done:    make(chan struct{}),
+		served:  make(chan struct{}),
+		release: make(chan struct{}),
+		conns:   make(map[net.Conn]http.ConnState),
+	}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.KeyHeader == "" {
+		s.opts.KeyHeader = DefaultKeyHeader
+	}
+	if s.opts.KeyTTL <= 0 {
+		s.opts.KeyTTL = DefaultKeyTTL
+	}
+	if s.opts.InProgressRetryAfter == "" {
+		s.opts.InProgressRetryAfter = DefaultInProgressRetryAfter
+	}
+	if s.opts.MaxBodyBytes <= 0 {
+		s.opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s.SetNow(nil)
+	s.keys = newKeyStore(s.opts.KeyTTL)
+	s.payments = newPaymentStore()
+	s.ledger = newRecorder()
+	s.handler = s.routes()
+	s.transport = &http.Transport{} // no proxy: the server is on loopback
+	s.client = &http.Client{Transport: s.transport}
+	return s
+}
+
+// Client returns a plain *http.Client for the server, without idem and without retries of
+// its own; the same client on every call. Close closes its idle connections.
+func (s *Server) Client() *http.Client { return s.client }
+
+// Handler returns the API's handler, to mount on another server. Requests it serves share
+// this Server's keys, ledger and faults; Close wakes their holds and slow responses but does
+// not wait for them.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Script queues faults for the next len(faults) POST /payments requests, in arrival order,
+// ahead of any Plan. Fault{} lets one request through untouched.
+func (s *Server) Script(faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = append(s.script, faults...)
+}
+
+// ReleaseHolds ends every FaultHold and FaultSlowResponse wait in progress now; held
+// requests go on to be processed. Later holds wait their full delay again.
+func (s *Server) ReleaseHolds() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.release)
+	s.release = make(chan struct{})
+}
+
+// Ledger returns a snapshot of the ledger.
+func (s *Server) Ledger() Ledger { return s.ledger.snapshot() }
+
+// SetNow sets the clock for key expiry and Retry-After dates; nil restores time.Now.
+func (s *Server) SetNow(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	s.nowFn.Store(&now)
+}
+
+// Close stops the server: it closes the listener and idle connections, wakes every hold
+// (the held request is answered 503 and its key freed) and slow response (answered at
+// once), and waits for in-flight requests to be answered; a request still running after a
+// few seconds (a client stalled half-way through its body, say) has its connection closed
+// under it. Close never hangs on a fault and may be called more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		close(s.done)
+		// A connection that never sent a request would hold Shutdown for 5 s; httptest
+		// closes these too.
+		for c, st := range s.conns {
+			if st == http.StateNew {
+				_ = c.Close()
+			}
+		}
+		s.mu.Unlock()
+		s.transport.CloseIdleConnections()
+
+		// Shutdown, unlike Close, lets answers already written reach the client.
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.logf("testserver: requests still running after %v; closing their connections", closeGrace)
+			_ = s.srv.Close()
+		}
+		s.handlers.Wait() // handlers of hijacked connections, which Shutdown does not track
+		<-s.served
+	})
+}
+
+// serveTracked counts in-flight handlers for Close.
+func (s *Server) serveTracked(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		shuttingDown().write(w, false)
+		return
+	}
+	s.handlers.Add(1)
+	s.mu.Unlock()
+	defer s.handlers.Done()
+	s.handler.ServeHTTP(w, r)
+}
+
+// trackConn follows connection states so Close can close idle and new connections at once,
+// as httptest does, instead of waiting for them.
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateNew, http.StateIdle:
+		if s.closing {
+			_ = c.Close()
+		}
+		s.conns[c] = st
+	case http.StateActive:
+		s.conns[c] = st
+	case http.StateHijacked, http.StateClosed:
+		delete(s.conns, c)
+	}
+}
+
+// now returns the server's time.
+func (s *Server) now() time.Time { return (*s.nowFn.Load())() }
+
+// logf logs through Options.Logf, if set.
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// logWriter feeds net/http's server error log into Options.Logf; quiet without it.
+type logWriter struct{ s *Server }
+
+func (lw logWriter) Write(p []byte) (int, error) {
+	if lw.s.opts.Logf != nil {
+		lw.s.opts.Logf("%s", p)
+	}
+	return len(p), nil
+}
