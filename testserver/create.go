@@ -102,7 +102,7 @@ func (s *Server) faultBefore(w http.ResponseWriter, r *http.Request, f Fault) bo
 	if f.Kind != FaultStatus && f.Kind != FaultDropBefore && f.Kind != FaultResetBody {
 		return false
 	}
-	s.ledger.fault(f.Kind)
+	s.ledger.fault(f)
 	s.logf("POST /payments: %v before processing", f)
 	switch f.Kind {
 	case FaultStatus:
@@ -139,7 +139,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *resu
 
 // hold carries out FaultHold and reports whether processing may go on.
 func (s *Server) hold(f Fault) bool {
-	s.ledger.fault(FaultHold)
+	s.ledger.fault(Fault{Kind: FaultHold})
 	return s.waitHold(f.delay())
 }
 
@@ -156,11 +156,11 @@ func (s *Server) create(p payment) *result {
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, f Fault, res *result, replayed bool) {
 	switch f.Kind {
 	case FaultLostResponse:
-		s.ledger.fault(f.Kind)
+		s.ledger.fault(f)
 		abortConn(w, true)
 		return
 	case FaultSlowResponse:
-		s.ledger.fault(f.Kind)
+		s.ledger.fault(f)
 		if !s.waitSlow(r.Context(), f.delay()) {
 			return
 		}

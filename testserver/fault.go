@@ -6,6 +6,8 @@ package testserver
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -133,6 +135,26 @@ func (f Fault) String() string {
 		return fmt.Sprintf("%v %v", f.Kind, f.delay())
 	}
 	return f.Kind.String()
+}
+
+// ledgerName is the name Ledger.Faults counts the fault under: the kind, or
+// for FaultStatus the status and the form of its Retry-After, e.g.
+// "429 Retry-After=date".
+func (f Fault) ledgerName() string {
+	if f.Kind != FaultStatus {
+		return f.Kind.String()
+	}
+	name := strconv.Itoa(f.status())
+	switch {
+	case f.RetryAfter == "" && f.RetryAfterDate > 0:
+		name += " Retry-After=date"
+	case f.RetryAfter == "":
+	case strings.Trim(f.RetryAfter, "0123456789") == "":
+		name += " Retry-After=seconds"
+	default:
+		name += " Retry-After=other"
+	}
+	return name
 }
 
 // status returns the status FaultStatus answers.

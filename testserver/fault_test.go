@@ -41,7 +41,7 @@ func TestFaultStatus(t *testing.T) {
 
 			l := s.Ledger()
 			require.Empty(t, l.Effects)
-			require.Equal(t, map[string]int{"status": 1}, l.Faults)
+			require.Equal(t, map[string]int{tc.fault.ledgerName(): 1}, l.Faults)
 			// Nothing registered: the retry is processed, not replayed.
 			a = post(t, s, "k", payBody("r", 1))
 			require.Equal(t, http.StatusCreated, a.status)
@@ -205,5 +205,5 @@ func TestPlanFaultsAndScriptOrder(t *testing.T) {
 
 	// GET is never faulted.
 	require.Equal(t, http.StatusOK, get(t, s, "/_ledger").status)
-	require.Equal(t, map[string]int{"status": 2}, s.Ledger().Faults)
+	require.Equal(t, map[string]int{"429": 1, "503 Retry-After=seconds": 1}, s.Ledger().Faults)
 }

@@ -30,7 +30,8 @@ type Ledger struct {
 	Mismatches int `json:"mismatches"`
 	// MissingKey counts 400 answers for a missing key when Options.RequireKey is set.
 	MissingKey int `json:"missing_key"`
-	// Faults counts the injected faults that acted, by FaultKind name.
+	// Faults counts the injected faults that acted, by FaultKind name; status
+	// faults by status and Retry-After form, e.g. "503", "429 Retry-After=date".
 	Faults map[string]int `json:"faults"`
 }
 
@@ -114,8 +115,8 @@ func (r *recorder) update(fn func(l *Ledger)) {
 }
 
 // fault counts one injected fault that acted.
-func (r *recorder) fault(k FaultKind) {
-	r.update(func(l *Ledger) { l.Faults[k.String()]++ })
+func (r *recorder) fault(f Fault) {
+	r.update(func(l *Ledger) { l.Faults[f.ledgerName()]++ })
 }
 
 // snapshot returns a deep copy.

@@ -109,7 +109,7 @@ func TestLedgerEndpoint(t *testing.T) {
 		Effects:  map[string]int{"a": 2},
 		Requests: 4,
 		Replays:  1,
-		Faults:   map[string]int{"status": 1},
+		Faults:   map[string]int{"503": 1},
 	}, l)
 	require.Equal(t, []string{"a"}, l.Duplicates())
 }

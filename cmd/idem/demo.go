@@ -131,7 +131,7 @@ func runLives(ctx context.Context, cfg demoConfig, url string) (*lifeStats, erro
 			fmt.Printf("  life %d: SIGKILL after %v, %d/%d settled so far\n", life+1, after.Round(time.Millisecond), st.settledCount(), cfg.n)
 			continue
 		}
-		<-read
+		st.progress(read, cfg.n)
 		err = cmd.Wait()
 		fmt.Printf("  life %d: ran to the end, %d/%d settled\n", life+1, st.settledCount(), cfg.n)
 		if ctx.Err() != nil {
@@ -167,6 +167,20 @@ func (s *lifeStats) read(r io.Reader) {
 			s.finished = true
 		}
 		s.mu.Unlock()
+	}
+}
+
+// progress prints the settled count every second until done is closed.
+func (s *lifeStats) progress(done <-chan struct{}, n int) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			fmt.Printf("    ... %d/%d settled\n", s.settledCount(), n)
+		}
 	}
 }
 
