@@ -46,7 +46,7 @@ func runDemo(args []string) error {
 	fs.StringVar(&cfg.faults, "faults", "default", "fault mix, e.g. lost=0.1,503=0.05 (\"default\": "+testserver.DefaultMix+")")
 	fs.StringVar(&cfg.journal, "journal", "", "journal file (default: a new file in a temporary directory)")
 	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", time.Second, "worker's per-attempt timeout")
-	fs.DurationVar(&cfg.killAfter, "kill-within", 1500*time.Millisecond, "a killed worker lives a random time up to this")
+	fs.DurationVar(&cfg.killAfter, "kill-within", 3*time.Second, "a killed worker lives a random time up to this")
 	fs.DurationVar(&cfg.budget, "timeout", 3*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -102,12 +102,7 @@ func runLives(ctx context.Context, cfg demoConfig, url string) (*lifeStats, erro
 	}
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x1de7))
 	st := &lifeStats{settled: make(map[string]bool)}
-	for life := 0; ; life++ {
-		kill := life < cfg.kills
-		var after time.Duration
-		if kill {
-			after = cfg.killAfter/5 + time.Duration(rng.Int64N(int64(cfg.killAfter*4/5)+1))
-		}
+	for life := 1; ; life++ {
 		cmd := exec.CommandContext(ctx, exe, workerCommand, "-url", url, "-journal", cfg.journal,
 			"-n", fmt.Sprint(cfg.n), "-concurrency", fmt.Sprint(cfg.conc),
 			"-attempt-timeout", cfg.attemptTimeout.String())
@@ -120,25 +115,31 @@ func runLives(ctx context.Context, cfg demoConfig, url string) (*lifeStats, erro
 			return nil, err
 		}
 		st.lives++
+		var after time.Duration
+		timer := new(time.Timer)
+		if st.kills < cfg.kills {
+			after = cfg.killAfter/5 + time.Duration(rng.Int64N(int64(cfg.killAfter*4/5)+1))
+			timer = time.AfterFunc(after, func() { cmd.Process.Signal(syscall.SIGKILL) })
+		}
 		read := make(chan struct{})
 		go func() { st.read(out); close(read) }()
-		if kill {
-			timer := time.AfterFunc(after, func() { cmd.Process.Signal(syscall.SIGKILL) })
-			<-read
-			timer.Stop()
-			cmd.Wait()
-			st.kills++
-			fmt.Printf("  life %d: SIGKILL after %v, %d/%d settled so far\n", life+1, after.Round(time.Millisecond), st.settledCount(), cfg.n)
-			continue
-		}
 		st.progress(read, cfg.n)
 		err = cmd.Wait()
-		fmt.Printf("  life %d: ran to the end, %d/%d settled\n", life+1, st.settledCount(), cfg.n)
+		timer.Stop()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && ctx.Err() == nil {
+			st.kills++
+			fmt.Printf("  life %d: SIGKILL after %v, %d/%d settled so far\n", life, after.Round(time.Millisecond), st.settledCount(), cfg.n)
+			continue
+		}
+		fmt.Printf("  life %d: ran to the end, %d/%d settled\n", life, st.settledCount(), cfg.n)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("demo: gave up after %v", cfg.budget)
 		}
 		if err != nil || !st.finished {
 			return nil, fmt.Errorf("demo: worker failed: %v", err)
+		}
+		if st.kills < cfg.kills {
+			fmt.Printf("  (the worker finished before kill %d; raise -n for more kills)\n", st.kills+1)
 		}
 		return st, nil
 	}
