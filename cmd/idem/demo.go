@@ -116,16 +116,16 @@ func runLives(ctx context.Context, cfg demoConfig, url string) (*lifeStats, erro
 		}
 		st.lives++
 		var after time.Duration
-		timer := new(time.Timer)
+		stopKill := func() bool { return false }
 		if st.kills < cfg.kills {
 			after = cfg.killAfter/5 + time.Duration(rng.Int64N(int64(cfg.killAfter*4/5)+1))
-			timer = time.AfterFunc(after, func() { cmd.Process.Signal(syscall.SIGKILL) })
+			stopKill = time.AfterFunc(after, func() { cmd.Process.Signal(syscall.SIGKILL) }).Stop
 		}
 		read := make(chan struct{})
 		go func() { st.read(out); close(read) }()
 		st.progress(read, cfg.n)
 		err = cmd.Wait()
-		timer.Stop()
+		stopKill()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL && ctx.Err() == nil {
 			st.kills++
 			fmt.Printf("  life %d: SIGKILL after %v, %d/%d settled so far\n", life, after.Round(time.Millisecond), st.settledCount(), cfg.n)
