@@ -39,8 +39,8 @@ var (
 
 	// ErrInvalidRequest is returned, before anything is written or sent, for a
 	// request idem can never send: nil URL, empty host, a scheme other than
-	// http or https, URL userinfo on a journaled request, or a body shorter
-	// than its ContentLength with no GetBody to read it again.
+	// http or https, or a body shorter than its ContentLength with no GetBody
+	// to read it again. (URL userinfo is sent but never journaled.)
 	ErrInvalidRequest = errors.New("idem: invalid request")
 
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in
