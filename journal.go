@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -41,6 +43,9 @@ type Journal struct {
 	abs      string
 	readOnly bool
 	now      func() time.Time
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for
@@ -93,13 +98,29 @@ func openJournal(path string, timeout time.Duration, readOnly bool) (j *Journal,
 }
 
 func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
+	var file *os.File
 	defer func() {
-		// bbolt may panic on a damaged file instead of returning an error.
+		// bbolt may panic on a damaged file instead of returning an error. It
+		// then never returns the DB, so release its file lock and file here,
+		// or the next open would wait for a lock no one holds. (The mapping of
+		// the damaged file stays.)
 		if p := recover(); p != nil {
+			if file != nil {
+				unlockFile(file)
+				file.Close()
+			}
 			db, err = nil, fmt.Errorf("%w: %s: %v", ErrJournalCorrupt, path, p)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+	// A truncated file makes bbolt read mapped pages past its end: SIGBUS,
+	// which kills the process unless the runtime turns it into a panic.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := os.OpenFile(name, flag, perm)
+			file = f
+			return f, err
+		}})
 	var pathErr *fs.PathError
 	switch {
 	case err == nil:
@@ -116,6 +137,16 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, e
 // init checks the file is a journal, creating the buckets in a new file.
 func (j *Journal) init() error {
 	check := func(tx *bolt.Tx) error {
+		// Every page up to the high-water mark must be in the file; a shorter
+		// file was truncated, and reading its missing pages would fault.
+		fi, err := os.Stat(j.path)
+		if err != nil {
+			return fmt.Errorf("idem: journal %s: %w", j.path, err)
+		}
+		if fi.Size() < tx.Size() {
+			return fmt.Errorf("%w: %s is %d bytes, shorter than the %d its pages need (truncated?)",
+				ErrJournalCorrupt, j.path, fi.Size(), tx.Size())
+		}
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			empty := true
@@ -157,11 +188,15 @@ func (j *Journal) Path() string { return j.path }
 
 // Close closes the journal file. Requests still in flight through a Transport
 // that uses it fail their next journal write with ErrJournalClosed and stay
-// pending in the file.
+// pending in the file. Later calls do nothing and return the first one's error.
 func (j *Journal) Close() error {
-	err := j.db.Close()
-	openPaths.Delete(j.abs)
-	return err
+	// Only the first Close releases the path: by a second one, another
+	// Journal may hold it.
+	j.closeOnce.Do(func() {
+		j.closeErr = j.db.Close()
+		openPaths.Delete(j.abs)
+	})
+	return j.closeErr
 }
 
 // view and update run fn in a transaction, turning a bbolt panic on a damaged
@@ -175,6 +210,7 @@ func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) err
 			err = fmt.Errorf("%w: %s: %v", ErrJournalCorrupt, j.path, p)
 		}
 	}()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	err = run(fn)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
@@ -213,9 +249,11 @@ func (j *Journal) decode(b []byte) (*Record, error) {
 
 // insert writes a new pending record and returns once the commit, fsync
 // included, has returned. It fails with ErrKeyReuse if the key or operation ID
-// is already taken.
+// is already taken. rec.ID is set only once the commit has returned: a failed
+// insert leaves no trace, in the file or on rec.
 func (j *Journal) insert(rec *Record) error {
-	return j.update(func(tx *bolt.Tx) error {
+	var committed uint64
+	err := j.update(func(tx *bolt.Tx) error {
 		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
 		keys := [][]byte{[]byte("k\x00" + rec.Key)}
 		if rec.OperationID != "" {
@@ -230,8 +268,9 @@ func (j *Journal) insert(rec *Record) error {
 		if err != nil {
 			return err
 		}
-		rec.ID = id
-		b, err := rec.encode()
+		stored := *rec
+		stored.ID = id
+		b, err := stored.encode()
 		if err != nil {
 			return err
 		}
@@ -240,8 +279,14 @@ func (j *Journal) insert(rec *Record) error {
 				return err
 			}
 		}
+		committed = id
 		return ops.Put(idKey(id), b)
 	})
+	if err != nil {
+		return err
+	}
+	rec.ID = committed
+	return nil
 }
 
 // save overwrites an existing record (a state change).
@@ -265,6 +310,9 @@ func (j *Journal) Records() ([]*Record, error) {
 			return err
 		})
 	})
+	if err != nil {
+		return nil, err
+	}
 	sort.SliceStable(recs, func(a, b int) bool {
 		return recs[a].State == Pending && recs[b].State != Pending
 	})
