@@ -76,7 +76,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if !t.journaled(req) {
-		return t.run(req.Context(), t.unjournaled(req, body))
+		o, err := t.unjournaled(req, body)
+		if err != nil {
+			body.close()
+			return nil, err
+		}
+		return t.run(req.Context(), o)
 	}
 	if body.tooLarge {
 		body.close()
@@ -155,19 +160,22 @@ func (t *Transport) readBody(req *http.Request) (body, error) {
 }
 
 // unjournaled builds the operation for a request that is retried but not
-// written down. A body over the cap is streamed once, without retries.
-func (t *Transport) unjournaled(req *http.Request, b body) *op {
-	o := &op{req: req, body: b.buf, hasBody: req.Body != nil && req.Body != http.NoBody}
-	if vals := headerValues(req.Header, t.cfg.KeyHeader); len(vals) == 1 && vals[0] != "" {
-		o.key = vals[0]
+// written down. A body over the cap is streamed once, without retries. A
+// caller's key still goes on the wire, so it is checked as for a journaled
+// request: an empty or malformed key, or two keys, is ErrInvalidKey.
+func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
+	key, _, err := callerKey(req, t.cfg.KeyHeader)
+	if err != nil {
+		return nil, err
 	}
+	o := &op{req: req, key: key, body: b.buf, hasBody: req.Body != nil && req.Body != http.NoBody}
 	if b.tooLarge {
 		o.stream = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(b.buf), b.rest), b.rest}
 	}
-	return o
+	return o, nil
 }
 
 // roundTripJournaled finds or writes the operation's record, then runs it.
