@@ -1,0 +1,167 @@
+// Tests for the caller's request body: read once, at most MaxBodyBytes for a
+// journaled request, and closed exactly once on every path.
+
+package idem
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBodyTooLargeRefused(t *testing.T) {
+	const limit = 64
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		size int
+	}{
+		{"POST one byte over", context.Background(), limit + 1},
+		{"POST far over", context.Background(), 10 * limit},
+		{"PUT with an operation ID", WithOperationID(context.Background(), "op-big"), limit + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wire := newWireLog(t)
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
+			body := &countingBody{Reader: bytes.NewReader(bytes.Repeat([]byte("x"), tc.size))}
+			method := http.MethodPost
+			if strings.HasPrefix(tc.name, "PUT") {
+				method = http.MethodPut
+			}
+			req, err := http.NewRequestWithContext(tc.ctx, method, "http://127.0.0.1:9/payments", body)
+			require.NoError(t, err)
+
+			resp, err := tr.RoundTrip(req)
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, ErrBodyTooLarge)
+			require.EqualValues(t, 1, body.closes.Load())
+			require.Empty(t, wire.sent(), "nothing sent")
+			recs, err := j.Records()
+			require.NoError(t, err)
+			require.Empty(t, recs, "nothing written")
+		})
+	}
+
+	t.Run("exactly at the limit", func(t *testing.T) {
+		wire := newWireLog(t)
+		wire.intercept = func(r *http.Request, _ string) (*http.Response, error) { return synthetic(r, http.StatusCreated), nil }
+		j, _ := testJournal(t)
+		tr, _ := transportOn(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
+		body := &countingBody{Reader: bytes.NewReader(bytes.Repeat([]byte("x"), limit))}
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:9/payments", body)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.EqualValues(t, 1, body.closes.Load())
+		require.Len(t, wire.sent()[0].Body, limit)
+	})
+}
+
+func TestCallerBodyClosedOnce(t *testing.T) {
+	certErr := x509.UnknownAuthorityError{}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	closedJournal := func(t *testing.T, j *Journal) { require.NoError(t, j.Close()) }
+
+	tests := []struct {
+		name    string
+		method  string
+		url     string
+		ctx     context.Context
+		body    func() *countingBody
+		answer  func(r *http.Request) (*http.Response, error) // the wire; nil sends nothing
+		opts    Options
+		prepare func(*testing.T, *Journal)
+		wantErr error  // matched with errors.Is
+		errText string // or: the error says this
+		pending bool
+	}{
+		{name: "journaled, settled", answer: answerStatus(http.StatusCreated)},
+		{name: "journaled, final 422", answer: answerStatus(http.StatusUnprocessableEntity)},
+		{name: "journaled, left pending", answer: answerStatus(http.StatusServiceUnavailable), opts: Options{MaxAttempts: 3}, pending: true},
+		{name: "journaled, permanent error", answer: answerError(certErr), wantErr: ErrPermanent},
+		{name: "journaled, context canceled", ctx: canceled, answer: answerStatus(http.StatusCreated), pending: true},
+		{name: "unjournaled, settled", method: http.MethodPut, answer: answerStatus(http.StatusOK)},
+		{name: "unjournaled, retries run out", method: http.MethodPut, answer: answerStatus(http.StatusServiceUnavailable), opts: Options{MaxAttempts: 3}},
+		{name: "unjournaled, permanent error", method: http.MethodPut, answer: answerError(certErr), wantErr: ErrPermanent},
+		{name: "unjournaled, over the cap, streamed once", method: http.MethodPut, opts: Options{MaxBodyBytes: 8}, answer: answerStatus(http.StatusOK)},
+		{name: "invalid URL scheme", url: "ftp://127.0.0.1/payments", wantErr: ErrInvalidRequest},
+		{name: "no host", url: "http:///payments", wantErr: ErrInvalidRequest},
+		{name: "over the cap with an invalid URL", url: "ftp://127.0.0.1/payments", opts: Options{MaxBodyBytes: 8}, wantErr: ErrInvalidRequest},
+		{name: "journal closed", prepare: closedJournal, wantErr: ErrJournalClosed},
+		{name: "body read fails", body: func() *countingBody {
+			return &countingBody{Reader: iotest.ErrReader(errors.New("disk on fire"))}
+		}, errText: "disk on fire"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wire := newWireLog(t)
+			wire.intercept = func(r *http.Request, _ string) (*http.Response, error) {
+				if tt.answer == nil {
+					t.Error("sent, but nothing should be")
+					return synthetic(r, http.StatusTeapot), nil
+				}
+				return tt.answer(r)
+			}
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, tt.opts, wire, time.Time{})
+			if tt.prepare != nil {
+				tt.prepare(t, j)
+			}
+			method, url, ctx := tt.method, tt.url, tt.ctx
+			if method == "" {
+				method = http.MethodPost
+			}
+			if url == "" {
+				url = "http://127.0.0.1:9/payments"
+			}
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			body := &countingBody{Reader: strings.NewReader(paymentBody("order-b", 5))}
+			if tt.body != nil {
+				body = tt.body()
+			}
+			req, err := http.NewRequestWithContext(ctx, method, url, body)
+			require.NoError(t, err)
+
+			resp, err := tr.RoundTrip(req)
+			switch {
+			case tt.pending:
+				pendingErr(t, err)
+				require.Nil(t, resp)
+			case tt.wantErr != nil:
+				require.Nil(t, resp)
+				require.ErrorIs(t, err, tt.wantErr)
+			case tt.errText != "":
+				require.Nil(t, resp)
+				require.ErrorContains(t, err, tt.errText)
+			default:
+				require.NoError(t, err)
+				require.NotNil(t, resp)
+				resp.Body.Close()
+			}
+			require.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed exactly once")
+		})
+	}
+}
+
+// answerStatus answers every attempt with code.
+func answerStatus(code int) func(*http.Request) (*http.Response, error) {
+	return func(r *http.Request) (*http.Response, error) { return synthetic(r, code), nil }
+}
+
+// answerError fails every attempt with err.
+func answerError(err error) func(*http.Request) (*http.Response, error) {
+	return func(*http.Request) (*http.Response, error) { return nil, err }
+}

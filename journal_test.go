@@ -1,0 +1,468 @@
+// Tests for journal.go: the file's mode and contents, damaged and foreign
+// files, one opener at a time, pruning and listing.
+
+package idem
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestJournalFileMode(t *testing.T) {
+	_, path := testJournal(t)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+func TestJournalKeepsNoSecrets(t *testing.T) {
+	const (
+		bearer    = "bearer-secret-7f3c1a"
+		cookie    = "cookie-secret-2b9e44"
+		apiSecret = "custom-secret-91d0e5"
+		proxyAuth = "proxy-secret-c4aa17"
+		user      = "userinfo-user-5e3a"
+		pass      = "userinfo-pass-0d62"
+	)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The first call answers 201 (settled); every later call 503 (left
+		// pending, so the record keeps its body and headers).
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+
+	j, path := testJournal(t)
+	tr, _ := transportOn(t, j, Options{MaxAttempts: 2, SensitiveHeaders: []string{"x-API-secret"}},
+		srv.Client().Transport, time.Time{})
+	client := &http.Client{Transport: tr}
+	withUser := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1)
+
+	var keys []string
+	for i, url := range []string{withUser, withUser, withUser} {
+		req, err := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(`{"amount":1}`))
+		require.NoError(t, err)
+		if i < 2 {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		} // else http.Client turns the userinfo into Basic credentials
+		req.Header.Set("Cookie", "session="+cookie)
+		req.Header["x-api-secret"] = []string{apiSecret} // not canonical on purpose
+		req.Header.Set("Proxy-Authorization", "Basic "+proxyAuth)
+		req.Header.Set("X-Request-Note", "kept")
+		resp, err := client.Do(req)
+		if i == 0 {
+			require.NoError(t, err)
+			resp.Body.Close()
+			keys = append(keys, onlyRecordOf(t, j).Key)
+			continue
+		}
+		perr := pendingErr(t, err)
+		keys = append(keys, perr.Key)
+	}
+
+	require.NoError(t, j.Close())
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	for _, secret := range []string{bearer, cookie, apiSecret, proxyAuth, user, pass, basic} {
+		require.False(t, bytes.Contains(raw, []byte(secret)), "journal file holds %q", secret)
+	}
+	for _, key := range keys {
+		require.True(t, bytes.Contains(raw, []byte(key)), "journal file lacks key %s", key)
+	}
+	require.True(t, bytes.Contains(raw, []byte("X-Request-Note")), "ordinary headers are journaled")
+}
+
+// onlyRecordOf returns the single record in j.
+func onlyRecordOf(tb testing.TB, j *Journal) *Record {
+	tb.Helper()
+	recs, err := j.Records()
+	require.NoError(tb, err)
+	require.Len(tb, recs, 1)
+	return recs[0]
+}
+
+// goodJournalFile writes a journal with enough records to span many pages,
+// closes it, and returns its bytes and its high-water mark (the bytes its
+// pages should cover).
+func goodJournalFile(tb testing.TB) ([]byte, int64) {
+	tb.Helper()
+	j, path := testJournal(tb)
+	for i := range 60 {
+		rec := &Record{Key: newTestKey(tb), Method: http.MethodPost, URL: "http://127.0.0.1/p",
+			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: Pending, Created: time.Now(), Updated: time.Now()}
+		require.NoError(tb, j.insert(rec))
+	}
+	require.NoError(tb, j.Close())
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(tb, err)
+	var hw int64
+	require.NoError(tb, db.View(func(tx *bolt.Tx) error { hw = tx.Size(); return nil }))
+	require.NoError(tb, db.Close())
+	raw, err := os.ReadFile(path)
+	require.NoError(tb, err)
+	return raw, hw
+}
+
+func newTestKey(tb testing.TB) string {
+	tb.Helper()
+	k, err := newKey()
+	require.NoError(tb, err)
+	return k
+}
+
+func TestJournalCorruptFiles(t *testing.T) {
+	good, hw := goodJournalFile(t)
+	require.Greater(t, hw, int64(64<<10), "the sample journal should span many pages")
+	random := make([]byte, 64<<10)
+	rand.Read(random)
+
+	foreign := func(tb testing.TB, path string) {
+		db, err := bolt.Open(path, 0o600, nil)
+		require.NoError(tb, err)
+		require.NoError(tb, db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucket([]byte("users"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("alice"), []byte("admin"))
+		}))
+		require.NoError(tb, db.Close())
+	}
+	otherVersion := func(tb testing.TB, path string) {
+		j, err := OpenJournal(path, nil)
+		require.NoError(tb, err)
+		require.NoError(tb, j.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaVersion, []byte("idem-journal-99"))
+		}))
+		require.NoError(tb, j.Close())
+	}
+	write := func(b []byte) func(testing.TB, string) {
+		return func(tb testing.TB, path string) { require.NoError(tb, os.WriteFile(path, b, 0o600)) }
+	}
+	tests := []struct {
+		name string
+		make func(tb testing.TB, path string)
+	}{
+		{"random bytes", write(random)},
+		{"a few random bytes", write(random[:100])},
+		{"zero-filled", write(make([]byte, 64<<10))},
+		{"truncated inside the meta pages", write(good[:6000])},
+		{"truncated after the meta pages", write(good[:8193])},
+		{"truncated to three pages", write(good[:3*4096])},
+		{"truncated to half", write(good[:hw/2])},
+		{"truncated by one byte", write(good[:hw-1])},
+		{"a bbolt file that is not a journal", foreign},
+		{"a journal of another version", otherVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "damaged.journal")
+			tt.make(t, path)
+			for _, open := range []struct {
+				name string
+				fn   func() (*Journal, error)
+			}{
+				{"OpenJournal", func() (*Journal, error) { return OpenJournal(path, &Options{OpenTimeout: 200 * time.Millisecond}) }},
+				// Again: a failed open must not keep the file locked.
+				{"OpenJournal again", func() (*Journal, error) { return OpenJournal(path, &Options{OpenTimeout: 200 * time.Millisecond}) }},
+				{"OpenJournalReadOnly", func() (*Journal, error) { return OpenJournalReadOnly(path, 200*time.Millisecond) }},
+				{"Open", func() (*Journal, error) {
+					c, err := Open(path, &Options{OpenTimeout: 200 * time.Millisecond})
+					if err != nil {
+						return nil, err
+					}
+					return c.Journal(), nil
+				}},
+			} {
+				j, err := open.fn()
+				if j != nil {
+					j.Close()
+				}
+				require.ErrorIs(t, err, ErrJournalCorrupt, open.name)
+				require.Contains(t, err.Error(), path, open.name)
+			}
+		})
+	}
+}
+
+func TestJournalTruncatedAnywhere(t *testing.T) {
+	// Wherever a copy or a full disk cut the file, opening it must report
+	// ErrJournalCorrupt: bbolt faults (SIGBUS) on mapped pages past the end of
+	// the file, which would otherwise kill the process.
+	good, hw := goodJournalFile(t)
+	dir := t.TempDir()
+	for size := int64(2 * 4096); size < hw; size += 4096 {
+		path := filepath.Join(dir, fmt.Sprintf("cut-%d.journal", size))
+		require.NoError(t, os.WriteFile(path, good[:size], 0o600))
+		j, err := OpenJournal(path, &Options{OpenTimeout: 100 * time.Millisecond})
+		if j != nil {
+			j.Close()
+		}
+		require.ErrorIs(t, err, ErrJournalCorrupt, "cut at %d of %d bytes", size, hw)
+		ro, err := OpenJournalReadOnly(path, 100*time.Millisecond)
+		if ro != nil {
+			ro.Close()
+		}
+		require.ErrorIs(t, err, ErrJournalCorrupt, "read-only, cut at %d of %d bytes", size, hw)
+	}
+}
+
+func TestJournalBadRecordIsCorruptNotPanic(t *testing.T) {
+	j, path := testJournal(t)
+	rec := &Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
+		State: Pending, Created: time.Now(), Updated: time.Now()}
+	require.NoError(t, j.insert(rec))
+	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
+		ops := tx.Bucket(bucketOps)
+		if err := ops.Put(idKey(rec.ID), []byte("{not json")); err != nil {
+			return err
+		}
+		return ops.Put(idKey(rec.ID+1), []byte(`{"state":"settled?"}`))
+	}))
+
+	_, err := j.Records()
+	require.ErrorIs(t, err, ErrJournalCorrupt)
+	require.Contains(t, err.Error(), path)
+	_, err = j.Lookup("op-1")
+	require.ErrorIs(t, err, ErrJournalCorrupt)
+	_, err = j.Prune(time.Hour)
+	require.ErrorIs(t, err, ErrJournalCorrupt)
+	tr, err := NewTransport(j, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, tr.Resume(context.Background(), nil), ErrJournalCorrupt)
+}
+
+func TestJournalEmptyFileBecomesJournal(t *testing.T) {
+	// A zero-length file is what os.Create or touch leaves: a new journal,
+	// not a damaged one.
+	path := filepath.Join(t.TempDir(), "empty.journal")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	j, err := OpenJournal(path, nil)
+	require.NoError(t, err)
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Empty(t, recs)
+	require.NoError(t, j.Close())
+}
+
+func TestJournalPathIsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	for _, open := range []func() error{
+		func() error { _, err := OpenJournal(dir, nil); return err },
+		func() error { _, err := OpenJournalReadOnly(dir, 0); return err },
+	} {
+		err := open()
+		require.Error(t, err)
+		require.Contains(t, err.Error(), dir)
+		require.False(t, errors.Is(err, ErrJournalLocked), "%v", err)
+	}
+	// A writer gets the file system's own answer.
+	_, err := OpenJournal(dir, nil)
+	require.Contains(t, err.Error(), "is a directory")
+	require.Less(t, time.Since(start), DefaultOpenTimeout, "no lock wait for a directory")
+}
+
+func TestJournalOpenTwiceInProcess(t *testing.T) {
+	j, path := testJournal(t)
+	rel, err := filepath.Rel(mustGetwd(t), path)
+	require.NoError(t, err)
+	// Generous timeouts: the answer must come at once, not after them.
+	opts := &Options{OpenTimeout: 5 * time.Second}
+	for name, open := range map[string]func() (*Journal, error){
+		"same path":          func() (*Journal, error) { return OpenJournal(path, opts) },
+		"another spelling":   func() (*Journal, error) { return OpenJournal(filepath.Dir(path)+"/./"+filepath.Base(path), opts) },
+		"relative path":      func() (*Journal, error) { return OpenJournal(rel, opts) },
+		"Open":               func() (*Journal, error) { c, err := Open(path, opts); return journalOf(c), err },
+		"read-only":          func() (*Journal, error) { return OpenJournalReadOnly(path, 5*time.Second) },
+		"read-only relative": func() (*Journal, error) { return OpenJournalReadOnly(rel, 5*time.Second) },
+	} {
+		start := time.Now()
+		j2, err := open()
+		require.Nil(t, j2, name)
+		require.ErrorIs(t, err, ErrJournalLocked, name)
+		require.Contains(t, err.Error(), filepath.Base(path), name)
+		require.Less(t, time.Since(start), time.Second, "%s: ErrJournalLocked at once", name)
+	}
+	// Through a symbolic link the in-process guard cannot tell, but the file
+	// lock can: ErrJournalLocked after the open timeout, never a deadlock.
+	link := filepath.Join(t.TempDir(), "link.journal")
+	require.NoError(t, os.Symlink(path, link))
+	start := time.Now()
+	_, err = OpenJournal(link, &Options{OpenTimeout: 100 * time.Millisecond})
+	require.ErrorIs(t, err, ErrJournalLocked)
+	require.Contains(t, err.Error(), link)
+	require.Less(t, time.Since(start), 2*time.Second)
+
+	// The first handle still works, and once closed the path opens again.
+	_, err = j.Records()
+	require.NoError(t, err)
+	require.NoError(t, j.Close())
+	j2, err := OpenJournal(path, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { j2.Close() })
+}
+
+func journalOf(c *Client) *Journal {
+	if c == nil {
+		return nil
+	}
+	return c.Journal()
+}
+
+func mustGetwd(tb testing.TB) string {
+	tb.Helper()
+	wd, err := os.Getwd()
+	require.NoError(tb, err)
+	return wd
+}
+
+func TestJournalDoubleCloseKeepsOtherHandlesClaim(t *testing.T) {
+	j1, path := testJournal(t)
+	require.NoError(t, j1.Close())
+	j2, err := OpenJournal(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { j2.Close() })
+
+	j1.Close() // a stray second Close of the old handle
+	start := time.Now()
+	_, err = OpenJournal(path, &Options{OpenTimeout: 3 * time.Second})
+	require.ErrorIs(t, err, ErrJournalLocked)
+	require.Less(t, time.Since(start), time.Second, "the in-process guard must still know j2 holds the file")
+	_, err = j2.Records()
+	require.NoError(t, err)
+}
+
+func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
+	j, path := testJournal(t)
+	_, err := OpenJournalReadOnly(path, 100*time.Millisecond)
+	require.ErrorIs(t, err, ErrJournalLocked)
+	require.Contains(t, err.Error(), path)
+
+	// Once the writer is gone, readers share the file, and cannot write.
+	rec := &Record{Key: "k-ro", Method: http.MethodPost, URL: "http://127.0.0.1/p", State: Pending,
+		Created: time.Now(), Updated: time.Now()}
+	require.NoError(t, j.insert(rec))
+	require.NoError(t, j.Close())
+	ro, err := OpenJournalReadOnly(path, 100*time.Millisecond)
+	require.NoError(t, err)
+	defer ro.Close()
+	recs, err := ro.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Error(t, ro.insert(&Record{Key: "k-ro-2", State: Pending}))
+}
+
+func TestJournalPrune(t *testing.T) {
+	j, _ := testJournal(t)
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	j.now = func() time.Time { return now }
+	const retention = 7 * 24 * time.Hour
+	old, fresh := now.Add(-retention-time.Minute), now.Add(-retention+time.Minute)
+
+	add := func(op string, state State, updated time.Time) *Record {
+		rec := &Record{Key: "key-" + op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/p",
+			State: state, Created: updated.Add(-time.Hour), Updated: updated}
+		require.NoError(t, j.insert(rec))
+		return rec
+	}
+	doomed := []*Record{add("settled-old", Settled, old), add("failed-old", Failed, old), add("expired-old", Expired, old)}
+	kept := []*Record{
+		add("pending-ancient", Pending, now.Add(-100*retention)),
+		add("settled-fresh", Settled, fresh), add("failed-fresh", Failed, fresh),
+		add("expired-fresh", Expired, fresh), add("pending-fresh", Pending, fresh),
+	}
+
+	n, err := j.Prune(retention)
+	require.NoError(t, err)
+	require.Equal(t, len(doomed), n)
+	for _, rec := range doomed {
+		got, err := j.Lookup(rec.OperationID)
+		require.NoError(t, err)
+		require.Nil(t, got, rec.OperationID)
+		got, err = j.find("k\x00" + rec.Key)
+		require.NoError(t, err)
+		require.Nil(t, got, "key index of %s", rec.OperationID)
+	}
+	for _, rec := range kept {
+		got, err := j.Lookup(rec.OperationID)
+		require.NoError(t, err)
+		require.NotNil(t, got, rec.OperationID)
+		require.Equal(t, rec.State, got.State)
+	}
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, len(kept))
+
+	// A pruned operation ID and key are free again.
+	add("settled-old", Pending, now)
+
+	// Pending records survive any retention, however small.
+	n, err = j.Prune(time.Nanosecond)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	recs, err = j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	for _, rec := range recs {
+		require.Equal(t, Pending, rec.State)
+	}
+}
+
+func TestOpenPrunesOldRecords(t *testing.T) {
+	j, path := testJournal(t)
+	long := time.Now().Add(-30 * 24 * time.Hour)
+	for _, st := range []State{Settled, Pending} {
+		rec := &Record{Key: "key-" + st.String(), Method: http.MethodPost, URL: "http://127.0.0.1/p",
+			State: st, Created: long, Updated: long}
+		require.NoError(t, j.insert(rec))
+	}
+	require.NoError(t, j.Close())
+	c, err := Open(path, &Options{Retention: 24 * time.Hour})
+	require.NoError(t, err)
+	defer c.Close()
+	recs, err := c.Journal().Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, Pending, recs[0].State)
+}
+
+func TestJournalRecordsPendingFirst(t *testing.T) {
+	j, _ := testJournal(t)
+	states := []State{Settled, Pending, Failed, Expired, Pending, Settled, Pending}
+	for i, st := range states {
+		rec := &Record{Key: "key-" + string(rune('a'+i)), Method: http.MethodPost, URL: "http://127.0.0.1/p",
+			State: st, Created: time.Now(), Updated: time.Now()}
+		require.NoError(t, j.insert(rec))
+	}
+	recs, err := j.Records()
+	require.NoError(t, err)
+	var got []string
+	for _, rec := range recs {
+		got = append(got, rec.State.String()+":"+rec.Key)
+	}
+	require.Equal(t, []string{
+		"pending:key-b", "pending:key-e", "pending:key-g",
+		"settled:key-a", "failed:key-c", "expired:key-d", "settled:key-f",
+	}, got)
+}

@@ -1,0 +1,251 @@
+// Helpers for the scenario tests (scenarios_*_test.go): an httptest server
+// that records what each attempt carried, request builders, and a goroutine
+// leak check.
+
+package idem
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// seenRequest is what the server received on one attempt.
+type seenRequest struct {
+	Method        string
+	Body          []byte
+	ContentLength int64
+	Header        http.Header
+	At            time.Time // on the Transport's clock
+}
+
+// recordingServer is an httptest server on 127.0.0.1 that answers with a
+// scripted handler and records every request and every accepted connection.
+type recordingServer struct {
+	*httptest.Server
+	clk   clock
+	conns atomic.Int64
+
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+// newRecordingServer starts a server whose handler is reply(n, w, r), n being
+// the 1-based number of the request. Arrivals are stamped with clk, which
+// should be the Transport's clock. The test's cleanup closes the server.
+func newRecordingServer(tb testing.TB, clk clock, reply func(n int, w http.ResponseWriter, r *http.Request)) *recordingServer {
+	tb.Helper()
+	if clk == nil {
+		clk = realClock{}
+	}
+	s := &recordingServer{clk: clk}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, seenRequest{Method: r.Method, Body: body, ContentLength: r.ContentLength,
+			Header: r.Header.Clone(), At: s.clk.Now()})
+		n := len(s.seen)
+		s.mu.Unlock()
+		reply(n, w, r)
+	}))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.Start()
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// requests returns a copy of what the server has received so far.
+func (s *recordingServer) requests() []seenRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seenRequest(nil), s.seen...)
+}
+
+func (s *recordingServer) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
+// base is the RoundTripper attempts go through: the server's own client
+// transport, whose idle connections Close shuts.
+func (s *recordingServer) base() http.RoundTripper { return s.Client().Transport }
+
+// newScenario builds a Transport with a fake clock over a fresh journal, and a
+// recording server it sends its attempts to (unless opts.Base is set).
+func newScenario(tb testing.TB, opts *Options, reply func(n int, w http.ResponseWriter, r *http.Request)) (*Transport, *fakeClock, *recordingServer) {
+	tb.Helper()
+	tr, clk := testTransport(tb, opts)
+	srv := newRecordingServer(tb, clk, reply)
+	if tr.cfg.Base == nil {
+		tr.cfg.Base = srv.base()
+	}
+	return tr, clk, srv
+}
+
+// sameKey asserts every request carried one non-empty idempotency key and
+// returns it.
+func sameKey(tb testing.TB, reqs []seenRequest) string {
+	tb.Helper()
+	require.NotEmpty(tb, reqs)
+	key := reqs[0].Header.Get(DefaultKeyHeader)
+	require.NotEmpty(tb, key)
+	for i, r := range reqs {
+		require.Equal(tb, []string{key}, r.Header.Values(DefaultKeyHeader), "attempt %d", i+1)
+	}
+	return key
+}
+
+// bodyTracker wraps a RoundTripper and records, for every response body it
+// hands out, whether it was read to the end and whether it was closed.
+type bodyTracker struct {
+	base http.RoundTripper
+
+	mu     sync.Mutex
+	bodies []*trackedBody
+}
+
+type trackedBody struct {
+	io.ReadCloser
+	status int
+	eof    atomic.Bool
+	closes atomic.Int32
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+func (b *trackedBody) Close() error {
+	b.closes.Add(1)
+	return b.ReadCloser.Close()
+}
+
+func (bt *bodyTracker) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := bt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	tb := &trackedBody{ReadCloser: resp.Body, status: resp.StatusCode}
+	resp.Body = tb
+	bt.mu.Lock()
+	bt.bodies = append(bt.bodies, tb)
+	bt.mu.Unlock()
+	return resp, nil
+}
+
+func (bt *bodyTracker) tracked() []*trackedBody {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	return append([]*trackedBody(nil), bt.bodies...)
+}
+
+// reply writes status with header pairs ("Retry-After", "3") and a short body.
+func reply(w http.ResponseWriter, status int, header ...string) {
+	for i := 0; i+1 < len(header); i += 2 {
+		w.Header().Set(header[i], header[i+1])
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, http.StatusText(status))
+}
+
+// newRequest builds a request as http.NewRequest does: with ContentLength and
+// GetBody set for a non-empty body.
+func newRequest(tb testing.TB, method, url, body string) *http.Request {
+	tb.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	require.NoError(tb, err)
+	return req
+}
+
+// readAll reads and closes a response body.
+func readAll(tb testing.TB, resp *http.Response) []byte {
+	tb.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(tb, err)
+	return b
+}
+
+// requirePending asserts err is a *PendingError and returns it.
+func requirePending(tb testing.TB, err error) *PendingError {
+	tb.Helper()
+	var perr *PendingError
+	require.Error(tb, err)
+	require.True(tb, errors.As(err, &perr), "want a *PendingError, got %T: %v", err, err)
+	return perr
+}
+
+// onlyRecord returns the journal's single record.
+func onlyRecord(tb testing.TB, tr *Transport) *Record {
+	tb.Helper()
+	recs, err := tr.journal.Records()
+	require.NoError(tb, err)
+	require.Len(tb, recs, 1)
+	return recs[0]
+}
+
+// checkGoroutines fails the test if, after its cleanups (servers closed, idle
+// connections dropped), more goroutines run than when it started. Call it
+// first so its cleanup runs last.
+func checkGoroutines(tb testing.TB) {
+	tb.Helper()
+	before := runtime.NumGoroutine()
+	tb.Cleanup(func() {
+		tb.Helper()
+		now := waitGoroutines(before, 2*time.Second)
+		if now > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			tb.Errorf("goroutines: %d before the test, %d after\n%s", before, now, buf)
+		}
+	})
+}
+
+// waitGoroutines waits up to limit for the goroutine count to drop to want
+// and returns the last count: connection goroutines exit asynchronously.
+func waitGoroutines(want int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sameBytes is require.Equal for bodies, printing them as text.
+func sameBytes(tb testing.TB, want, got []byte, msgAndArgs ...any) {
+	tb.Helper()
+	if !bytes.Equal(want, got) {
+		require.Equal(tb, string(want), string(got), msgAndArgs...)
+	}
+}

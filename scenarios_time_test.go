@@ -1,0 +1,148 @@
+// Scenarios S10-S12 (SCENARIOS.md, "Time and cancellation"): cancellation
+// ends a wait at once, a wait that would outlast the deadline is not started,
+// and a deadline shorter than one attempt ends the loop with a context error.
+// (S24, jitter at the cap, is in retry_test.go.)
+
+package idem
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func always503(_ int, w http.ResponseWriter, _ *http.Request) {
+	reply(w, http.StatusServiceUnavailable)
+}
+
+func TestS10_CancelDuringBackoff(t *testing.T) {
+	checkGoroutines(t)
+	// Real clock: the first backoff wait is 5-15 s unless cancel wakes it.
+	opts := &Options{InitialInterval: 10 * time.Second, MaxInterval: time.Minute}
+	tr, _, srv := newScenario(t, opts, always503)
+	tr.clock = realClock{}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+	elapsed := time.Since(start)
+
+	require.Nil(t, resp)
+	require.ErrorIs(t, err, context.Canceled)
+	perr := requirePending(t, err)
+	require.GreaterOrEqual(t, elapsed, 100*time.Millisecond)
+	require.Less(t, elapsed, 600*time.Millisecond, "cancel did not wake the wait")
+
+	time.Sleep(20 * time.Millisecond) // a stray attempt would show up now
+	require.Equal(t, 1, srv.count(), "no attempt after cancel")
+	require.Equal(t, 1, perr.Attempts)
+
+	rec := onlyRecord(t, tr)
+	require.Equal(t, Pending, rec.State)
+	require.Equal(t, perr.Key, rec.Key)
+	require.Equal(t, 1, rec.Attempts)
+	require.NotEmpty(t, rec.Body, "a pending operation keeps its bytes for Resume")
+}
+
+func TestS11_WaitBeyondDeadline(t *testing.T) {
+	// beyondDeadline compares ctx.Deadline with the Transport's clock, so the
+	// deadline is set on the fake clock's time (which started at real time).
+	withDeadline := func(t *testing.T, clk *fakeClock, d time.Duration) context.Context {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(d))
+		t.Cleanup(cancel)
+		return ctx
+	}
+
+	t.Run("Retry-After 10 s, deadline 5 s", func(t *testing.T) {
+		tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusServiceUnavailable, "Retry-After", "10")
+		})
+		ctx := withDeadline(t, clk, 5*time.Second)
+		start := time.Now()
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+		require.Less(t, time.Since(start), time.Second)
+		require.Nil(t, resp)
+		perr := requirePending(t, err)
+		require.Empty(t, clk.Sleeps(), "gave up only after sleeping")
+		reqs := srv.requests()
+		require.Len(t, reqs, 1)
+		require.True(t, perr.NextAttempt.Equal(reqs[0].At.Add(10*time.Second)), "NextAttempt %v", perr.NextAttempt)
+		require.Equal(t, Pending, onlyRecord(t, tr).State)
+	})
+
+	t.Run("backoff 10 s or more, deadline 5 s", func(t *testing.T) {
+		opts := &Options{InitialInterval: 20 * time.Second, MaxInterval: time.Minute}
+		tr, clk, srv := newScenario(t, opts, always503)
+		ctx := withDeadline(t, clk, 5*time.Second)
+		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+		requirePending(t, err)
+		require.Empty(t, clk.Sleeps())
+		require.Equal(t, 1, srv.count())
+	})
+
+	t.Run("unjournaled: the last response, no sleep", func(t *testing.T) {
+		tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusServiceUnavailable, "Retry-After", "10")
+		})
+		ctx := withDeadline(t, clk, 5*time.Second)
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, "").WithContext(ctx))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		readAll(t, resp)
+		require.Empty(t, clk.Sleeps())
+		require.Equal(t, 1, srv.count())
+	})
+
+	t.Run("waits that fit are taken, the one that does not is not", func(t *testing.T) {
+		tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusServiceUnavailable, "Retry-After", "2")
+		})
+		ctx := withDeadline(t, clk, 5*time.Second)
+		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+		requirePending(t, err)
+		// At 0 s and 2 s a 2 s wait ends before the deadline; at 4 s it would not.
+		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, clk.Sleeps())
+		require.Equal(t, 3, srv.count())
+	})
+}
+
+func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			checkGoroutines(t)
+			// Tiny waits: were the loop to go on after the deadline, it would
+			// burst attempts.
+			opts := &Options{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxAttempts: 100}
+			tr, _, srv := newScenario(t, opts, func(_ int, w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+				reply(w, http.StatusServiceUnavailable)
+			})
+			tr.clock = realClock{}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			resp, err := tr.RoundTrip(newRequest(t, method, srv.URL, payload).WithContext(ctx))
+			elapsed := time.Since(start)
+
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Less(t, elapsed, time.Second)
+			time.Sleep(20 * time.Millisecond)
+			require.Equal(t, 1, srv.count(), "attempts after the deadline")
+			if method == http.MethodPost {
+				perr := requirePending(t, err)
+				require.Equal(t, 1, perr.Attempts)
+				require.Equal(t, Pending, onlyRecord(t, tr).State)
+			}
+		})
+	}
+}
