@@ -54,7 +54,7 @@ func TestS06_RetryCarriesIdenticalBody(t *testing.T) {
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
-			readAll(t, resp)
+			drain(t, resp)
 
 			reqs := srv.requests()
 			require.Len(t, reqs, 2)
@@ -94,7 +94,7 @@ func TestS07_ReusedRequest(t *testing.T) {
 				resp, err := client.Do(req)
 				require.NoError(t, err, "call %d", i)
 				require.Equal(t, http.StatusCreated, resp.StatusCode, "call %d", i)
-				readAll(t, resp)
+				drain(t, resp)
 			}
 
 			reqs := srv.requests()
@@ -116,7 +116,7 @@ func TestS07_ReusedRequest(t *testing.T) {
 		req.GetBody = nil
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readAll(t, resp)
+		drain(t, resp)
 
 		resp, err = tr.RoundTrip(req)
 		require.Nil(t, resp)
@@ -145,7 +145,7 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, resp.StatusCode)
-		readAll(t, resp)
+		drain(t, resp)
 	}
 
 	call() // warm up: one connection open and idle

@@ -6,7 +6,6 @@ package idem
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -183,24 +182,6 @@ func newRequest(tb testing.TB, method, url, body string) *http.Request {
 	req, err := http.NewRequest(method, url, r)
 	require.NoError(tb, err)
 	return req
-}
-
-// readAll reads and closes a response body.
-func readAll(tb testing.TB, resp *http.Response) []byte {
-	tb.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(tb, err)
-	return b
-}
-
-// requirePending asserts err is a *PendingError and returns it.
-func requirePending(tb testing.TB, err error) *PendingError {
-	tb.Helper()
-	var perr *PendingError
-	require.Error(tb, err)
-	require.True(tb, errors.As(err, &perr), "want a *PendingError, got %T: %v", err, err)
-	return perr
 }
 
 // onlyRecord returns the journal's single record.

@@ -36,7 +36,7 @@ func TestS01_RetryAfterHTTPDate(t *testing.T) {
 			resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
-			readAll(t, resp)
+			drain(t, resp)
 
 			retryAt, err := http.ParseTime(*sent.Load())
 			require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 		require.Less(t, time.Since(start), time.Second)
 		require.Nil(t, resp)
-		perr := requirePending(t, err)
+		perr := pendingErr(t, err)
 
 		reqs := srv.requests()
 		require.Len(t, reqs, 1)
@@ -91,7 +91,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		require.Equal(t, "3600", resp.Header.Get("Retry-After"))
-		require.Equal(t, http.StatusText(http.StatusTooManyRequests), string(readAll(t, resp)))
+		require.Equal(t, http.StatusText(http.StatusTooManyRequests), string(drain(t, resp)))
 		require.Equal(t, 1, srv.count())
 		require.Empty(t, clk.Sleeps())
 	})
@@ -101,7 +101,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		o.MaxAttempts = 2
 		tr, _, srv := newScenario(t, o, always("8"))
 		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
-		perr := requirePending(t, err)
+		perr := pendingErr(t, err)
 		reqs := srv.requests()
 		require.Len(t, reqs, 2)
 		earliest := reqs[1].At.Add(8 * time.Second)
@@ -123,7 +123,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		elapsed := time.Since(start)
 		require.Nil(t, resp)
 		require.ErrorIs(t, err, context.Canceled)
-		perr := requirePending(t, err)
+		perr := pendingErr(t, err)
 		require.Less(t, elapsed, time.Second, "the wait was not woken by cancel")
 		require.Equal(t, 1, srv.count())
 
@@ -149,7 +149,7 @@ func TestS03_RetryAfterOnAnyRetryableStatus(t *testing.T) {
 			resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
-			readAll(t, resp)
+			drain(t, resp)
 
 			reqs := srv.requests()
 			require.Len(t, reqs, 2)
@@ -172,7 +172,7 @@ func TestS04_NoRetryAfterUsesJitteredBackoff(t *testing.T) {
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		readAll(t, resp)
+		drain(t, resp)
 	}
 	require.Equal(t, 2*calls, srv.count())
 
@@ -204,7 +204,7 @@ func TestS05_RetryAfterPastOrNegative(t *testing.T) {
 			resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
-			readAll(t, resp)
+			drain(t, resp)
 		}
 		require.Equal(t, 2*calls, srv.count())
 	}

@@ -34,7 +34,7 @@ func TestS10_CancelDuringBackoff(t *testing.T) {
 
 	require.Nil(t, resp)
 	require.ErrorIs(t, err, context.Canceled)
-	perr := requirePending(t, err)
+	perr := pendingErr(t, err)
 	require.GreaterOrEqual(t, elapsed, 100*time.Millisecond)
 	require.Less(t, elapsed, 600*time.Millisecond, "cancel did not wake the wait")
 
@@ -67,7 +67,7 @@ func TestS11_WaitBeyondDeadline(t *testing.T) {
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
 		require.Less(t, time.Since(start), time.Second)
 		require.Nil(t, resp)
-		perr := requirePending(t, err)
+		perr := pendingErr(t, err)
 		require.Empty(t, clk.Sleeps(), "gave up only after sleeping")
 		reqs := srv.requests()
 		require.Len(t, reqs, 1)
@@ -80,7 +80,7 @@ func TestS11_WaitBeyondDeadline(t *testing.T) {
 		tr, clk, srv := newScenario(t, opts, always503)
 		ctx := withDeadline(t, clk, 5*time.Second)
 		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
-		requirePending(t, err)
+		pendingErr(t, err)
 		require.Empty(t, clk.Sleeps())
 		require.Equal(t, 1, srv.count())
 	})
@@ -93,7 +93,7 @@ func TestS11_WaitBeyondDeadline(t *testing.T) {
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, "").WithContext(ctx))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		readAll(t, resp)
+		drain(t, resp)
 		require.Empty(t, clk.Sleeps())
 		require.Equal(t, 1, srv.count())
 	})
@@ -104,7 +104,7 @@ func TestS11_WaitBeyondDeadline(t *testing.T) {
 		})
 		ctx := withDeadline(t, clk, 5*time.Second)
 		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
-		requirePending(t, err)
+		pendingErr(t, err)
 		// At 0 s and 2 s a 2 s wait ends before the deadline; at 4 s it would not.
 		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, clk.Sleeps())
 		require.Equal(t, 3, srv.count())
@@ -139,7 +139,7 @@ func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			require.Equal(t, 1, srv.count(), "attempts after the deadline")
 			if method == http.MethodPost {
-				perr := requirePending(t, err)
+				perr := pendingErr(t, err)
 				require.Equal(t, 1, perr.Attempts)
 				require.Equal(t, Pending, onlyRecord(t, tr).State)
 			}
