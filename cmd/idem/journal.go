@@ -42,9 +42,10 @@ func runJournal(args []string) error {
 	}
 }
 
-// openForReading opens a journal read-only, so inspecting never changes it.
-// While an application holds the file it fails with ErrJournalLocked.
-func openForReading(path string) (*idem.Journal, error) {
+// readRecords reads every record of a journal opened read-only, so inspecting
+// never changes it. While an application holds the file it fails with
+// ErrJournalLocked within a second.
+func readRecords(path string) ([]*idem.Record, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
@@ -52,19 +53,18 @@ func openForReading(path string) (*idem.Journal, error) {
 	if errors.Is(err, idem.ErrJournalLocked) {
 		return nil, fmt.Errorf("%w\n(an application has it open; stop it, or inspect a copy)", err)
 	}
-	return j, err
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	return j.Records()
 }
 
 func journalLs(args []string) error {
 	if len(args) != 1 {
 		return errors.New("journal ls: want one FILE")
 	}
-	j, err := openForReading(args[0])
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	recs, err := j.Records()
+	recs, err := readRecords(args[0])
 	if err != nil {
 		return err
 	}
@@ -85,12 +85,7 @@ func journalShow(args []string) error {
 	if len(args) != 2 {
 		return errors.New("journal show: want FILE and an operation ID or key")
 	}
-	j, err := openForReading(args[0])
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	recs, err := j.Records()
+	recs, err := readRecords(args[0])
 	if err != nil {
 		return err
 	}
