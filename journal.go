@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -46,6 +47,8 @@ type Journal struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	commits, writeAheads atomic.Uint64
 }
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for
@@ -202,7 +205,24 @@ func (j *Journal) Close() error {
 // view and update run fn in a transaction, turning a bbolt panic on a damaged
 // page into ErrJournalCorrupt and a closed database into ErrJournalClosed.
 func (j *Journal) view(fn func(*bolt.Tx) error) error   { return j.tx(j.db.View, fn) }
-func (j *Journal) update(fn func(*bolt.Tx) error) error { return j.tx(j.db.Update, fn) }
+func (j *Journal) update(fn func(*bolt.Tx) error) error {
+	err := j.tx(j.db.Update, fn)
+	if err == nil {
+		j.commits.Add(1)
+	}
+	return err
+}
+
+// JournalStats counts a Journal's writes since it was opened.
+type JournalStats struct {
+	Commits     uint64 // fsynced bbolt write transactions committed
+	WriteAheads uint64 // records written ahead of their first attempt
+}
+
+// Stats returns the Journal's counters. It is safe to call at any time.
+func (j *Journal) Stats() JournalStats {
+	return JournalStats{Commits: j.commits.Load(), WriteAheads: j.writeAheads.Load()}
+}
 
 func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) error) (err error) {
 	defer func() {
@@ -286,6 +306,7 @@ func (j *Journal) insert(rec *Record) error {
 		return err
 	}
 	rec.ID = committed
+	j.writeAheads.Add(1)
 	return nil
 }
 
