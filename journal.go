@@ -204,7 +204,7 @@ func (j *Journal) Close() error {
 
 // view and update run fn in a transaction, turning a bbolt panic on a damaged
 // page into ErrJournalCorrupt and a closed database into ErrJournalClosed.
-func (j *Journal) view(fn func(*bolt.Tx) error) error   { return j.tx(j.db.View, fn) }
+func (j *Journal) view(fn func(*bolt.Tx) error) error { return j.tx(j.db.View, fn) }
 func (j *Journal) update(fn func(*bolt.Tx) error) error {
 	err := j.tx(j.db.Update, fn)
 	if err == nil {
