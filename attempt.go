@@ -34,6 +34,10 @@ type op struct {
 	body    []byte
 	hasBody bool
 	stream  io.ReadCloser // a body over the cap: sent once, never retried
+	// maybeSent is set once an attempt of this operation may have reached the
+	// server: in an earlier call or process, or here once headers were written.
+	// From then on the operation can no longer be "failed", only pending.
+	maybeSent bool
 }
 
 // outcome is what the last attempt left.
@@ -66,14 +70,18 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		if resp != nil {
 			last.status = resp.StatusCode
 		}
+		o.maybeSent = o.maybeSent || wrote || resp != nil
 		class := t.cfg.Classifier(Attempt{Request: o.req, Response: resp, Err: err, Keyed: o.key != "", Wrote: wrote})
 		switch {
-		case class == Final && resp != nil:
+		case resp != nil && (class == Final || class == Permanent):
+			// The server answered: whatever it said is the outcome.
 			return t.settle(o, resp)
-		case class == Permanent || (class == Final && err != nil):
-			discard(resp)
-			return nil, t.fail(o, err, last.status)
-		case class == RetryIfSafe && o.key == "" && !idempotent(o.req.Method):
+		case (class == Final || class == Permanent) && o.rec != nil && o.maybeSent:
+			// An earlier attempt may have acted: not "failed", only unknown.
+			return t.giveUp(o, last, t.clock.Now().Add(sched.backoff()))
+		case class == Final || class == Permanent:
+			return nil, t.fail(o, err)
+		case class == RetryIfSafe && o.key == "" && !idempotent(method(o.req)):
 			if resp != nil {
 				return resp, nil
 			}
@@ -127,6 +135,15 @@ func (t *Transport) attempt(ctx context.Context, o *op) (resp *http.Response, wr
 	if timer != nil {
 		timer.Stop()
 	}
+	switch {
+	case err != nil && resp != nil:
+		resp.Body.Close() // a broken base; net/http.Client does the same
+		resp = nil
+	case err == nil && resp == nil:
+		err = errors.New("idem: base RoundTripper returned neither a response nor an error")
+	case err == nil && resp.Body == nil:
+		resp.Body = http.NoBody
+	}
 	if err != nil {
 		cancel()
 		if timedOut.Load() && ctx.Err() == nil {
@@ -142,6 +159,9 @@ func (t *Transport) attempt(ctx context.Context, o *op) (resp *http.Response, wr
 // the same bytes and the idempotency key.
 func (o *op) newRequest(ctx context.Context, keyHeader string) *http.Request {
 	r := o.req.Clone(ctx)
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
 	switch {
 	case o.stream != nil:
 		r.Body, r.GetBody = o.stream, nil
@@ -199,13 +219,14 @@ func (t *Transport) settle(o *op, resp *http.Response) (*http.Response, error) {
 	return resp, nil
 }
 
-// fail marks an operation that can never succeed and returns the error.
-func (t *Transport) fail(o *op, cause error, status int) error {
+// fail marks an operation that failed before the server could have acted
+// and returns the error.
+func (t *Transport) fail(o *op, cause error) error {
 	err := fmt.Errorf("%w: %w", ErrPermanent, cause)
 	if o.rec == nil {
 		return err
 	}
-	o.rec.State, o.rec.Status, o.rec.LastError, o.rec.Updated = Failed, status, cause.Error(), t.clock.Now()
+	o.rec.State, o.rec.LastError, o.rec.Updated = Failed, cause.Error(), t.clock.Now()
 	if serr := t.journal.save(o.rec); serr != nil {
 		return errors.Join(err, serr)
 	}
@@ -223,6 +244,15 @@ func (t *Transport) giveUp(o *op, last outcome, next time.Time) (*http.Response,
 		return nil, last.err
 	}
 	discard(last.resp)
+	switch o.rec.State {
+	case Settled:
+		// A call re-sent a settled operation and got no answer; the stored
+		// outcome stands and there is nothing to resume.
+		return nil, &AlreadySettledError{OperationID: o.rec.OperationID, Key: o.rec.Key,
+			Status: o.rec.Status, Settled: o.rec.Updated}
+	case Failed:
+		o.rec.State = Pending // re-sent and now maybe acted on: Resume takes it
+	}
 	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, ""
 	if last.err != nil {
 		o.rec.LastError = last.err.Error()

@@ -90,7 +90,7 @@ func TestCallerBodyClosedOnce(t *testing.T) {
 		{name: "journaled, final 422", answer: answerStatus(http.StatusUnprocessableEntity)},
 		{name: "journaled, left pending", answer: answerStatus(http.StatusServiceUnavailable), opts: Options{MaxAttempts: 3}, pending: true},
 		{name: "journaled, permanent error", answer: answerError(certErr), wantErr: ErrPermanent},
-		{name: "journaled, context canceled", ctx: canceled, answer: answerStatus(http.StatusCreated), pending: true},
+		{name: "journaled, context canceled", ctx: canceled, answer: answerStatus(http.StatusCreated), wantErr: context.Canceled},
 		{name: "unjournaled, settled", method: http.MethodPut, answer: answerStatus(http.StatusOK)},
 		{name: "unjournaled, retries run out", method: http.MethodPut, answer: answerStatus(http.StatusServiceUnavailable), opts: Options{MaxAttempts: 3}},
 		{name: "unjournaled, permanent error", method: http.MethodPut, answer: answerError(certErr), wantErr: ErrPermanent},

@@ -62,6 +62,13 @@ var (
 	// may or may not have acted, and idem did not retry.
 	ErrOutcomeUnknown = errors.New("idem: outcome unknown, request may have reached the server")
 
+	// ErrSensitiveHeaderMissing is reported by Resume for an operation whose
+	// original request carried a sensitive header (say Authorization) that
+	// Options.PrepareResume did not put back. Sending it without credentials
+	// could be refused, or be taken for another client's request. The
+	// operation stays pending.
+	ErrSensitiveHeaderMissing = errors.New("idem: sensitive header not restored for resume")
+
 	// ErrPermanent wraps failures that no retry can fix (certificate errors,
 	// invalid requests); the operation is marked failed.
 	ErrPermanent = errors.New("idem: permanent failure")
@@ -96,7 +103,9 @@ func (e *PendingError) Error() string {
 func (e *PendingError) Unwrap() error { return e.Err }
 
 // AlreadySettledError is returned when an operation ID names an operation that
-// settled longer than KeyTTL ago. It matches ErrAlreadySettled.
+// settled longer than KeyTTL ago, or when a call re-sent a settled operation
+// and got no answer. Nothing more will be sent for it. It matches
+// ErrAlreadySettled.
 type AlreadySettledError struct {
 	OperationID string
 	Key         string

@@ -61,7 +61,10 @@ type Options struct {
 	KeyTTL time.Duration
 
 	// Retention is how long settled, failed and expired records are kept before
-	// pruning. Pending records are never pruned. 0 means DefaultRetention.
+	// pruning. Pending records are never pruned. 0 means DefaultRetention; a
+	// value below KeyTTL is raised to KeyTTL. An operation ID is remembered
+	// only as long as its record: reused after pruning, it starts a new
+	// operation.
 	Retention time.Duration
 
 	// OpenTimeout bounds the wait for the journal's file lock. 0 means
@@ -148,6 +151,9 @@ func (o *Options) config() (*config, error) {
 	if c.Classifier == nil {
 		c.Classifier = DefaultClassifier
 	}
+	// A record pruned while the server may still replay its key would let a
+	// repeated operation ID mint a second key.
+	c.Retention = max(c.Retention, c.KeyTTL)
 	if c.InitialInterval > c.MaxInterval {
 		c.InitialInterval = c.MaxInterval
 	}

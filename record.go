@@ -48,10 +48,12 @@ type Record struct {
 	Key         string      `json:"key"`
 	OperationID string      `json:"op,omitempty"`
 	Method      string      `json:"method"`
-	URL         string      `json:"url"`              // without userinfo
-	Header      http.Header `json:"header,omitempty"` // without sensitive headers and the key
-	Body        []byte      `json:"body,omitempty"`   // dropped once settled
-	BodySHA256  string      `json:"sha256"`           // hex, of the body as sent
+	URL         string      `json:"url"`               // without userinfo
+	Host        string      `json:"host,omitempty"`    // the request's Host override, if any
+	Header      http.Header `json:"header,omitempty"`  // without sensitive headers and the key
+	Dropped     []string    `json:"dropped,omitempty"` // names (never values) of sensitive headers not written
+	Body        []byte      `json:"body,omitempty"`    // dropped once settled
+	BodySHA256  string      `json:"sha256"`            // hex, of the body as sent
 	Created     time.Time   `json:"created"`
 	State       State       `json:"state"`
 	Attempts    int         `json:"attempts"`

@@ -118,10 +118,16 @@ func (t *Transport) resume(ctx context.Context, rec *Record) (*http.Response, er
 	if req.Header == nil {
 		req.Header = make(http.Header)
 	}
+	req.Host = rec.Host
 	if t.cfg.PrepareResume != nil {
 		if err := t.cfg.PrepareResume(req); err != nil {
 			return nil, fmt.Errorf("idem: PrepareResume: %w", err)
 		}
 	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body, hasBody: len(rec.Body) > 0})
+	for _, name := range rec.Dropped {
+		if len(headerValues(req.Header, name)) == 0 {
+			return nil, fmt.Errorf("%w: %s (operation %q)", ErrSensitiveHeaderMissing, name, rec.OperationID)
+		}
+	}
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body, hasBody: len(rec.Body) > 0, maybeSent: true})
 }

@@ -6,9 +6,13 @@ package idem
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -65,7 +69,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
-	if err := validURL(req); err != nil {
+	if err := t.validRequest(req); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
@@ -93,19 +97,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) journaled(req *http.Request) bool {
 	_, hasKey := keyFrom(req.Context())
 	_, hasOp := operationIDFrom(req.Context())
-	return t.cfg.methods[req.Method] || hasKey || hasOp
-}
-
-func validURL(req *http.Request) error {
-	switch {
-	case req.URL == nil:
-		return fmt.Errorf("%w: nil URL", ErrInvalidRequest)
-	case req.URL.Scheme != "http" && req.URL.Scheme != "https":
-		return fmt.Errorf("%w: unsupported scheme %q", ErrInvalidRequest, req.URL.Scheme)
-	case req.URL.Host == "":
-		return fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
-	}
-	return nil
+	return t.cfg.methods[method(req)] || hasKey || hasOp
 }
 
 // body is a request body read into memory for replay. When the body is over
@@ -125,17 +117,24 @@ func (b *body) close() {
 // readBody reads at most MaxBodyBytes of the caller's body. It closes the body
 // unless the body is over the cap, in which case rest keeps it open for a
 // one-shot unjournaled send. A body shorter than the request's ContentLength
-// is read again from GetBody.
+// is read again from GetBody. If the request context ends first, the body is
+// closed (which unblocks most readers) and the context's error returned.
 func (t *Transport) readBody(req *http.Request) (body, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return body{}, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(req.Body, t.cfg.MaxBodyBytes+1))
-	if err != nil {
+	limit := t.cfg.MaxBodyBytes
+	if limit < math.MaxInt64 {
+		limit++ // one byte more tells "at the cap" from "over it"
+	}
+	buf, err := readAll(req.Context(), req.Body, limit)
+	switch {
+	case errors.Is(err, errBodyAbandoned):
+		return body{}, req.Context().Err()
+	case err != nil:
 		req.Body.Close()
 		return body{}, fmt.Errorf("idem: reading request body: %w", err)
-	}
-	if int64(len(buf)) > t.cfg.MaxBodyBytes {
+	case int64(len(buf)) > t.cfg.MaxBodyBytes:
 		return body{buf: buf, tooLarge: true, rest: req.Body}, nil
 	}
 	if err := req.Body.Close(); err != nil {
@@ -159,6 +158,33 @@ func (t *Transport) readBody(req *http.Request) (body, error) {
 	return body{buf: buf}, nil
 }
 
+// errBodyAbandoned means readAll closed the body because the context ended.
+var errBodyAbandoned = errors.New("idem: request body abandoned")
+
+// readAll reads up to limit bytes of r, giving up when ctx ends: then it closes
+// r and returns errBodyAbandoned.
+func readAll(ctx context.Context, r io.ReadCloser, limit int64) ([]byte, error) {
+	if ctx.Done() == nil {
+		return io.ReadAll(io.LimitReader(r, limit))
+	}
+	type result struct {
+		buf []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		buf, err := io.ReadAll(io.LimitReader(r, limit))
+		done <- result{buf, err}
+	}()
+	select {
+	case res := <-done:
+		return res.buf, res.err
+	case <-ctx.Done():
+		r.Close()
+		return nil, errBodyAbandoned
+	}
+}
+
 // unjournaled builds the operation for a request that is retried but not
 // written down. A body over the cap is streamed once, without retries. A
 // caller's key still goes on the wire, so it is checked as for a journaled
@@ -168,7 +194,7 @@ func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &op{req: req, key: key, body: b.buf, hasBody: req.Body != nil && req.Body != http.NoBody}
+	o := &op{req: req, key: key, body: b.buf, hasBody: len(b.buf) > 0}
 	if b.tooLarge {
 		o.stream = struct {
 			io.Reader
@@ -194,45 +220,56 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte) (*http.Res
 			return nil, err
 		}
 	}
-	if !hasKey && !hasOp {
+	if !hasKey {
+		// Minted once: the lock below and a new record use the same key.
 		if key, err = newKey(); err != nil {
 			return nil, err
 		}
 	}
-	lockKey := "k\x00" + key
+	name := "k\x00" + key
 	if hasOp {
-		lockKey = "o\x00" + opID
+		name = "o\x00" + opID
 	}
 	// Calls for one operation run one at a time; the second finds the first's
 	// record, so both share one key and one server-side effect.
-	if err := t.locks.lock(ctx, lockKey); err != nil {
+	if err := t.locks.lock(ctx, name); err != nil {
 		return nil, err
 	}
-	defer t.locks.unlock(lockKey)
-
-	rec, err := t.journal.find(lockKey)
+	defer t.locks.unlock(name)
+	rec, err := t.journal.find(name)
 	if err != nil {
 		return nil, err
 	}
-	u := storedURL(req)
-	sum, fp := fingerprint(req.Method, u, buf)
-	if rec == nil {
-		if !hasKey {
-			if key, err = newKey(); err != nil {
-				return nil, err
-			}
+	if rec != nil && lockName(rec) != name {
+		// Found by the caller's key, but the record belongs to an operation
+		// ID: hold that lock too, the one Resume takes, and read it again.
+		if err := t.locks.lock(ctx, lockName(rec)); err != nil {
+			return nil, err
 		}
+		defer t.locks.unlock(lockName(rec))
+		if rec, err = t.journal.find(name); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing written, nothing sent
+	}
+	u := storedURL(req.URL)
+	sum, fp := fingerprint(method(req), u, buf)
+	existed := rec != nil
+	if !existed {
 		now := t.clock.Now()
-		rec = &Record{Key: key, OperationID: opID, Method: req.Method, URL: u,
-			Header: t.storedHeader(req.Header), Body: buf, BodySHA256: sum,
-			Created: now, Updated: now, State: Pending}
+		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
+			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
+			Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
 		if err := t.journal.insert(rec); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 	} else if err := t.reuse(rec, fp, key, hasKey); err != nil {
 		return nil, err
 	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf, hasBody: len(buf) > 0})
+	// A record from an earlier call may have reached the server already.
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf, hasBody: len(buf) > 0, maybeSent: existed})
 }
 
 // reuse checks that a call may run an operation already in the journal.
@@ -240,23 +277,21 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 	if rec.fingerprint() != fp || (hasKey && key != rec.Key) {
 		return fmt.Errorf("%w: operation %q (key %s) was %s", ErrKeyReuse, rec.OperationID, rec.Key, rec.fingerprint())
 	}
-	expired := t.clock.Now().Sub(rec.Created) > t.cfg.KeyTTL
+	now := t.clock.Now()
+	expired := now.Sub(rec.Created) > t.cfg.KeyTTL
 	switch {
 	case rec.State == Expired || (rec.State == Pending && expired):
 		return fmt.Errorf("%w: operation %q (key %s) created %s", ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC())
 	case rec.State == Settled && expired:
 		return &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
+	case rec.State == Pending && now.Before(rec.NextAttempt):
+		// The server asked for time (Retry-After); Resume will send it then.
+		return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+			LastStatus: rec.Status, NextAttempt: rec.NextAttempt}
 	}
 	// Pending, failed, or settled within KeyTTL: send again with the same key;
 	// for a settled one the server replays its stored response.
 	return nil
-}
-
-// storedURL is the request URL without userinfo, which may hold a password.
-func storedURL(req *http.Request) string {
-	u := *req.URL
-	u.User = nil
-	return u.String()
 }
 
 // storedHeader drops sensitive headers and the key header before writing.
@@ -270,4 +305,17 @@ func (t *Transport) storedHeader(h http.Header) http.Header {
 		out[ck] = append([]string(nil), v...)
 	}
 	return out
+}
+
+// droppedHeaders names the sensitive headers the request carries, so Resume
+// can tell when PrepareResume did not put them back.
+func (t *Transport) droppedHeaders(h http.Header) []string {
+	var names []string
+	for k := range h {
+		if ck := http.CanonicalHeaderKey(k); t.cfg.sensitive[ck] && !slices.Contains(names, ck) {
+			names = append(names, ck)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
