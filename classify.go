@@ -60,7 +60,7 @@ type Attempt struct {
 // context ending is handled before the Classifier is asked.
 type Classifier func(Attempt) Class
 
-// DefaultClassifier is the table from the package documentation:
+// DefaultClassifier is idem's classification table:
 //
 //	nothing reached the server (dial, DNS, not written)    Retry
 //	the server may have acted (reset, EOF, timeout)        RetryIfSafe

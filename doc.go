@@ -11,14 +11,14 @@
 //
 // The pieces, from high level to low:
 //
-//   - Client (client.go): Open a journal, use HTTPClient wherever
-//     http.DefaultClient was used, call Resume on startup.
-//   - Transport (transport.go): the http.RoundTripper. Decides what is
-//     journaled, validates keys, writes ahead, runs the attempt loop
-//     (attempt.go) and Resume (resume.go).
-//   - Journal (journal.go): the bbolt file, its records and states.
-//   - Classifier (classify.go) and the backoff and Retry-After rules
-//     (retry.go).
+//   - Client: Open a journal, use HTTPClient wherever http.DefaultClient was
+//     used, call Resume on startup (and periodically in a long-running
+//     process: Resume sends only operations whose next-attempt time has come).
+//   - Transport: the http.RoundTripper. Decides what is journaled, validates
+//     keys, writes ahead, runs the attempts, settles, and Resumes.
+//   - Journal: the bbolt file, its Records and their States.
+//   - Classifier and DefaultClassifier: what each attempt's outcome means;
+//     Options holds the backoff and Retry-After limits.
 //
 // Choices made where the design is silent:
 //

@@ -82,7 +82,7 @@ var (
 type PendingError struct {
 	Key         string    // the idempotency key sent on every attempt
 	OperationID string    // the caller's operation ID, or ""
-	Attempts    int       // attempts made so far, across process lifetimes
+	Attempts    int       // attempts recorded so far, across process lifetimes (see Record.Attempts)
 	LastStatus  int       // status of the last response, or 0 if none
 	Err         error     // last error or the context's error; may be nil
 	NextAttempt time.Time // earliest time a new attempt may be made (Retry-After)

@@ -56,12 +56,15 @@ type Record struct {
 	BodySHA256  string      `json:"sha256"`            // hex, of the body as sent
 	Created     time.Time   `json:"created"`
 	State       State       `json:"state"`
-	Attempts    int         `json:"attempts"`
-	LastAttempt time.Time   `json:"last_attempt,omitzero"`
-	NextAttempt time.Time   `json:"next_attempt,omitzero"` // earliest time Resume may send it
-	Status      int         `json:"status,omitempty"`      // last or final status code
-	LastError   string      `json:"last_error,omitempty"`
-	Updated     time.Time   `json:"updated"` // last state change; drives pruning
+	// Attempts counts the attempts whose outcome was recorded. Attempts cut
+	// short by a crash are not counted, nor net/http's own single re-send on a
+	// dead keep-alive connection (same key, same bytes).
+	Attempts    int       `json:"attempts"`
+	LastAttempt time.Time `json:"last_attempt,omitzero"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"` // earliest time Resume may send it
+	Status      int       `json:"status,omitempty"`      // last or final status code
+	LastError   string    `json:"last_error,omitempty"`
+	Updated     time.Time `json:"updated"` // last state change; drives pruning
 }
 
 // fingerprint identifies the request an operation stands for, so a reused

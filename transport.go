@@ -63,8 +63,12 @@ func (t *Transport) base() http.RoundTripper {
 	return http.DefaultTransport
 }
 
-// RoundTrip implements http.RoundTripper. See the Transport doc for what it
-// does and ErrX for the errors it returns before sending anything.
+// RoundTrip implements http.RoundTripper; see the Transport doc. Before
+// anything is written or sent it may fail with ErrInvalidRequest,
+// ErrInvalidKey, ErrBodyTooLarge, ErrKeyReuse, ErrKeyExpired, ErrNoJournal,
+// an *AlreadySettledError, the context's error, or a write-ahead error; after
+// that, with a *PendingError (the operation stays pending), ErrPermanent or
+// ErrOutcomeUnknown (unjournaled requests only).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)

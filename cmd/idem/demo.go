@@ -44,11 +44,15 @@ func runDemo(args []string) error {
 	fs.IntVar(&cfg.kills, "kills", 3, "SIGKILLs of the worker at random moments")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed for the fault plan and the kill times")
 	fs.StringVar(&cfg.faults, "faults", "default", "fault mix, e.g. lost=0.1,503=0.05 (\"default\": "+testserver.DefaultMix+")")
-	fs.StringVar(&cfg.journal, "journal", "", "journal file (default: a new file in a temporary directory)")
+	fs.StringVar(&cfg.journal, "journal", "", "journal file, which must not exist yet; kept after the demo (default: a temporary file, deleted at the end)")
 	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", time.Second, "worker's per-attempt timeout")
 	fs.DurationVar(&cfg.killAfter, "kill-within", 3*time.Second, "a killed worker lives a random time up to this")
 	fs.DurationVar(&cfg.budget, "timeout", 3*time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: idem demo [flags]\n\nProves exactly-once: payments through a faulty server, with the worker SIGKILLed and resumed.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if cfg.n < 1 || cfg.conc < 1 || cfg.kills < 0 {
@@ -57,6 +61,11 @@ func runDemo(args []string) error {
 	plan, err := testserver.ParsePlan(cfg.seed, cfg.faults)
 	if err != nil {
 		return err
+	}
+	if fi, err := os.Stat(cfg.journal); cfg.journal != "" && err == nil && fi.Size() > 0 {
+		// The worker skips what a journal shows settled, so an old journal
+		// would hide every payment from this run's fresh server.
+		return fmt.Errorf("demo: journal %s already exists; give a new path", cfg.journal)
 	}
 	if cfg.journal == "" {
 		dir, err := os.MkdirTemp("", "idem-demo-")

@@ -17,9 +17,11 @@ import (
 
 const journalUsage = `usage:
   idem journal ls FILE                 list operations, pending first
-  idem journal show FILE OPID|KEY      print one operation as JSON (body included)
+  idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included)
   idem journal prune [-retention D] FILE
-                                       delete settled, failed and expired records older than D
+                                       delete settled, failed and expired records last
+                                       updated more than D ago (a Go duration: 168h, 30m;
+                                       0 deletes every finished record); pending records stay
 `
 
 func runJournal(args []string) error {
@@ -69,10 +71,10 @@ func journalLs(args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED")
+	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED\tNEXT ATTEMPT")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%d\t%s\n", r.ID, r.State, orDash(r.OperationID), r.Key,
-			r.Method, r.URL, r.Attempts, r.Status, r.Created.UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", r.ID, r.State, orDash(r.OperationID), r.Key,
+			r.Method, r.URL, r.Attempts, orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -83,14 +85,14 @@ func journalLs(args []string) error {
 
 func journalShow(args []string) error {
 	if len(args) != 2 {
-		return errors.New("journal show: want FILE and an operation ID or key")
+		return errors.New("journal show: want FILE and an ID, operation ID or key")
 	}
 	recs, err := readRecords(args[0])
 	if err != nil {
 		return err
 	}
 	for _, r := range recs {
-		if r.OperationID == args[1] || r.Key == args[1] {
+		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(r.ID) == args[1] {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(struct {
@@ -106,7 +108,7 @@ func journalShow(args []string) error {
 func journalPrune(args []string) error {
 	fs := flag.NewFlagSet("journal prune", flag.ContinueOnError)
 	retention := fs.Duration("retention", idem.DefaultRetention, "keep records updated more recently than this")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -126,6 +128,20 @@ func journalPrune(args []string) error {
 	}
 	fmt.Printf("pruned %d record(s) from %s\n", n, fs.Arg(0))
 	return nil
+}
+
+func statusText(status int) string {
+	if status == 0 {
+		return ""
+	}
+	return fmt.Sprint(status)
+}
+
+func nextAttempt(r *idem.Record) string {
+	if r.State != idem.Pending || r.NextAttempt.IsZero() {
+		return ""
+	}
+	return r.NextAttempt.UTC().Format(time.RFC3339)
 }
 
 func orDash(s string) string {

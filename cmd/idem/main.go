@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 )
 
 const usage = `usage:
@@ -41,11 +42,28 @@ func main() {
 		fmt.Fprintf(os.Stderr, "idem: unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "idem:", err)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		os.Exit(2) // the flag package has said what was wrong
+	default:
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "idem") {
+			msg = "idem: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
+}
+
+// errUsage reports bad flags, already explained by the flag package.
+var errUsage = errors.New("usage")
+
+// parseFlags parses args, turning a bad flag into errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return errUsage
+	}
+	return err
 }

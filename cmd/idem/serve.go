@@ -32,7 +32,7 @@ func runServe(args []string) error {
 			"Fault names: lost drop reset hold slow NNN NNNdate NNNbad (NNN a status 400-599).\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

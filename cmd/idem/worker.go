@@ -37,7 +37,7 @@ func runWorker(args []string) error {
 	n := fs.Int("n", 200, "operations")
 	conc := fs.Int("concurrency", 8, "concurrent operations")
 	attemptTimeout := fs.Duration("attempt-timeout", time.Second, "per-attempt timeout")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	c, err := idem.Open(*path, &idem.Options{
