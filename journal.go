@@ -9,6 +9,7 @@
 package idem
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,6 +46,7 @@ type Journal struct {
 	readOnly bool
 	now      func() time.Time
 
+	commit    committer
 	closeOnce sync.Once
 	closeErr  error
 
@@ -93,6 +95,7 @@ func openJournal(path string, timeout time.Duration, readOnly bool) (j *Journal,
 		return nil, err
 	}
 	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, now: time.Now}
+	j.commit.init()
 	if err := j.init(); err != nil {
 		db.Close()
 		return nil, err
@@ -189,14 +192,15 @@ func (j *Journal) create(tx *bolt.Tx) error {
 // Path returns the path the journal was opened with.
 func (j *Journal) Path() string { return j.path }
 
-// Close closes the journal file. Requests still in flight through a Transport
-// that uses it fail their next journal write with ErrJournalClosed and stay
-// pending in the file. Later calls do nothing and return the first one's error.
+// Close commits the state changes still deferred, then closes the journal
+// file. Requests still in flight through a Transport that uses it fail their
+// next journal write with ErrJournalClosed and stay pending in the file. Later
+// calls do nothing and return the first one's error.
 func (j *Journal) Close() error {
 	// Only the first Close releases the path: by a second one, another
 	// Journal may hold it.
 	j.closeOnce.Do(func() {
-		j.closeErr = j.db.Close()
+		j.closeErr = errors.Join(j.closeCommits(), j.db.Close())
 		openPaths.Delete(j.abs)
 	})
 	return j.closeErr
@@ -250,83 +254,39 @@ func (j *Journal) find(indexKey string) (rec *Record, err error) {
 		if id == nil {
 			return nil
 		}
-		rec, err = j.decode(tx.Bucket(bucketOps).Get(id))
+		rec, err = j.decode(id, tx.Bucket(bucketOps).Get(id))
 		return err
 	})
+	if rec != nil {
+		if newer := j.unsaved(rec.ID); newer != nil {
+			rec = newer
+		}
+	}
 	return rec, err
 }
 
-func (j *Journal) decode(b []byte) (*Record, error) {
-	if b == nil {
+func (j *Journal) decode(id, b []byte) (*Record, error) {
+	if b == nil || len(id) != 8 {
 		return nil, fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
 	}
 	rec, err := decodeRecord(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrJournalCorrupt, j.path, err)
 	}
+	rec.ID = binary.BigEndian.Uint64(id)
 	return rec, nil
 }
 
-// insert writes a new pending record and returns once the commit, fsync
-// included, has returned. It fails with ErrKeyReuse if the key or operation ID
-// is already taken. rec.ID is set only once the commit has returned: a failed
-// insert leaves no trace, in the file or on rec.
-func (j *Journal) insert(rec *Record) error {
-	var committed uint64
-	err := j.update(func(tx *bolt.Tx) error {
-		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
-		keys := [][]byte{[]byte("k\x00" + rec.Key)}
-		if rec.OperationID != "" {
-			keys = append(keys, []byte("o\x00"+rec.OperationID))
-		}
-		for _, k := range keys {
-			if index.Get(k) != nil {
-				return fmt.Errorf("%w: %q is already in the journal", ErrKeyReuse, k[2:])
-			}
-		}
-		id, err := ops.NextSequence()
-		if err != nil {
-			return err
-		}
-		stored := *rec
-		stored.ID = id
-		b, err := stored.encode()
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := index.Put(k, idKey(id)); err != nil {
-				return err
-			}
-		}
-		committed = id
-		return ops.Put(idKey(id), b)
-	})
-	if err != nil {
-		return err
-	}
-	rec.ID = committed
-	j.writeAheads.Add(1)
-	return nil
-}
-
-// save overwrites an existing record (a state change).
-func (j *Journal) save(rec *Record) error {
-	b, err := rec.encode()
-	if err != nil {
-		return err
-	}
-	return j.update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOps).Put(idKey(rec.ID), b)
-	})
-}
-
 // Records returns every record: pending ones first, each group oldest first.
+// It commits deferred state changes first, so what it lists is on disk.
 func (j *Journal) Records() ([]*Record, error) {
+	if err := j.flush(); err != nil {
+		return nil, err
+	}
 	var recs []*Record
 	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOps).ForEach(func(_, v []byte) error {
-			rec, err := j.decode(v)
+		return tx.Bucket(bucketOps).ForEach(func(k, v []byte) error {
+			rec, err := j.decode(k, v)
 			recs = append(recs, rec)
 			return err
 		})
@@ -340,13 +300,17 @@ func (j *Journal) Records() ([]*Record, error) {
 	return recs, err
 }
 
-// pending returns the pending records, oldest first. The read transaction is
-// closed before the caller writes anything.
+// pending returns the pending records, oldest first, after committing
+// deferred state changes. The read transaction is closed before the caller
+// writes anything.
 func (j *Journal) pending() ([]*Record, error) {
+	if err := j.flush(); err != nil {
+		return nil, err
+	}
 	var recs []*Record
 	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOps).ForEach(func(_, v []byte) error {
-			rec, err := j.decode(v)
+		return tx.Bucket(bucketOps).ForEach(func(k, v []byte) error {
+			rec, err := j.decode(k, v)
 			if err == nil && rec.State == Pending {
 				recs = append(recs, rec)
 			}
@@ -365,8 +329,8 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 	err := j.update(func(tx *bolt.Tx) error {
 		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
 		var doomed []*Record
-		err := ops.ForEach(func(_, v []byte) error {
-			rec, err := j.decode(v)
+		err := ops.ForEach(func(k, v []byte) error {
+			rec, err := j.decode(k, v)
 			if err == nil && rec.State != Pending && rec.Updated.Before(cutoff) {
 				doomed = append(doomed, rec)
 			}

@@ -44,7 +44,7 @@ func (s State) String() string {
 // Record is one operation in the journal. Records returned by the Journal are
 // copies; changing them changes nothing on disk.
 type Record struct {
-	ID          uint64      `json:"id"` // journal sequence number, in creation order
+	ID          uint64      `json:"-"` // journal sequence number, in creation order (the bbolt key)
 	Key         string      `json:"key"`
 	OperationID string      `json:"op,omitempty"`
 	Method      string      `json:"method"`

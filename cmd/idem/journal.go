@@ -96,10 +96,11 @@ func journalShow(args []string) error {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(struct {
+				ID uint64 `json:"id"`
 				*idem.Record
 				State string `json:"state"`
 				Body  string `json:"body,omitempty"`
-			}{r, r.State.String(), string(r.Body)})
+			}{r.ID, r, r.State.String(), string(r.Body)})
 		}
 	}
 	return fmt.Errorf("journal show: no operation %q in %s", args[1], args[0])

@@ -1,0 +1,92 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkWriteAhead measures one fsynced write-ahead commit per operation,
+// alone and with many writers sharing group commits. It reports commits/op.
+func BenchmarkWriteAhead(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			j, _ := testJournal(b)
+			body := make([]byte, 200)
+			var n atomic.Int64
+			before := j.Stats()
+			insert := func() bool {
+				rec := &Record{Key: fmt.Sprintf("key-%d", n.Add(1)), Method: http.MethodPost,
+					URL: "http://127.0.0.1/payments", Body: body, State: Pending}
+				err := j.insert(rec)
+				if err != nil {
+					b.Error(err)
+				}
+				return err == nil
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if writers == 1 {
+				for i := 0; i < b.N && insert(); i++ {
+				}
+			} else {
+				// RunParallel starts parallelism x GOMAXPROCS goroutines.
+				b.SetParallelism(max(writers/runtime.GOMAXPROCS(0), 1))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() && insert() {
+					}
+				})
+			}
+			b.StopTimer()
+			after := j.Stats()
+			b.ReportMetric(float64(after.Commits-before.Commits)/float64(after.WriteAheads-before.WriteAheads), "commits/op")
+		})
+	}
+}
+
+// BenchmarkSettle measures a deferred state change, which never waits for a commit.
+func BenchmarkSettle(b *testing.B) {
+	j, _ := testJournal(b)
+	rec := &Record{Key: "k", Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: Pending}
+	if err := j.insert(rec); err != nil {
+		b.Fatal(err)
+	}
+	rec.State = Settled
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := j.save(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkClassify(b *testing.B) {
+	resp := &http.Response{StatusCode: http.StatusServiceUnavailable}
+	err := fmt.Errorf("wrapped: %w", errors.New("connection reset"))
+	b.ReportAllocs()
+	for b.Loop() {
+		DefaultClassifier(Attempt{Response: resp, Keyed: true})
+		DefaultClassifier(Attempt{Err: err, Wrote: true, Keyed: true})
+	}
+}
+
+func BenchmarkBackoff(b *testing.B) {
+	cfg, err := (&Options{}).config()
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	resp := &http.Response{Header: http.Header{"Retry-After": {"3"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := newSchedule(cfg, realClock{})
+		for range 6 {
+			s.backoff()
+		}
+		s.wait(resp, now)
+	}
+}

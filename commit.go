@@ -1,0 +1,285 @@
+// This file holds the journal's group commit (journal.go holds the file and
+// its reads). Write-aheads from concurrent calls share one fsynced bbolt
+// transaction: a writer that finds no commit running commits at once (no
+// fixed delay); writers that arrive meanwhile queue up, and the next of them
+// commits the whole queue. State changes (settle, give-up, fail, expire) are
+// deferred: they ride along with the next commit, or are committed within
+// flushDelay, or on Close. Losing one in a crash only costs a harmless replay
+// with the same key.
+
+package idem
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// flushDelay bounds how long a deferred state change waits for a write-ahead
+// commit to ride along with.
+const flushDelay = 20 * time.Millisecond
+
+// committer is the Journal's write queue. Its fields are guarded by mu.
+type committer struct {
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when leading turns false
+	leading  bool       // a writer is committing; others queue behind it
+	closed   bool
+	queue    []*write
+	deferred map[uint64]*deferredWrite // newest state per record ID, not yet committed
+	flushing map[uint64]*deferredWrite // what the running commit is writing
+	timer    *time.Timer
+}
+
+// write is one queued write-ahead, or a flush marker when rec is nil.
+type write struct {
+	rec  *Record
+	data []byte
+	id   uint64
+	err  error
+	done chan struct{} // closed once committed or failed
+	turn chan struct{} // receives when this writer is to commit the queue
+}
+
+type deferredWrite struct {
+	rec  *Record // a copy, for reads before the commit
+	data []byte
+}
+
+func (c *committer) init() {
+	c.idle = sync.NewCond(&c.mu)
+	c.deferred = make(map[uint64]*deferredWrite)
+}
+
+// insert writes a new pending record and returns once the commit, fsync
+// included, has returned. It fails with ErrKeyReuse if the key or operation ID
+// is already taken. rec.ID is set only once the commit has returned: a failed
+// insert leaves no trace, in the file or on rec.
+func (j *Journal) insert(rec *Record) error {
+	data, err := rec.encode()
+	if err != nil {
+		return err
+	}
+	w := &write{rec: rec, data: data}
+	if err := j.submit(w); err != nil {
+		return err
+	}
+	rec.ID = w.id
+	j.writeAheads.Add(1)
+	return nil
+}
+
+// flush commits every deferred state change made before it was called.
+func (j *Journal) flush() error {
+	if j.readOnly {
+		return nil
+	}
+	return j.submit(&write{})
+}
+
+// submit queues w and waits until a commit that includes it has returned.
+func (j *Journal) submit(w *write) error {
+	w.done, w.turn = make(chan struct{}), make(chan struct{}, 1)
+	c := &j.commit
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
+	}
+	c.queue = append(c.queue, w)
+	lead := !c.leading
+	c.leading = true
+	c.mu.Unlock()
+	if !lead {
+		select {
+		case <-w.done:
+			return w.err
+		case <-w.turn:
+		}
+	}
+	j.lead()
+	<-w.done
+	return w.err
+}
+
+// lead commits everything queued and deferred in one transaction, then hands
+// the lead to the first writer that queued meanwhile, if any.
+func (j *Journal) lead() {
+	c := &j.commit
+	c.mu.Lock()
+	batch := c.queue
+	c.queue = nil
+	if len(c.deferred) > 0 {
+		c.flushing, c.deferred = c.deferred, make(map[uint64]*deferredWrite)
+	}
+	settles := c.flushing
+	c.mu.Unlock()
+
+	j.commitBatch(batch, settles)
+
+	c.mu.Lock()
+	c.flushing = nil
+	if len(c.queue) > 0 {
+		c.queue[0].turn <- struct{}{}
+	} else {
+		c.leading = false
+		if len(c.deferred) > 0 && c.timer == nil && !c.closed {
+			c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
+		}
+		c.idle.Broadcast()
+	}
+	c.mu.Unlock()
+	for _, w := range batch {
+		close(w.done)
+	}
+}
+
+// commitBatch writes the deferred state changes and the write-aheads in one
+// transaction. A write-ahead whose key or operation ID is taken fails alone;
+// any other failure fails the whole batch.
+func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite) {
+	inserts := 0
+	for _, w := range batch {
+		if w.rec != nil {
+			inserts++
+		}
+	}
+	if inserts == 0 && len(settles) == 0 {
+		return // only flush markers, and nothing to flush
+	}
+	errs := make([]error, len(batch))
+	ids := make([]uint64, len(batch))
+	err := j.update(func(tx *bolt.Tx) error {
+		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
+		for id, d := range settles {
+			if err := ops.Put(idKey(id), d.data); err != nil {
+				return err
+			}
+		}
+		for i, w := range batch {
+			if w.rec == nil {
+				continue
+			}
+			keys := indexKeys(w.rec)
+			if taken := takenKey(index, keys); taken != nil {
+				errs[i] = fmt.Errorf("%w: %q is already in the journal", ErrKeyReuse, taken[2:])
+				continue
+			}
+			id, err := ops.NextSequence()
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := index.Put(k, idKey(id)); err != nil {
+					return err
+				}
+			}
+			if err := ops.Put(idKey(id), w.data); err != nil {
+				return err
+			}
+			ids[i] = id
+		}
+		return nil
+	})
+	for i, w := range batch {
+		w.id, w.err = ids[i], errs[i]
+		if err != nil {
+			w.id, w.err = 0, err
+		}
+	}
+}
+
+func indexKeys(rec *Record) [][]byte {
+	keys := [][]byte{[]byte("k\x00" + rec.Key)}
+	if rec.OperationID != "" {
+		keys = append(keys, []byte("o\x00"+rec.OperationID))
+	}
+	return keys
+}
+
+func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
+	for _, k := range keys {
+		if index.Get(k) != nil {
+			return k
+		}
+	}
+	return nil
+}
+
+// save defers writing a state change of an existing record. It returns at
+// once; the change is durable after the next commit, at most flushDelay later
+// (or on Close).
+func (j *Journal) save(rec *Record) error {
+	data, err := rec.encode()
+	if err != nil {
+		return err
+	}
+	cp := *rec
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
+	}
+	c.deferred[rec.ID] = &deferredWrite{rec: &cp, data: data}
+	if !c.leading && c.timer == nil {
+		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
+	}
+	return nil
+}
+
+// flushDeferred commits deferred changes that no write-ahead took along.
+func (j *Journal) flushDeferred() {
+	c := &j.commit
+	c.mu.Lock()
+	c.timer = nil
+	if c.closed || c.leading || len(c.deferred) == 0 {
+		c.mu.Unlock()
+		return // a running commit re-arms the timer if it leaves any
+	}
+	c.leading = true
+	c.mu.Unlock()
+	j.lead()
+}
+
+// unsaved returns the newest deferred state of record id, if any.
+func (j *Journal) unsaved(id uint64) *Record {
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.deferred[id]
+	if d == nil {
+		d = c.flushing[id]
+	}
+	if d == nil {
+		return nil
+	}
+	cp := *d.rec
+	return &cp
+}
+
+// closeCommits refuses new writes, waits for a running commit, and commits
+// what is still deferred.
+func (j *Journal) closeCommits() error {
+	c := &j.commit
+	c.mu.Lock()
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	for c.leading {
+		c.idle.Wait()
+	}
+	c.leading = true // nobody else will lead again
+	c.mu.Unlock()
+	if len(c.deferred) == 0 {
+		return nil
+	}
+	marker := &write{} // carries the commit's error back
+	j.commitBatch([]*write{marker}, c.deferred)
+	c.deferred = nil
+	return marker.err
+}

@@ -1,0 +1,141 @@
+package idem
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+func pendingRecord(key string) *Record {
+	return &Record{Key: key, Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: Pending}
+}
+
+// onDisk reads a record straight from the file, past the deferred overlay.
+func onDisk(t *testing.T, j *Journal, id uint64) *Record {
+	t.Helper()
+	var rec *Record
+	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = j.decode(idKey(id), tx.Bucket(bucketOps).Get(idKey(id)))
+		return err
+	}))
+	return rec
+}
+
+func TestGroupCommitSharesTransactions(t *testing.T) {
+	j, _ := testJournal(t)
+	const writers, each = 64, 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				rec := pendingRecord(fmt.Sprintf("w%d-%d", w, i))
+				if err := j.insert(rec); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := j.Stats()
+	require.Equal(t, uint64(writers*each), st.WriteAheads)
+	require.Less(t, st.Commits, st.WriteAheads, "concurrent write-aheads must share commits")
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, writers*each)
+	seen := map[uint64]bool{}
+	for _, r := range recs {
+		require.False(t, seen[r.ID], "duplicate ID %d", r.ID)
+		seen[r.ID] = true
+	}
+}
+
+func TestGroupCommitKeyReuseFailsAlone(t *testing.T) {
+	j, _ := testJournal(t)
+	require.NoError(t, j.insert(pendingRecord("taken")))
+	var wg sync.WaitGroup
+	errs := make([]error, 32)
+	for i := range errs {
+		wg.Go(func() {
+			key := fmt.Sprintf("free-%d", i)
+			if i%4 == 0 {
+				key = "taken"
+			}
+			errs[i] = j.insert(pendingRecord(key))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%4 == 0 {
+			require.ErrorIs(t, err, ErrKeyReuse)
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 1+24)
+}
+
+func TestDeferredSaveIsReadBackAndFlushed(t *testing.T) {
+	j, _ := testJournal(t)
+	rec := pendingRecord("k1")
+	rec.OperationID = "op-1"
+	require.NoError(t, j.insert(rec))
+	rec.State, rec.Status = Settled, http.StatusCreated
+	require.NoError(t, j.save(rec))
+
+	got, err := j.Lookup("op-1")
+	require.NoError(t, err)
+	require.Equal(t, Settled, got.State, "a deferred change is visible before it is committed")
+
+	// With no write-ahead to ride along with, it is committed within
+	// flushDelay; the loop is bounded.
+	deadline := time.Now().Add(5 * time.Second)
+	for onDisk(t, j, rec.ID).State != Settled {
+		require.True(t, time.Now().Before(deadline), "deferred settle never reached the file")
+		time.Sleep(flushDelay / 4)
+	}
+}
+
+func TestDeferredSaveCommittedOnClose(t *testing.T) {
+	j, path := testJournal(t)
+	rec := pendingRecord("k1")
+	require.NoError(t, j.insert(rec))
+	for range 3 { // only the newest state counts
+		rec.Attempts++
+		require.NoError(t, j.save(rec))
+	}
+	rec.State = Settled
+	require.NoError(t, j.save(rec))
+	require.NoError(t, j.Close())
+
+	j2, err := OpenJournal(path, nil)
+	require.NoError(t, err)
+	defer j2.Close()
+	got := onDisk(t, j2, rec.ID)
+	require.Equal(t, Settled, got.State)
+	require.Equal(t, 3, got.Attempts)
+	require.ErrorIs(t, j.save(rec), ErrJournalClosed)
+	require.ErrorIs(t, j.insert(pendingRecord("k2")), ErrJournalClosed)
+}
+
+func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
+	j, _ := testJournal(t)
+	a := pendingRecord("a")
+	require.NoError(t, j.insert(a))
+	before := j.Stats().Commits
+	a.State = Settled
+	start := time.Now()
+	require.NoError(t, j.save(a))
+	require.NoError(t, j.insert(pendingRecord("b")))
+	if time.Since(start) < flushDelay { // else the flush timer may rightly have fired first
+		require.Equal(t, before+1, j.Stats().Commits, "the settle must share the write-ahead's commit")
+	}
+	require.Equal(t, Settled, onDisk(t, j, a.ID).State)
+}
