@@ -3,8 +3,11 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,7 +25,7 @@ func BenchmarkWriteAhead(b *testing.B) {
 			insert := func() bool {
 				rec := &Record{Key: fmt.Sprintf("key-%d", n.Add(1)), Method: http.MethodPost,
 					URL: "http://127.0.0.1/payments", Body: body, State: Pending}
-				err := j.insert(rec)
+				err := j.insert(rec, true)
 				if err != nil {
 					b.Error(err)
 				}
@@ -52,7 +55,7 @@ func BenchmarkWriteAhead(b *testing.B) {
 func BenchmarkSettle(b *testing.B) {
 	j, _ := testJournal(b)
 	rec := &Record{Key: "k", Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: Pending}
-	if err := j.insert(rec); err != nil {
+	if err := j.insert(rec, true); err != nil {
 		b.Fatal(err)
 	}
 	rec.State = Settled
@@ -88,5 +91,31 @@ func BenchmarkBackoff(b *testing.B) {
 			s.backoff()
 		}
 		s.wait(resp, now)
+	}
+}
+
+// BenchmarkRoundTripJournaled measures a whole journaled POST through the
+// Transport against a loopback server: write-ahead, attempt, settle.
+func BenchmarkRoundTripJournaled(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	j, _ := testJournal(b)
+	tr, err := NewTransport(j, &Options{Base: srv.Client().Transport})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := strings.Repeat("x", 200)
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }

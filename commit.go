@@ -36,6 +36,7 @@ type committer struct {
 // write is one queued write-ahead, or a flush marker when rec is nil.
 type write struct {
 	rec  *Record
+	keys [][]byte // index entries: operation ID, and a caller-chosen key
 	data []byte
 	id   uint64
 	err  error
@@ -54,15 +55,23 @@ func (c *committer) init() {
 }
 
 // insert writes a new pending record and returns once the commit, fsync
-// included, has returned. It fails with ErrKeyReuse if the key or operation ID
-// is already taken. rec.ID is set only once the commit has returned: a failed
-// insert leaves no trace, in the file or on rec.
-func (j *Journal) insert(rec *Record) error {
+// included, has returned. It fails with ErrKeyReuse if the operation ID, or a
+// caller-chosen key (callerKey), is already taken; a key idem minted is not
+// indexed, as nobody can look it up. rec.ID is set only once the commit has
+// returned: a failed insert leaves no trace, in the file or on rec.
+func (j *Journal) insert(rec *Record, callerKey bool) error {
 	data, err := rec.encode()
 	if err != nil {
 		return err
 	}
-	w := &write{rec: rec, data: data}
+	var keys [][]byte
+	if callerKey {
+		keys = append(keys, []byte("k\x00"+rec.Key))
+	}
+	if rec.OperationID != "" {
+		keys = append(keys, []byte("o\x00"+rec.OperationID))
+	}
+	w := &write{rec: rec, keys: keys, data: data}
 	if err := j.submit(w); err != nil {
 		return err
 	}
@@ -162,7 +171,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			if w.rec == nil {
 				continue
 			}
-			keys := indexKeys(w.rec)
+			keys := w.keys
 			if taken := takenKey(index, keys); taken != nil {
 				errs[i] = fmt.Errorf("%w: %q is already in the journal", ErrKeyReuse, taken[2:])
 				continue
@@ -189,14 +198,6 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			w.id, w.err = 0, err
 		}
 	}
-}
-
-func indexKeys(rec *Record) [][]byte {
-	keys := [][]byte{[]byte("k\x00" + rec.Key)}
-	if rec.OperationID != "" {
-		keys = append(keys, []byte("o\x00"+rec.OperationID))
-	}
-	return keys
 }
 
 func takenKey(index *bolt.Bucket, keys [][]byte) []byte {

@@ -21,7 +21,7 @@ func onDisk(t *testing.T, j *Journal, id uint64) *Record {
 	var rec *Record
 	require.NoError(t, j.view(func(tx *bolt.Tx) error {
 		var err error
-		rec, err = j.decode(idKey(id), tx.Bucket(bucketOps).Get(idKey(id)))
+		rec, err = j.decode(idKey(id), tx.Bucket(bucketOps).Get(idKey(id)), true)
 		return err
 	}))
 	return rec
@@ -35,7 +35,7 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				rec := pendingRecord(fmt.Sprintf("w%d-%d", w, i))
-				if err := j.insert(rec); err != nil {
+				if err := j.insert(rec, true); err != nil {
 					t.Error(err)
 				}
 			}
@@ -57,7 +57,7 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 
 func TestGroupCommitKeyReuseFailsAlone(t *testing.T) {
 	j, _ := testJournal(t)
-	require.NoError(t, j.insert(pendingRecord("taken")))
+	require.NoError(t, j.insert(pendingRecord("taken"), true))
 	var wg sync.WaitGroup
 	errs := make([]error, 32)
 	for i := range errs {
@@ -66,7 +66,7 @@ func TestGroupCommitKeyReuseFailsAlone(t *testing.T) {
 			if i%4 == 0 {
 				key = "taken"
 			}
-			errs[i] = j.insert(pendingRecord(key))
+			errs[i] = j.insert(pendingRecord(key), true)
 		})
 	}
 	wg.Wait()
@@ -86,7 +86,7 @@ func TestDeferredSaveIsReadBackAndFlushed(t *testing.T) {
 	j, _ := testJournal(t)
 	rec := pendingRecord("k1")
 	rec.OperationID = "op-1"
-	require.NoError(t, j.insert(rec))
+	require.NoError(t, j.insert(rec, true))
 	rec.State, rec.Status = Settled, http.StatusCreated
 	require.NoError(t, j.save(rec))
 
@@ -106,7 +106,7 @@ func TestDeferredSaveIsReadBackAndFlushed(t *testing.T) {
 func TestDeferredSaveCommittedOnClose(t *testing.T) {
 	j, path := testJournal(t)
 	rec := pendingRecord("k1")
-	require.NoError(t, j.insert(rec))
+	require.NoError(t, j.insert(rec, true))
 	for range 3 { // only the newest state counts
 		rec.Attempts++
 		require.NoError(t, j.save(rec))
@@ -122,18 +122,18 @@ func TestDeferredSaveCommittedOnClose(t *testing.T) {
 	require.Equal(t, Settled, got.State)
 	require.Equal(t, 3, got.Attempts)
 	require.ErrorIs(t, j.save(rec), ErrJournalClosed)
-	require.ErrorIs(t, j.insert(pendingRecord("k2")), ErrJournalClosed)
+	require.ErrorIs(t, j.insert(pendingRecord("k2"), true), ErrJournalClosed)
 }
 
 func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
 	j, _ := testJournal(t)
 	a := pendingRecord("a")
-	require.NoError(t, j.insert(a))
+	require.NoError(t, j.insert(a, true))
 	before := j.Stats().Commits
 	a.State = Settled
 	start := time.Now()
 	require.NoError(t, j.save(a))
-	require.NoError(t, j.insert(pendingRecord("b")))
+	require.NoError(t, j.insert(pendingRecord("b"), true))
 	if time.Since(start) < flushDelay { // else the flush timer may rightly have fired first
 		require.Equal(t, before+1, j.Stats().Commits, "the settle must share the write-ahead's commit")
 	}

@@ -254,7 +254,7 @@ func (j *Journal) find(indexKey string) (rec *Record, err error) {
 		if id == nil {
 			return nil
 		}
-		rec, err = j.decode(id, tx.Bucket(bucketOps).Get(id))
+		rec, err = j.decode(id, tx.Bucket(bucketOps).Get(id), true)
 		return err
 	})
 	if rec != nil {
@@ -265,11 +265,27 @@ func (j *Journal) find(indexKey string) (rec *Record, err error) {
 	return rec, err
 }
 
-func (j *Journal) decode(id, b []byte) (*Record, error) {
+// get returns record id with its body, or nil if it is gone.
+func (j *Journal) get(id uint64) (rec *Record, err error) {
+	err = j.view(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketOps).Get(idKey(id)); v != nil {
+			rec, err = j.decode(idKey(id), v, true)
+		}
+		return err
+	})
+	if rec != nil {
+		if newer := j.unsaved(rec.ID); newer != nil {
+			rec = newer
+		}
+	}
+	return rec, err
+}
+
+func (j *Journal) decode(id, b []byte, withBody bool) (*Record, error) {
 	if b == nil || len(id) != 8 {
 		return nil, fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
 	}
-	rec, err := decodeRecord(b)
+	rec, err := decodeRecord(b, withBody)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrJournalCorrupt, j.path, err)
 	}
@@ -286,7 +302,7 @@ func (j *Journal) Records() ([]*Record, error) {
 	var recs []*Record
 	err := j.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketOps).ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v)
+			rec, err := j.decode(k, v, true)
 			recs = append(recs, rec)
 			return err
 		})
@@ -300,7 +316,7 @@ func (j *Journal) Records() ([]*Record, error) {
 	return recs, err
 }
 
-// pending returns the pending records, oldest first, after committing
+// pending returns the pending records without their bodies, oldest first, after committing
 // deferred state changes. The read transaction is closed before the caller
 // writes anything.
 func (j *Journal) pending() ([]*Record, error) {
@@ -310,7 +326,7 @@ func (j *Journal) pending() ([]*Record, error) {
 	var recs []*Record
 	err := j.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketOps).ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v)
+			rec, err := j.decode(k, v, false)
 			if err == nil && rec.State == Pending {
 				recs = append(recs, rec)
 			}
@@ -330,7 +346,7 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
 		var doomed []*Record
 		err := ops.ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v)
+			rec, err := j.decode(k, v, false)
 			if err == nil && rec.State != Pending && rec.Updated.Before(cutoff) {
 				doomed = append(doomed, rec)
 			}

@@ -110,7 +110,7 @@ func goodJournalFile(tb testing.TB) ([]byte, int64) {
 	for i := range 60 {
 		rec := &Record{Key: newTestKey(tb), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: Pending, Created: time.Now(), Updated: time.Now()}
-		require.NoError(tb, j.insert(rec))
+		require.NoError(tb, j.insert(rec, true))
 	}
 	require.NoError(tb, j.Close())
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
@@ -231,7 +231,7 @@ func TestJournalBadRecordIsCorruptNotPanic(t *testing.T) {
 	j, path := testJournal(t)
 	rec := &Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
 		State: Pending, Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, j.insert(rec))
+	require.NoError(t, j.insert(rec, true))
 	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
 		ops := tx.Bucket(bucketOps)
 		if err := ops.Put(idKey(rec.ID), []byte("{not json")); err != nil {
@@ -362,7 +362,7 @@ func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
 	// Once the writer is gone, readers share the file, and cannot write.
 	rec := &Record{Key: "k-ro", Method: http.MethodPost, URL: "http://127.0.0.1/p", State: Pending,
 		Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, j.insert(rec))
+	require.NoError(t, j.insert(rec, true))
 	require.NoError(t, j.Close())
 	ro, err := OpenJournalReadOnly(path, 100*time.Millisecond)
 	require.NoError(t, err)
@@ -370,7 +370,7 @@ func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
 	recs, err := ro.Records()
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	require.Error(t, ro.insert(&Record{Key: "k-ro-2", State: Pending}))
+	require.Error(t, ro.insert(&Record{Key: "k-ro-2", State: Pending}, true))
 }
 
 func TestJournalPrune(t *testing.T) {
@@ -383,7 +383,7 @@ func TestJournalPrune(t *testing.T) {
 	add := func(op string, state State, updated time.Time) *Record {
 		rec := &Record{Key: "key-" + op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: state, Created: updated.Add(-time.Hour), Updated: updated}
-		require.NoError(t, j.insert(rec))
+		require.NoError(t, j.insert(rec, true))
 		return rec
 	}
 	doomed := []*Record{add("settled-old", Settled, old), add("failed-old", Failed, old), add("expired-old", Expired, old)}
@@ -435,7 +435,7 @@ func TestOpenPrunesOldRecords(t *testing.T) {
 	for _, st := range []State{Settled, Pending} {
 		rec := &Record{Key: "key-" + st.String(), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: st, Created: long, Updated: long}
-		require.NoError(t, j.insert(rec))
+		require.NoError(t, j.insert(rec, true))
 	}
 	require.NoError(t, j.Close())
 	c, err := Open(path, &Options{Retention: 24 * time.Hour})
@@ -453,7 +453,7 @@ func TestJournalRecordsPendingFirst(t *testing.T) {
 	for i, st := range states {
 		rec := &Record{Key: "key-" + string(rune('a'+i)), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: st, Created: time.Now(), Updated: time.Now()}
-		require.NoError(t, j.insert(rec))
+		require.NoError(t, j.insert(rec, true))
 	}
 	recs, err := j.Records()
 	require.NoError(t, err)

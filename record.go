@@ -4,10 +4,12 @@
 package idem
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -52,7 +54,7 @@ type Record struct {
 	Host        string      `json:"host,omitempty"`    // the request's Host override, if any
 	Header      http.Header `json:"header,omitempty"`  // without sensitive headers and the key
 	Dropped     []string    `json:"dropped,omitempty"` // names (never values) of sensitive headers not written
-	Body        []byte      `json:"body,omitempty"`    // dropped once settled
+	Body        []byte      `json:"-"`                 // dropped once settled; stored raw after the JSON
 	BodySHA256  string      `json:"sha256"`            // hex, of the body as sent
 	Created     time.Time   `json:"created"`
 	State       State       `json:"state"`
@@ -83,12 +85,33 @@ func idKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, id)
 }
 
-func (r *Record) encode() ([]byte, error) { return json.Marshal(r) }
-
-func decodeRecord(b []byte) (*Record, error) {
-	r := new(Record)
-	if err := json.Unmarshal(b, r); err != nil {
+// encode lays a record out as uvarint(len(meta)) | meta (JSON) | body (raw),
+// so the body is neither base64-inflated nor parsed when only the metadata is
+// wanted.
+func (r *Record) encode() ([]byte, error) {
+	meta, err := json.Marshal(r)
+	if err != nil {
 		return nil, err
+	}
+	b := make([]byte, 0, binary.MaxVarintLen64+len(meta)+len(r.Body))
+	b = binary.AppendUvarint(b, uint64(len(meta)))
+	b = append(b, meta...)
+	return append(b, r.Body...), nil
+}
+
+// decodeRecord reads what encode wrote; withBody=false skips the body. The
+// result does not alias b, which bbolt owns.
+func decodeRecord(b []byte, withBody bool) (*Record, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, errors.New("bad record framing")
+	}
+	r := new(Record)
+	if err := json.Unmarshal(b[w:w+int(n)], r); err != nil {
+		return nil, err
+	}
+	if body := b[w+int(n):]; withBody && len(body) > 0 {
+		r.Body = bytes.Clone(body)
 	}
 	return r, nil
 }

@@ -93,8 +93,9 @@ func lockName(rec *Record) string {
 
 // resume runs one pending operation, or expires it.
 func (t *Transport) resume(ctx context.Context, rec *Record) (*http.Response, error) {
-	// Re-read under the lock: a call may have settled it since the listing.
-	cur, err := t.journal.find(lockName(rec))
+	// Re-read under the lock, body included: a call may have settled it since
+	// the listing.
+	cur, err := t.journal.get(rec.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -240,9 +240,11 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte) (*http.Res
 		return nil, err
 	}
 	defer t.locks.unlock(name)
-	rec, err := t.journal.find(name)
-	if err != nil {
-		return nil, err
+	var rec *Record
+	if hasKey || hasOp { // a key minted just now cannot be in the journal
+		if rec, err = t.journal.find(name); err != nil {
+			return nil, err
+		}
 	}
 	if rec != nil && lockName(rec) != name {
 		// Found by the caller's key, but the record belongs to an operation
@@ -266,7 +268,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte) (*http.Res
 		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
 			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
 			Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
-		if err := t.journal.insert(rec); err != nil {
+		if err := t.journal.insert(rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 	} else if err := t.reuse(rec, fp, key, hasKey); err != nil {
