@@ -95,27 +95,47 @@ func BenchmarkBackoff(b *testing.B) {
 }
 
 // BenchmarkRoundTripJournaled measures a whole journaled POST through the
-// Transport against a loopback server: write-ahead, attempt, settle.
+// Transport against a loopback server (write-ahead, attempt, settle), from
+// one caller and from 64.
 func BenchmarkRoundTripJournaled(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer srv.Close()
-	j, _ := testJournal(b)
-	tr, err := NewTransport(j, &Options{Base: srv.Client().Transport})
-	if err != nil {
-		b.Fatal(err)
-	}
+	base := srv.Client().Transport.(*http.Transport)
+	base.MaxIdleConnsPerHost = 64
 	body := strings.Repeat("x", 200)
-	b.ReportAllocs()
-	for b.Loop() {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			j, _ := testJournal(b)
+			tr, err := NewTransport(j, &Options{Base: base})
+			if err != nil {
+				b.Fatal(err)
+			}
+			post := func() bool {
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					b.Error(err)
+					return false
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return true
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if callers == 1 {
+				for i := 0; i < b.N && post(); i++ {
+				}
+				return
+			}
+			b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() && post() {
+				}
+			})
+		})
 	}
 }
