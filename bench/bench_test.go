@@ -1,0 +1,124 @@
+// This file is the smoke test: the whole benchmark with tiny settings, its
+// output checked for every row and for positive ratios. CI runs it with
+// `cd bench && go test ./...`. The test binary is also the server child.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if isServeChild() {
+		os.Exit(serveChild())
+	}
+	os.Exit(m.Run())
+}
+
+func TestSmoke(t *testing.T) {
+	cfg, err := parseFlags([]string{"-c", "1,4", "-d", "100ms", "-rounds", "1", "-resume", "200", "-dir", t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, cfg, &out, testWriter{t}); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	report := out.String()
+	t.Log("\n" + report)
+
+	for _, name := range []string{"net/http GET", "idem GET", "net/http POST", "retryablehttp POST", "idem POST"} {
+		rows := linesWithPrefix(report, name+" ")
+		if len(rows) != len(cfg.conc) {
+			t.Errorf("%d rows for %q, want one per concurrency (%d)", len(rows), name, len(cfg.conc))
+		}
+		for _, row := range rows {
+			f := strings.Fields(strings.TrimPrefix(row, name))
+			if len(f) != 6 {
+				t.Errorf("row %q: %d columns after the name, want 6", row, len(f))
+				continue
+			}
+			if rps, err := strconv.ParseFloat(f[0], 64); err != nil || rps <= 0 {
+				t.Errorf("row %q: req/s %q is not a positive number", row, f[0])
+			}
+			if wantCommits := name == "idem POST"; wantCommits != (f[5] != "-") {
+				t.Errorf("row %q: commits/op %q", row, f[5])
+			}
+		}
+	}
+
+	ratios := linesWithPrefix(report, "ratio ")
+	if len(ratios) != len(ratioDefs) {
+		t.Errorf("%d ratio lines, want %d", len(ratios), len(ratioDefs))
+	}
+	for _, line := range ratios {
+		var xs []string
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutSuffix(f, "x"); ok {
+				xs = append(xs, v)
+			}
+		}
+		if len(xs) != len(cfg.conc) {
+			t.Errorf("ratio line %q: %d ratios, want %d", line, len(xs), len(cfg.conc))
+		}
+		for _, x := range xs {
+			if v, err := strconv.ParseFloat(x, 64); err != nil || v <= 0 {
+				t.Errorf("ratio line %q: %q is not a positive number", line, x)
+			}
+		}
+	}
+
+	for _, want := range []string{"added latency at c=1", "fsync ", "bbolt commit ",
+		"resume: 200 pending", "200 re-sent, 200 answered 201", "peak HeapInuse", "total run time"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	for line := range strings.Lines(report) {
+		if f := strings.Fields(line); len(f) > 0 && strings.EqualFold(strings.TrimSuffix(f[0], ":"), "note") {
+			t.Errorf("report has a note (failed requests or a short backlog): %s", strings.TrimSpace(line))
+		}
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, time.Millisecond}} {
+		got := h.quantile(c.q)
+		if diff := float64(got-c.want) / float64(c.want); diff < -0.016 || diff > 0.016 {
+			t.Errorf("quantile(%v) = %v, want %v within 1.6%%", c.q, got, c.want)
+		}
+	}
+}
+
+func linesWithPrefix(s, prefix string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
+// testWriter sends progress notes to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -1,0 +1,107 @@
+// This file builds the clients under test. Each is one function that sends a
+// request, reads the whole response and checks its status, so every client
+// does the same work around the call itself.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/idem-go/idem"
+)
+
+// client is one row of a table.
+type client struct {
+	name    string
+	do      func(ctx context.Context) error
+	journal *idem.Journal // set for journaled rows: commits/op comes from its Stats
+}
+
+// clientSet is the clients of one run and what they hold open.
+type clientSet struct {
+	rows []client
+	idem *idem.Client
+}
+
+func (s *clientSet) close() error { return s.idem.Close() }
+
+// tunedTransport is http.DefaultTransport with room for every concurrent
+// request in its idle pool, so no run pays for new connections: the default
+// MaxIdleConnsPerHost of 2 would close and redial most connections at
+// concurrency 16 and 64.
+func tunedTransport(maxConc int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxConc
+	t.MaxIdleConns = max(t.MaxIdleConns, maxConc)
+	return t
+}
+
+// newClients opens the idem journal in dir and builds every row, in the
+// order of the tables.
+func newClients(srv *child, dir string, maxConc int) (*clientSet, error) {
+	tuned := tunedTransport(maxConc)
+	plain := &http.Client{Transport: tuned}
+
+	rc := retryablehttp.NewClient() // its own go-cleanhttp pooled transport
+	rc.Logger = nil                 // the default logs a line per request
+	retrying := rc.StandardClient()
+
+	ic, err := idem.Open(filepath.Join(dir, "bench.journal"), &idem.Options{Base: tuned})
+	if err != nil {
+		return nil, err
+	}
+	journaled := ic.HTTPClient()
+
+	url := srv.url(pathPayments)
+	return &clientSet{idem: ic, rows: []client{
+		{name: "net/http GET", do: sender(plain, http.MethodGet, url, nil, http.StatusOK)},
+		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
+		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
+		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
+		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), journal: ic.Journal()},
+	}}, nil
+}
+
+// sender returns a function that sends one request as an application would:
+// a fresh *http.Request, the body as a bytes.Reader, the response read to the
+// end and closed.
+func sender(hc *http.Client, method, url string, body []byte, want int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var r io.Reader
+		if body != nil {
+			r = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, url, r)
+		if err != nil {
+			return err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		return drain(resp, want)
+	}
+}
+
+// drain reads a response to the end, so its connection is reused, closes it,
+// and compares its status with the one wanted.
+func drain(resp *http.Response, want int) error {
+	_, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode != want:
+		return fmt.Errorf("status %d, want %d", resp.StatusCode, want)
+	}
+	return nil
+}

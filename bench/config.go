@@ -1,0 +1,93 @@
+// This file holds the command line: the flags, their defaults, and -quick.
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is one benchmark run's settings.
+type config struct {
+	conc   []int         // concurrency levels, one table each
+	d      time.Duration // measured time per client and round
+	rounds int           // interleaved rounds; figures are medians over them
+	resume int           // pending operations for the resume figure; 0 skips it
+	// resumeBudget bounds the time spent making the resume backlog; 0 means none.
+	resumeBudget time.Duration
+	fsyncs       int    // samples for the fsync and bbolt commit figures
+	dir          string // parent of the temporary directory holding the journals
+}
+
+// warmup is the unmeasured run before each measured window: it fills the
+// connection pools and lets the journal file reach its working size.
+func (c config) warmup() time.Duration {
+	return min(200*time.Millisecond, max(50*time.Millisecond, c.d/4))
+}
+
+func (c config) maxConc() int { return slices.Max(c.conc) }
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	conc := fs.String("c", "1,16,64", "comma-separated concurrency levels (goroutines issuing requests back to back)")
+	d := fs.Duration("d", time.Second, "measured duration per client and round (after a short warm-up)")
+	rounds := fs.Int("rounds", 5, "interleaved rounds; every figure is the median over rounds")
+	resume := fs.Int("resume", 100000, "pending operations for the resume figure (0 skips it)")
+	budget := fs.Duration("resume-budget", time.Minute, "stop making the resume backlog after this long and resume what was made (0: no limit)")
+	quick := fs.Bool("quick", false, "smoke run: -rounds 1 -d 300ms -resume 10000 (explicit flags win)")
+	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rounds"] {
+			cfg.rounds = 1
+		}
+		if !set["d"] {
+			cfg.d = 300 * time.Millisecond
+		}
+		if !set["resume"] {
+			cfg.resume = 10000
+		}
+	}
+	var err error
+	if cfg.conc, err = parseConc(*conc); err != nil {
+		return config{}, err
+	}
+	switch {
+	case cfg.d <= 0:
+		return config{}, fmt.Errorf("-d %v: must be positive", cfg.d)
+	case cfg.rounds < 1:
+		return config{}, fmt.Errorf("-rounds %d: must be at least 1", cfg.rounds)
+	case cfg.resume < 0 || cfg.resumeBudget < 0:
+		return config{}, fmt.Errorf("-resume %d -resume-budget %v: must not be negative", cfg.resume, cfg.resumeBudget)
+	}
+	return cfg, nil
+}
+
+func parseConc(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-c %q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

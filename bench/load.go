@@ -1,0 +1,119 @@
+// This file holds one measured window: c goroutines send requests back to back
+// through one client for a fixed time, and the window's throughput, latency,
+// allocations and journal commits are read around it. rounds.go runs the
+// windows; report.go prints them.
+
+package main
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idem-go/idem"
+)
+
+// sample is what one window measured.
+type sample struct {
+	requests uint64 // completed without error
+	errors   uint64
+	firstErr error
+	elapsed  time.Duration // from the start until the last worker returned
+	hist     histogram     // latency of each successful request
+
+	mallocs, bytes       uint64 // runtime.MemStats Mallocs and TotalAlloc deltas
+	commits, writeAheads uint64 // idem JournalStats deltas (journaled rows)
+}
+
+func (s *sample) reqPerSec() float64 { return float64(s.requests) / s.elapsed.Seconds() }
+
+func (s *sample) perReq(v uint64) float64 {
+	if s.requests == 0 {
+		return 0
+	}
+	return float64(v) / float64(s.requests)
+}
+
+// commitsPerOp is the journal's fsynced commits per journaled operation.
+func (s *sample) commitsPerOp() float64 {
+	if s.writeAheads == 0 {
+		return 0
+	}
+	return float64(s.commits) / float64(s.writeAheads)
+}
+
+// worker is one goroutine's share of a window, prepared before the window
+// opens so that nothing the harness allocates is counted in it.
+type worker struct {
+	hist     histogram
+	requests uint64
+	errors   uint64
+	firstErr error
+}
+
+// measure runs cl with c concurrent goroutines for d and returns the sample.
+// Allocations are counted for the whole process, which holds only the client
+// side: the server is a child process.
+func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
+	workers := make([]worker, c)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	s := &sample{}
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var js0 idem.JournalStats
+	if cl.journal != nil {
+		js0 = cl.journal.Stats()
+	}
+	start := time.Now()
+	for i := range workers {
+		w := &workers[i]
+		wg.Go(func() {
+			for !stop.Load() && ctx.Err() == nil {
+				t0 := time.Now()
+				err := cl.do(ctx)
+				lat := time.Since(t0)
+				if err != nil {
+					if w.errors == 0 {
+						w.firstErr = err
+					}
+					w.errors++
+					continue
+				}
+				w.hist.record(lat)
+				w.requests++
+			}
+		})
+	}
+	timer := time.NewTimer(d)
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+		timer.Stop()
+	}
+	stop.Store(true)
+	wg.Wait()
+	s.elapsed = time.Since(start)
+	runtime.ReadMemStats(&after)
+	if cl.journal != nil {
+		js1 := cl.journal.Stats()
+		s.commits, s.writeAheads = js1.Commits-js0.Commits, js1.WriteAheads-js0.WriteAheads
+	}
+
+	s.mallocs = after.Mallocs - before.Mallocs
+	s.bytes = after.TotalAlloc - before.TotalAlloc
+	for i := range workers {
+		w := &workers[i]
+		s.hist.merge(&w.hist)
+		s.requests += w.requests
+		s.errors += w.errors
+		if s.firstErr == nil {
+			s.firstErr = w.firstErr
+		}
+	}
+	return s
+}

@@ -1,0 +1,48 @@
+// This file holds the statistics: medians over rounds, of single figures and
+// of per-round ratios and differences between two clients.
+
+package main
+
+import (
+	"slices"
+	"time"
+)
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// over returns the median over rounds of f applied to each round's sample.
+func over(samples []*sample, f func(*sample) float64) float64 {
+	xs := make([]float64, len(samples))
+	for i, s := range samples {
+		xs[i] = f(s)
+	}
+	return median(xs)
+}
+
+// paired returns the median over rounds of f(a, b) for the two clients'
+// samples of the same round.
+func paired(a, b []*sample, f func(a, b *sample) float64) float64 {
+	xs := make([]float64, len(a))
+	for i := range a {
+		xs[i] = f(a[i], b[i])
+	}
+	return median(xs)
+}
+
+func p50(s *sample) float64 { return float64(s.hist.quantile(0.50)) }
+func p99(s *sample) float64 { return float64(s.hist.quantile(0.99)) }
+
+func asDuration(ns float64) time.Duration { return time.Duration(ns) }

@@ -1,0 +1,183 @@
+// This file prints the report: the header, one table per concurrency, the
+// ratios, the latency and fsync lines, and the resume lines. Ratios are always
+// printed with an "x" and on lines that start with "ratio ".
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report prints to w as the run goes, and keeps the levels for the ratios.
+type report struct {
+	w      io.Writer
+	cfg    config
+	rows   []client
+	levels []*levelResult
+}
+
+func (r *report) printf(format string, args ...any) { fmt.Fprintf(r.w, format, args...) }
+
+func (r *report) header(srv *child, dir string) {
+	fsDesc, ram := fileSystem(dir)
+	cfg := r.cfg
+	r.printf("idem client benchmark   %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
+	r.printf("  flags      -c %s -d %v -rounds %d -resume %d -resume-budget %v\n",
+		joinInts(cfg.conc), cfg.d, cfg.rounds, cfg.resume, cfg.resumeBudget)
+	r.printf("  machine    %s\n", machineLine())
+	r.printf("  journals   %s on %s\n", dir, fsDesc)
+	if ram {
+		r.printf("  WARNING    that is a RAM file system: fsync is free there; pass -dir on a real disk\n")
+	}
+	r.printf("  server     child process %d at %s, HTTP/1.1; reads the body, POST answers 201 %s, GET 200\n",
+		srv.pid(), srv.addr, created)
+	r.printf("  body       POST: the same %d-byte JSON payment (amount, currency, reference); a fresh *http.Request per call\n",
+		len(paymentBody))
+	r.printf("  net/http   *http.Client, clone of http.DefaultTransport with MaxIdleConnsPerHost %d (the largest -c)\n", cfg.maxConc())
+	r.printf("  retryable  retryablehttp.NewClient() defaults, Logger nil, .StandardClient(); its own default transport\n")
+	r.printf("             (go-cleanhttp pooled: MaxIdleConnsPerHost GOMAXPROCS+1 = %d)\n", runtime.GOMAXPROCS(0)+1)
+	r.printf("  idem       idem.Open(journal above, Options{Base: the net/http transport}), defaults otherwise;\n")
+	r.printf("             GET is not journaled; each POST gets a random key, an fsynced write-ahead and a settle\n")
+	r.printf("  method     per client and round: %v warm-up, then %v measured; %d interleaved round(s), the client order\n",
+		cfg.warmup(), cfg.d, cfg.rounds)
+	r.printf("             rotating. Every figure is the median over rounds. p50/p99: of every request in that round.\n")
+	r.printf("             allocs/req and B/req: runtime.MemStats Mallocs and TotalAlloc deltas over the window ÷ requests,\n")
+	r.printf("             this process only (client side). commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads.\n")
+}
+
+func (r *report) level(lvl *levelResult) {
+	r.levels = append(r.levels, lvl)
+	r.printf("\nconcurrency %d\n", lvl.conc)
+	r.printf("%-20s %9s %9s %9s %11s %9s %11s\n", "client", "req/s", "p50", "p99", "allocs/req", "B/req", "commits/op")
+	for i, row := range r.rows {
+		ss := lvl.byClient[i]
+		commits := "-"
+		if row.journal != nil {
+			commits = fmt.Sprintf("%.2f", over(ss, (*sample).commitsPerOp))
+		}
+		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s\n", row.name,
+			over(ss, (*sample).reqPerSec),
+			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(ss, p99))),
+			over(ss, func(s *sample) float64 { return s.perReq(s.mallocs) }),
+			over(ss, func(s *sample) float64 { return s.perReq(s.bytes) }),
+			commits)
+	}
+	for i, row := range r.rows {
+		var n uint64
+		var first error
+		for _, s := range lvl.byClient[i] {
+			n += s.errors
+			if first == nil {
+				first = s.firstErr
+			}
+		}
+		if n > 0 {
+			r.printf("  note: %s had %d failed requests, not counted above (first: %v)\n", row.name, n, first)
+		}
+	}
+}
+
+// ratioDefs are the ratio lines: a ÷ b of req/s.
+var ratioDefs = [][2]string{
+	{"idem POST", "net/http POST"},
+	{"idem POST", "retryablehttp POST"},
+	{"idem GET", "net/http GET"},
+}
+
+func (r *report) ratios() {
+	r.printf("\nratios of req/s, measured in this run (x = a ratio; each the median over rounds of the per-round ratio)\n")
+	r.printf("%-40s", "")
+	for _, lvl := range r.levels {
+		r.printf(" %8s", fmt.Sprintf("c=%d", lvl.conc))
+	}
+	r.printf("\n")
+	for _, d := range ratioDefs {
+		a, b := rowIndex(r.rows, d[0]), rowIndex(r.rows, d[1])
+		r.printf("%-40s", "ratio "+d[0]+" ÷ "+d[1])
+		for _, lvl := range r.levels {
+			x := paired(lvl.byClient[a], lvl.byClient[b], func(a, b *sample) float64 { return a.reqPerSec() / b.reqPerSec() })
+			r.printf(" %7.3fx", x)
+		}
+		r.printf("\n")
+	}
+}
+
+func (r *report) latency(fsync, commit spread) {
+	r.printf("\n")
+	idemPost, plainPost := rowIndex(r.rows, "idem POST"), rowIndex(r.rows, "net/http POST")
+	for _, lvl := range r.levels {
+		if lvl.conc != 1 {
+			continue
+		}
+		added := paired(lvl.byClient[idemPost], lvl.byClient[plainPost], func(a, b *sample) float64 { return p50(a) - p50(b) })
+		commits := over(lvl.byClient[idemPost], (*sample).commitsPerOp)
+		r.printf("added latency at c=1   idem POST p50 − net/http POST p50 = %s (median over rounds of the per-round difference)\n",
+			fmtDur(asDuration(added)))
+		r.printf("                       = %.2f journal commits per POST; %.2f × the bbolt commit p50 below = %s\n",
+			commits, commits, fmtDur(asDuration(commits*float64(commit.p50))))
+	}
+	r.printf("fsync                  p50 %s  p99 %s   (f.Sync after a fresh 4 KiB append, %d times, in the journal's directory)\n",
+		fmtDur(fsync.p50), fmtDur(fsync.p99), fsync.n)
+	r.printf("bbolt commit           p50 %s  p99 %s   (db.Update with one 200-byte put, %d times, same directory)\n",
+		fmtDur(commit.p50), fmtDur(commit.p99), commit.n)
+}
+
+func (r *report) resume(rr *resumeResult) {
+	r.printf("\nresume: %d pending operations with %d-byte bodies; journal %s, same directory\n",
+		rr.n, resumeBodyBytes, fmtBytes(uint64(rr.journalBytes)))
+	rate := float64(rr.n) / rr.create.Seconds()
+	r.printf("  create   %d POSTs at c=%d to a 503 endpoint, Options{MaxAttempts: 1}, each a *PendingError: %s (%.0f op/s)\n",
+		rr.n, createConc, fmtDur(rr.create), rate)
+	if rr.n < rr.wanted {
+		r.printf("  NOTE     only %d of the %d asked for: -resume-budget %v ran out. At this rate %d would take %s to make;\n",
+			rr.n, rr.wanted, r.cfg.resumeBudget, rr.wanted, fmtDur(time.Duration(float64(rr.wanted)/rate*float64(time.Second))))
+		r.printf("           pass -resume-budget 0 to make them all, or -resume %d. The figures below are for %d.\n", rr.n, rr.n)
+	} else if rr.create > time.Minute {
+		r.printf("  note     making the backlog took over a minute here; pass -resume N for a smaller N\n")
+	}
+	r.printf("  open     idem.Open of that journal (warm cache: the file was just written): %s\n", fmtDur(rr.open))
+	r.printf("  listed   first re-send %s after Resume started (Resume lists every pending record before sending)\n",
+		fmtDur(rr.listed))
+	r.printf("  done     Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d, the default)\n",
+		fmtDur(rr.done), rr.resent, rr.ok, float64(rr.resent)/rr.done.Seconds(), rr.concurrency)
+	if rr.firstErr != nil || rr.resent != rr.n {
+		r.printf("  note     %d of %d not answered 201 (first: %v)\n", rr.n-rr.ok, rr.n, rr.firstErr)
+	}
+	r.printf("  heap     peak HeapInuse during Resume %s (%s before it), sampled every 10 ms\n",
+		fmtBytes(rr.heapPeak), fmtBytes(rr.heapBefore))
+}
+
+func (r *report) total(d time.Duration) {
+	r.printf("\ntotal run time %s\n", d.Round(100*time.Millisecond))
+}
+
+// fmtDur prints a duration with three significant digits.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + fmtDur(-d)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+func fmtBytes(b uint64) string {
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,68 @@
+// This file holds run, the order of a benchmark: start the server child, build
+// the clients, run the interleaved rounds at each concurrency, measure the
+// fsync floor, then the resume figure. report.go prints as it goes.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// run writes the report to out and progress notes to progress.
+func run(ctx context.Context, cfg config, out, progress io.Writer) error {
+	began := time.Now()
+	dir, err := os.MkdirTemp(cfg.dir, "idem-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startChild()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	set, err := newClients(srv, dir, cfg.maxConc())
+	if err != nil {
+		return err
+	}
+	defer set.close()
+
+	rep := &report{w: out, cfg: cfg, rows: set.rows}
+	rep.header(srv, dir)
+	for _, c := range cfg.conc {
+		lvl, err := runLevel(ctx, cfg, set.rows, c, progress)
+		if err != nil {
+			return err
+		}
+		rep.level(lvl)
+	}
+	if err := set.close(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(progress, "bench: timing %d fsyncs and %d bbolt commits\n", cfg.fsyncs, cfg.fsyncs)
+	fsync, err := measureFsync(dir, cfg.fsyncs)
+	if err != nil {
+		return fmt.Errorf("fsync figure: %w", err)
+	}
+	commit, err := measureBoltCommit(dir, cfg.fsyncs)
+	if err != nil {
+		return fmt.Errorf("bbolt commit figure: %w", err)
+	}
+	rep.ratios()
+	rep.latency(fsync, commit)
+
+	if cfg.resume > 0 {
+		rr, err := runResume(ctx, cfg, srv, dir, progress)
+		if err != nil {
+			return fmt.Errorf("resume figure: %w", err)
+		}
+		rep.resume(rr)
+	}
+	rep.total(time.Since(began))
+	return nil
+}
