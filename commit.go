@@ -56,22 +56,15 @@ func (c *committer) init() {
 
 // insert writes a new pending record and returns once the commit, fsync
 // included, has returned. It fails with ErrKeyReuse if the operation ID, or a
-// caller-chosen key (callerKey), is already taken; a key idem minted is not
-// indexed, as nobody can look it up. rec.ID is set only once the commit has
-// returned: a failed insert leaves no trace, in the file or on rec.
+// caller-chosen key (callerKey), is already taken. rec.ID is set only once the
+// commit has returned: a failed insert leaves no trace, in the file or on rec.
 func (j *Journal) insert(rec *Record, callerKey bool) error {
+	rec.CallerKey = callerKey
 	data, err := rec.encode()
 	if err != nil {
 		return err
 	}
-	var keys [][]byte
-	if callerKey {
-		keys = append(keys, []byte("k\x00"+rec.Key))
-	}
-	if rec.OperationID != "" {
-		keys = append(keys, []byte("o\x00"+rec.OperationID))
-	}
-	w := &write{rec: rec, keys: keys, data: data}
+	w := &write{rec: rec, keys: rec.indexKeys(), data: data}
 	if err := j.submit(w); err != nil {
 		return err
 	}
@@ -161,9 +154,9 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	errs := make([]error, len(batch))
 	ids := make([]uint64, len(batch))
 	err := j.update(func(tx *bolt.Tx) error {
-		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
+		pending, index := tx.Bucket(bucketPending), tx.Bucket(bucketIndex)
 		for id, d := range settles {
-			if err := ops.Put(idKey(id), d.data); err != nil {
+			if err := j.move(tx, idKey(id), d); err != nil {
 				return err
 			}
 		}
@@ -176,7 +169,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 				errs[i] = fmt.Errorf("%w: %q is already in the journal", ErrKeyReuse, taken[2:])
 				continue
 			}
-			id, err := ops.NextSequence()
+			id, err := pending.NextSequence()
 			if err != nil {
 				return err
 			}
@@ -185,7 +178,11 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 					return err
 				}
 			}
-			if err := ops.Put(idKey(id), w.data); err != nil {
+			bucket := pending // a test may insert a finished record
+			if w.rec.State != Pending {
+				bucket = tx.Bucket(bucketDone)
+			}
+			if err := bucket.Put(idKey(id), w.data); err != nil {
 				return err
 			}
 			ids[i] = id
@@ -198,6 +195,29 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			w.id, w.err = 0, err
 		}
 	}
+}
+
+// move writes a record's new state into the bucket that state belongs in:
+// pending, or done (settled, failed, expired).
+func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
+	pending, done, index := tx.Bucket(bucketPending), tx.Bucket(bucketDone), tx.Bucket(bucketIndex)
+	if d.rec.State == Pending {
+		// A failed operation sent again is pending once more. Its index
+		// entries are put back too, in case Prune took them meanwhile.
+		if err := done.Delete(id); err != nil {
+			return err
+		}
+		for _, k := range d.rec.indexKeys() {
+			if err := index.Put(k, id); err != nil {
+				return err
+			}
+		}
+		return pending.Put(id, d.data)
+	}
+	if err := pending.Delete(id); err != nil {
+		return err
+	}
+	return done.Put(id, d.data)
 }
 
 func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
@@ -213,11 +233,12 @@ func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
 // once; the change is durable after the next commit, at most flushDelay later
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
-	data, err := rec.encode()
+	st := rec.stored()
+	data, err := st.encode()
 	if err != nil {
 		return err
 	}
-	cp := *rec
+	cp := *st
 	c := &j.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -21,7 +21,7 @@ func onDisk(t *testing.T, j *Journal, id uint64) *Record {
 	var rec *Record
 	require.NoError(t, j.view(func(tx *bolt.Tx) error {
 		var err error
-		rec, err = j.decode(idKey(id), tx.Bucket(bucketOps).Get(idKey(id)), true)
+		rec, err = j.load(tx, idKey(id))
 		return err
 	}))
 	return rec

@@ -1,22 +1,26 @@
 // This file holds the Journal: the bbolt file where operations are written
 // before they are sent (write-ahead) and kept until settled, expired or failed.
-// transport.go writes to it; client.go opens it.
+// transport.go writes to it through commit.go; journal_read.go reads it;
+// client.go opens it.
 //
-// Layout: bucket "ops" maps an 8-byte big-endian sequence number to a JSON
-// Record, so inserts append; bucket "index" maps "o\x00"+operation ID and
-// "k\x00"+key to that sequence number; bucket "meta" marks the file as a journal.
-
+// Layout (all keys of records are 8-byte big-endian sequence numbers, so
+// inserts append):
+//
+//	pending  ID -> Record (JSON metadata, then the raw body): only pending
+//	         operations, so this bucket stays as small as the work in flight
+//	done     ID -> Record of a settled (without body and headers), failed or
+//	         expired operation, kept for Retention
+//	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
+//	meta     the journal version
 package idem
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,11 +30,12 @@ import (
 )
 
 var (
-	bucketOps   = []byte("ops")
-	bucketIndex = []byte("index")
-	bucketMeta  = []byte("meta")
-	metaVersion = []byte("version")
-	version1    = []byte("idem-journal-1")
+	bucketPending = []byte("pending")
+	bucketDone    = []byte("done")
+	bucketIndex   = []byte("index")
+	bucketMeta    = []byte("meta")
+	metaVersion   = []byte("version")
+	version2      = []byte("idem-journal-2")
 )
 
 // openPaths guards against opening one journal twice in a process: bbolt's
@@ -162,10 +167,10 @@ func (j *Journal) init() error {
 			}
 			return j.create(tx)
 		}
-		if v := meta.Get(metaVersion); string(v) != string(version1) {
+		if v := meta.Get(metaVersion); string(v) != string(version2) {
 			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
 		}
-		if tx.Bucket(bucketOps) == nil || tx.Bucket(bucketIndex) == nil {
+		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketIndex) == nil {
 			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
 		}
 		return nil
@@ -177,7 +182,7 @@ func (j *Journal) init() error {
 }
 
 func (j *Journal) create(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketOps, bucketIndex} {
+	for _, name := range [][]byte{bucketPending, bucketDone, bucketIndex} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
@@ -186,7 +191,7 @@ func (j *Journal) create(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	return meta.Put(metaVersion, version1)
+	return meta.Put(metaVersion, version2)
 }
 
 // Path returns the path the journal was opened with.
@@ -242,130 +247,3 @@ func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) err
 	return err
 }
 
-// Lookup returns the record of the operation with the given operation ID, or
-// nil if the journal has none.
-func (j *Journal) Lookup(operationID string) (*Record, error) {
-	return j.find("o\x00" + operationID)
-}
-
-func (j *Journal) find(indexKey string) (rec *Record, err error) {
-	err = j.view(func(tx *bolt.Tx) error {
-		id := tx.Bucket(bucketIndex).Get([]byte(indexKey))
-		if id == nil {
-			return nil
-		}
-		rec, err = j.decode(id, tx.Bucket(bucketOps).Get(id), true)
-		return err
-	})
-	if rec != nil {
-		if newer := j.unsaved(rec.ID); newer != nil {
-			rec = newer
-		}
-	}
-	return rec, err
-}
-
-// get returns record id with its body, or nil if it is gone.
-func (j *Journal) get(id uint64) (rec *Record, err error) {
-	err = j.view(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketOps).Get(idKey(id)); v != nil {
-			rec, err = j.decode(idKey(id), v, true)
-		}
-		return err
-	})
-	if rec != nil {
-		if newer := j.unsaved(rec.ID); newer != nil {
-			rec = newer
-		}
-	}
-	return rec, err
-}
-
-func (j *Journal) decode(id, b []byte, withBody bool) (*Record, error) {
-	if b == nil || len(id) != 8 {
-		return nil, fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
-	}
-	rec, err := decodeRecord(b, withBody)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrJournalCorrupt, j.path, err)
-	}
-	rec.ID = binary.BigEndian.Uint64(id)
-	return rec, nil
-}
-
-// Records returns every record: pending ones first, each group oldest first.
-// It commits deferred state changes first, so what it lists is on disk.
-func (j *Journal) Records() ([]*Record, error) {
-	if err := j.flush(); err != nil {
-		return nil, err
-	}
-	var recs []*Record
-	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOps).ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v, true)
-			recs = append(recs, rec)
-			return err
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.SliceStable(recs, func(a, b int) bool {
-		return recs[a].State == Pending && recs[b].State != Pending
-	})
-	return recs, err
-}
-
-// pending returns the pending records without their bodies, oldest first, after committing
-// deferred state changes. The read transaction is closed before the caller
-// writes anything.
-func (j *Journal) pending() ([]*Record, error) {
-	if err := j.flush(); err != nil {
-		return nil, err
-	}
-	var recs []*Record
-	err := j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOps).ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v, false)
-			if err == nil && rec.State == Pending {
-				recs = append(recs, rec)
-			}
-			return err
-		})
-	})
-	return recs, err
-}
-
-// Prune deletes settled, failed and expired records last updated more than
-// retention ago, with their index entries, and returns how many it deleted.
-// Pending records are never pruned.
-func (j *Journal) Prune(retention time.Duration) (int, error) {
-	cutoff := j.now().Add(-retention)
-	n := 0
-	err := j.update(func(tx *bolt.Tx) error {
-		ops, index := tx.Bucket(bucketOps), tx.Bucket(bucketIndex)
-		var doomed []*Record
-		err := ops.ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v, false)
-			if err == nil && rec.State != Pending && rec.Updated.Before(cutoff) {
-				doomed = append(doomed, rec)
-			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		for _, rec := range doomed {
-			index.Delete([]byte("k\x00" + rec.Key))
-			if rec.OperationID != "" {
-				index.Delete([]byte("o\x00" + rec.OperationID))
-			}
-			if err := ops.Delete(idKey(rec.ID)); err != nil {
-				return err
-			}
-		}
-		n = len(doomed)
-		return nil
-	})
-	return n, err
-}

@@ -150,11 +150,10 @@ func TestJournalBadRecordIsCorruptNotPanic(t *testing.T) {
 		State: Pending, Created: time.Now(), Updated: time.Now()}
 	require.NoError(t, j.insert(rec, true))
 	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
-		ops := tx.Bucket(bucketOps)
-		if err := ops.Put(idKey(rec.ID), []byte("{not json")); err != nil {
+		if err := tx.Bucket(bucketPending).Put(idKey(rec.ID), []byte("{not json")); err != nil {
 			return err
 		}
-		return ops.Put(idKey(rec.ID+1), []byte(`{"state":"settled?"}`))
+		return tx.Bucket(bucketDone).Put(idKey(rec.ID+1), []byte(`{"state":"settled?"}`))
 	}))
 
 	_, err := j.Records()

@@ -5,8 +5,10 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -55,7 +57,9 @@ func TestJournalKeepsNoSecrets(t *testing.T) {
 
 	var keys []string
 	for i, url := range []string{withUser, withUser, withUser} {
-		req, err := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(`{"amount":1}`))
+		// An operation ID keeps the settled record in the journal, to be read.
+		ctx := WithOperationID(context.Background(), fmt.Sprintf("op-%d", i))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/payments", strings.NewReader(`{"amount":1}`))
 		require.NoError(t, err)
 		if i < 2 {
 			req.Header.Set("Authorization", "Bearer "+bearer)

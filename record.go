@@ -50,12 +50,13 @@ type Record struct {
 	Key         string      `json:"key"`
 	OperationID string      `json:"op,omitempty"`
 	Method      string      `json:"method"`
-	URL         string      `json:"url"`               // without userinfo
-	Host        string      `json:"host,omitempty"`    // the request's Host override, if any
-	Header      http.Header `json:"header,omitempty"`  // without sensitive headers and the key
-	Dropped     []string    `json:"dropped,omitempty"` // names (never values) of sensitive headers not written
-	Body        []byte      `json:"-"`                 // dropped once settled; stored raw after the JSON
-	BodySHA256  string      `json:"sha256"`            // hex, of the body as sent
+	URL         string      `json:"url"`                  // without userinfo
+	Host        string      `json:"host,omitempty"`       // the request's Host override, if any
+	Header      http.Header `json:"header,omitempty"`     // without sensitive headers and the key
+	Dropped     []string    `json:"dropped,omitempty"`    // names (never values) of sensitive headers not written
+	CallerKey   bool        `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
+	Body        []byte      `json:"-"`                    // dropped once settled; stored raw after the JSON
+	BodySHA256  string      `json:"sha256"`               // hex, of the body as sent
 	Created     time.Time   `json:"created"`
 	State       State       `json:"state"`
 	// Attempts counts the attempts whose outcome was recorded. Attempts cut
@@ -79,6 +80,29 @@ func fingerprint(method, url string, body []byte) (bodySum string, fp string) {
 
 func (r *Record) fingerprint() string {
 	return r.Method + " " + r.URL + " " + r.BodySHA256
+}
+
+// indexKeys are the index entries naming the record: its operation ID and a
+// caller's key. A key idem minted is not indexed: nobody can look it up.
+func (r *Record) indexKeys() [][]byte {
+	var keys [][]byte
+	if r.CallerKey {
+		keys = append(keys, []byte("k\x00"+r.Key))
+	}
+	if r.OperationID != "" {
+		keys = append(keys, []byte("o\x00"+r.OperationID))
+	}
+	return keys
+}
+
+// stored is the record as written: a settled one without body and headers.
+func (r *Record) stored() *Record {
+	if r.State != Settled {
+		return r
+	}
+	c := *r
+	c.Body, c.Header = nil, nil
+	return &c
 }
 
 func idKey(id uint64) []byte {

@@ -1,0 +1,161 @@
+// This file holds the Journal's reads (journal.go holds the file and its
+// layout, commit.go its writes), and pruning. Every read sees the newest
+// state, including state changes deferred but not yet committed.
+
+package idem
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Lookup returns the record of the operation with the given operation ID, or
+// nil if the journal has none (never had, or pruned it).
+func (j *Journal) Lookup(operationID string) (*Record, error) {
+	return j.find("o\x00" + operationID)
+}
+
+// find returns the record an index key names, with its body, or nil.
+func (j *Journal) find(indexKey string) (rec *Record, err error) {
+	var id []byte
+	err = j.view(func(tx *bolt.Tx) error {
+		if id = tx.Bucket(bucketIndex).Get([]byte(indexKey)); id == nil {
+			return nil
+		}
+		rec, err = j.load(tx, id)
+		if err == nil && rec == nil {
+			err = fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
+		}
+		return err
+	})
+	if rec == nil {
+		return nil, err
+	}
+	return j.newest(rec), err
+}
+
+// get returns record id with its body, or nil if it is gone.
+func (j *Journal) get(id uint64) (rec *Record, err error) {
+	err = j.view(func(tx *bolt.Tx) error {
+		rec, err = j.load(tx, idKey(id))
+		return err
+	})
+	if rec == nil {
+		return nil, err
+	}
+	return j.newest(rec), err
+}
+
+// load reads record id from whichever bucket holds it.
+func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
+	v := tx.Bucket(bucketPending).Get(id)
+	if v == nil {
+		v = tx.Bucket(bucketDone).Get(id)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	return j.decode(id, v, true)
+}
+
+// newest overlays a state change not yet committed.
+func (j *Journal) newest(rec *Record) *Record {
+	if newer := j.unsaved(rec.ID); newer != nil {
+		return newer
+	}
+	return rec
+}
+
+func (j *Journal) decode(id, b []byte, withBody bool) (*Record, error) {
+	if len(id) != 8 {
+		return nil, fmt.Errorf("%w: %s: bad record key %x", ErrJournalCorrupt, j.path, id)
+	}
+	rec, err := decodeRecord(b, withBody)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
+	}
+	rec.ID = binary.BigEndian.Uint64(id)
+	return rec, nil
+}
+
+// each decodes every record of bucket in ID order, after committing deferred
+// state changes, so what it reads is on disk.
+func (j *Journal) each(bucket []byte, withBody bool, fn func(*Record)) error {
+	if err := j.flush(); err != nil {
+		return err
+	}
+	return j.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			rec, err := j.decode(k, v, withBody)
+			if err == nil {
+				fn(rec)
+			}
+			return err
+		})
+	})
+}
+
+// Records returns every record, bodies included: pending ones first, then the
+// settled, failed and expired ones kept for Retention, each group oldest
+// first.
+func (j *Journal) Records() ([]*Record, error) {
+	var recs []*Record
+	add := func(r *Record) { recs = append(recs, r) }
+	if err := j.each(bucketPending, true, add); err != nil {
+		return nil, err
+	}
+	if err := j.each(bucketDone, true, add); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// pending returns the pending records without their bodies, oldest first.
+// The read transaction is closed before the caller writes anything.
+func (j *Journal) pending() ([]*Record, error) {
+	var recs []*Record
+	err := j.each(bucketPending, false, func(r *Record) { recs = append(recs, r) })
+	return recs, err
+}
+
+// Prune deletes settled, failed and expired records last updated more than
+// retention ago, with their index entries, and returns how many it deleted.
+// Pending records are never pruned. Once pruned, an operation ID is free to
+// name a new operation.
+func (j *Journal) Prune(retention time.Duration) (int, error) {
+	if err := j.flush(); err != nil {
+		return 0, err
+	}
+	cutoff := j.now().Add(-retention)
+	n := 0
+	err := j.update(func(tx *bolt.Tx) error {
+		done, index := tx.Bucket(bucketDone), tx.Bucket(bucketIndex)
+		var doomed []*Record
+		err := done.ForEach(func(k, v []byte) error {
+			r, err := j.decode(k, v, false)
+			if err == nil && r.Updated.Before(cutoff) {
+				doomed = append(doomed, r)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range doomed {
+			for _, k := range r.indexKeys() {
+				if err := index.Delete(k); err != nil {
+					return err
+				}
+			}
+			if err := done.Delete(idKey(r.ID)); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	return n, err
+}
