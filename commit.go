@@ -21,6 +21,10 @@ import (
 // commit to ride along with.
 const flushDelay = 20 * time.Millisecond
 
+// pruneInterval is how often a long-running writer prunes finished records,
+// so the file stays bounded by Retention without a restart.
+const pruneInterval = 10 * time.Minute
+
 // committer is the Journal's write queue. Its fields are guarded by mu.
 type committer struct {
 	mu       sync.Mutex
@@ -31,6 +35,8 @@ type committer struct {
 	deferred map[uint64]*deferredWrite // newest state per record ID, not yet committed
 	flushing map[uint64]*deferredWrite // what the running commit is writing
 	timer    *time.Timer
+	// lastPrune is when the periodic prune last started.
+	lastPrune time.Time
 }
 
 // write is one queued write-ahead, or a flush marker when rec is nil.
@@ -123,6 +129,10 @@ func (j *Journal) lead() {
 
 	c.mu.Lock()
 	c.flushing = nil
+	if now := j.now(); j.retention > 0 && !c.closed && now.Sub(c.lastPrune) >= pruneInterval {
+		c.lastPrune = now
+		j.pruning.Go(func() { j.Prune(j.retention) }) // an error leaves it to the next round
+	}
 	if len(c.queue) > 0 {
 		c.queue[0].turn <- struct{}{}
 	} else {
@@ -292,6 +302,12 @@ func (j *Journal) closeCommits() error {
 		c.timer.Stop()
 		c.timer = nil
 	}
+	for c.leading {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
+	j.pruning.Wait() // its flush fails now that the journal is closed
+	c.mu.Lock()
 	for c.leading {
 		c.idle.Wait()
 	}

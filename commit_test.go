@@ -139,3 +139,29 @@ func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
 	}
 	require.Equal(t, Settled, onDisk(t, j, a.ID).State)
 }
+
+func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
+	path := t.TempDir() + "/idem.journal"
+	j, err := OpenJournal(path, &Options{Retention: 24 * time.Hour, KeyTTL: time.Hour})
+	require.NoError(t, err)
+	defer j.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	j.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+
+	old := pendingRecord("old")
+	old.State, old.Updated = Settled, now.Add(-48*time.Hour)
+	require.NoError(t, j.insert(old, true))
+	require.NotNil(t, onDisk(t, j, old.ID))
+
+	mu.Lock()
+	now = now.Add(pruneInterval) // the next commit starts a prune
+	mu.Unlock()
+	require.NoError(t, j.insert(pendingRecord("new"), true))
+	j.pruning.Wait()
+	require.Nil(t, onDisk(t, j, old.ID), "a finished record past Retention is pruned without a restart")
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, Pending, recs[0].State)
+}

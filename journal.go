@@ -52,6 +52,8 @@ type Journal struct {
 	now      func() time.Time
 
 	commit    committer
+	retention time.Duration  // for the periodic prune; 0 for read-only
+	pruning   sync.WaitGroup // a periodic prune in progress
 	closeOnce sync.Once
 	closeErr  error
 
@@ -59,7 +61,8 @@ type Journal struct {
 }
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for
-// writing. It returns an
+// writing. While it is open, finished records older than Options.Retention
+// are pruned every pruneInterval in the background. It returns an
 // error matching ErrJournalLocked if another process or another Journal in
 // this process holds the file (after Options.OpenTimeout), and
 // ErrJournalCorrupt if the file is not a readable journal.
@@ -68,7 +71,13 @@ func OpenJournal(path string, opts *Options) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openJournal(path, cfg.OpenTimeout, false)
+	j, err := openJournal(path, cfg.OpenTimeout, false)
+	if err != nil {
+		return nil, err
+	}
+	j.retention = cfg.Retention
+	j.commit.lastPrune = j.now()
+	return j, nil
 }
 
 // OpenJournalReadOnly opens an existing journal for inspection. It shares the
@@ -246,4 +255,3 @@ func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) err
 	}
 	return err
 }
-
