@@ -213,6 +213,7 @@ func TestJournalPrune(t *testing.T) {
 	j, _ := testJournal(t)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	j.now = func() time.Time { return now }
+	j.commit.lastPrune = now // no periodic prune: this test prunes by hand
 	const retention = 7 * 24 * time.Hour
 	old, fresh := now.Add(-retention-time.Minute), now.Add(-retention+time.Minute)
 
