@@ -195,6 +195,12 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			if err := bucket.Put(idKey(id), w.data); err != nil {
 				return err
 			}
+			if len(w.rec.Body) > 0 {
+				// bbolt copies the value into its page: the one copy made.
+				if err := tx.Bucket(bucketBodies).Put(idKey(id), w.rec.Body); err != nil {
+					return err
+				}
+			}
 			ids[i] = id
 		}
 		return nil
@@ -208,24 +214,32 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 }
 
 // move writes a record's new state into the bucket that state belongs in:
-// pending, or done (settled, failed, expired).
+// pending, or done (settled, failed, expired). A settled operation's body is
+// deleted; a failed or expired one keeps it, for reconciling or resending.
 func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 	pending, done, index := tx.Bucket(bucketPending), tx.Bucket(bucketDone), tx.Bucket(bucketIndex)
 	if d.rec.State == Pending {
-		// A failed operation sent again is pending once more. Its index
-		// entries are put back too, in case Prune took them meanwhile.
-		if err := done.Delete(id); err != nil {
-			return err
-		}
-		for _, k := range d.rec.indexKeys() {
-			if err := index.Put(k, id); err != nil {
+		if done.Get(id) != nil {
+			// A failed operation sent again is pending once more. Its index
+			// entries are put back too, in case Prune took them meanwhile.
+			if err := done.Delete(id); err != nil {
 				return err
+			}
+			for _, k := range d.rec.indexKeys() {
+				if err := index.Put(k, id); err != nil {
+					return err
+				}
 			}
 		}
 		return pending.Put(id, d.data)
 	}
 	if err := pending.Delete(id); err != nil {
 		return err
+	}
+	if d.rec.State == Settled {
+		if err := tx.Bucket(bucketBodies).Delete(id); err != nil {
+			return err
+		}
 	}
 	return done.Put(id, d.data)
 }

@@ -6,10 +6,12 @@
 // Layout (all keys of records are 8-byte big-endian sequence numbers, so
 // inserts append):
 //
-//	pending  ID -> Record (JSON metadata, then the raw body): only pending
-//	         operations, so this bucket stays as small as the work in flight
-//	done     ID -> Record of a settled (without body and headers), failed or
+//	pending  ID -> Record metadata (JSON) of a pending operation: this bucket
+//	         stays as small as the work in flight
+//	done     ID -> Record metadata of a settled (without headers), failed or
 //	         expired operation, kept for Retention
+//	bodies   ID -> the raw request body, until the operation settles; kept
+//	         apart so listings never read bodies and nothing copies them
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
 //	meta     the journal version
 package idem
@@ -32,10 +34,11 @@ import (
 var (
 	bucketPending = []byte("pending")
 	bucketDone    = []byte("done")
+	bucketBodies  = []byte("bodies")
 	bucketIndex   = []byte("index")
 	bucketMeta    = []byte("meta")
 	metaVersion   = []byte("version")
-	version2      = []byte("idem-journal-2")
+	version3      = []byte("idem-journal-3")
 )
 
 // openPaths guards against opening one journal twice in a process: bbolt's
@@ -176,10 +179,10 @@ func (j *Journal) init() error {
 			}
 			return j.create(tx)
 		}
-		if v := meta.Get(metaVersion); string(v) != string(version2) {
+		if v := meta.Get(metaVersion); string(v) != string(version3) {
 			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
 		}
-		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketIndex) == nil {
+		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketBodies) == nil || tx.Bucket(bucketIndex) == nil {
 			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
 		}
 		return nil
@@ -191,7 +194,7 @@ func (j *Journal) init() error {
 }
 
 func (j *Journal) create(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketPending, bucketDone, bucketIndex} {
+	for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies, bucketIndex} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return err
 		}
@@ -200,7 +203,7 @@ func (j *Journal) create(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	return meta.Put(metaVersion, version2)
+	return meta.Put(metaVersion, version3)
 }
 
 // Path returns the path the journal was opened with.

@@ -5,6 +5,7 @@
 package idem
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -49,7 +50,7 @@ func (j *Journal) get(id uint64) (rec *Record, err error) {
 	return j.newest(rec), err
 }
 
-// load reads record id from whichever bucket holds it.
+// load reads record id, body included, from whichever bucket holds it.
 func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	v := tx.Bucket(bucketPending).Get(id)
 	if v == nil {
@@ -58,7 +59,7 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	if v == nil {
 		return nil, nil
 	}
-	return j.decode(id, v, true)
+	return j.decode(tx, id, v, true)
 }
 
 // newest overlays a state change not yet committed.
@@ -69,15 +70,22 @@ func (j *Journal) newest(rec *Record) *Record {
 	return rec
 }
 
-func (j *Journal) decode(id, b []byte, withBody bool) (*Record, error) {
+// decode reads a record's metadata and, withBody, its body, copied out of
+// the transaction's memory.
+func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (*Record, error) {
 	if len(id) != 8 {
 		return nil, fmt.Errorf("%w: %s: bad record key %x", ErrJournalCorrupt, j.path, id)
 	}
-	rec, err := decodeRecord(b, withBody)
+	rec, err := decodeRecord(meta)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
 	}
 	rec.ID = binary.BigEndian.Uint64(id)
+	if withBody {
+		if b := tx.Bucket(bucketBodies).Get(id); len(b) > 0 {
+			rec.Body = bytes.Clone(b)
+		}
+	}
 	return rec, nil
 }
 
@@ -89,7 +97,7 @@ func (j *Journal) each(bucket []byte, withBody bool, fn func(*Record)) error {
 	}
 	return j.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			rec, err := j.decode(k, v, withBody)
+			rec, err := j.decode(tx, k, v, withBody)
 			if err == nil {
 				fn(rec)
 			}
@@ -132,10 +140,10 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 	cutoff := j.now().Add(-retention)
 	n := 0
 	err := j.update(func(tx *bolt.Tx) error {
-		done, index := tx.Bucket(bucketDone), tx.Bucket(bucketIndex)
+		done, bodies, index := tx.Bucket(bucketDone), tx.Bucket(bucketBodies), tx.Bucket(bucketIndex)
 		var doomed []*Record
 		err := done.ForEach(func(k, v []byte) error {
-			r, err := j.decode(k, v, false)
+			r, err := j.decode(tx, k, v, false)
 			if err == nil && r.Updated.Before(cutoff) {
 				doomed = append(doomed, r)
 			}
@@ -151,6 +159,9 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 				}
 			}
 			if err := done.Delete(idKey(r.ID)); err != nil {
+				return err
+			}
+			if err := bodies.Delete(idKey(r.ID)); err != nil {
 				return err
 			}
 		}

@@ -4,12 +4,10 @@
 package idem
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -55,7 +53,7 @@ type Record struct {
 	Header      http.Header `json:"header,omitempty"`     // without sensitive headers and the key
 	Dropped     []string    `json:"dropped,omitempty"`    // names (never values) of sensitive headers not written
 	CallerKey   bool        `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
-	Body        []byte      `json:"-"`                    // dropped once settled; stored raw after the JSON
+	Body        []byte      `json:"-"`                    // stored raw in its own bucket; dropped once settled
 	BodySHA256  string      `json:"sha256"`               // hex, of the body as sent
 	Created     time.Time   `json:"created"`
 	State       State       `json:"state"`
@@ -95,7 +93,8 @@ func (r *Record) indexKeys() [][]byte {
 	return keys
 }
 
-// stored is the record as written: a settled one without body and headers.
+// stored is the record as written: a settled one without headers (its body
+// is dropped too).
 func (r *Record) stored() *Record {
 	if r.State != Settled {
 		return r
@@ -109,33 +108,14 @@ func idKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, id)
 }
 
-// encode lays a record out as uvarint(len(meta)) | meta (JSON) | body (raw),
-// so the body is neither base64-inflated nor parsed when only the metadata is
-// wanted.
-func (r *Record) encode() ([]byte, error) {
-	meta, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, binary.MaxVarintLen64+len(meta)+len(r.Body))
-	b = binary.AppendUvarint(b, uint64(len(meta)))
-	b = append(b, meta...)
-	return append(b, r.Body...), nil
-}
+// encode is the record's metadata as JSON. The body is stored apart, raw,
+// in the bodies bucket (journal.go).
+func (r *Record) encode() ([]byte, error) { return json.Marshal(r) }
 
-// decodeRecord reads what encode wrote; withBody=false skips the body. The
-// result does not alias b, which bbolt owns.
-func decodeRecord(b []byte, withBody bool) (*Record, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)-w) {
-		return nil, errors.New("bad record framing")
-	}
+func decodeRecord(b []byte) (*Record, error) {
 	r := new(Record)
-	if err := json.Unmarshal(b[w:w+int(n)], r); err != nil {
+	if err := json.Unmarshal(b, r); err != nil {
 		return nil, err
-	}
-	if body := b[w+int(n):]; withBody && len(body) > 0 {
-		r.Body = bytes.Clone(body)
 	}
 	return r, nil
 }
