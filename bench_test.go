@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -138,4 +139,68 @@ func BenchmarkRoundTripJournaled(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkLargeBody measures the memory of one journaled 8 MiB POST:
+// "bytes/body" is the bytes allocated per operation over the body's size, an
+// upper bound of the peak it adds (the target is <= 2). It also shows that a
+// 64 MiB body over the cap fails with ErrBodyTooLarge after reading no more
+// than the cap.
+func BenchmarkLargeBody(b *testing.B) {
+	const size = 8 << 20
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	body := bytes.Repeat([]byte("x"), size)
+	b.Run("journaled=8MiB", func(b *testing.B) {
+		j, _ := testJournal(b)
+		tr, err := NewTransport(j, &Options{Base: srv.Client().Transport})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ms0, ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		b.ResetTimer()
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		b.StopTimer()
+		runtime.ReadMemStats(&ms1)
+		b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(b.N)/size, "bytes/body")
+	})
+	b.Run("over-cap=64MiB", func(b *testing.B) {
+		tr, _ := testTransport(b, &Options{Base: srv.Client().Transport})
+		big := &countingReader{n: 64 << 20}
+		for b.Loop() {
+			big.read = 0
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, io.NopCloser(big))
+			if _, err := tr.RoundTrip(req); !errors.Is(err, ErrBodyTooLarge) {
+				b.Fatalf("want ErrBodyTooLarge, got %v", err)
+			}
+		}
+		b.ReportMetric(float64(big.read)/(1<<20), "MiB-read")
+	})
+}
+
+// countingReader yields n bytes of 'x' and counts what was read.
+type countingReader struct{ n, read int64 }
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	if r.read >= r.n {
+		return 0, io.EOF
+	}
+	m := min(int64(len(p)), r.n-r.read)
+	for i := range p[:m] {
+		p[i] = 'x'
+	}
+	r.read += m
+	return int(m), nil
 }
