@@ -165,3 +165,34 @@ func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
 	require.Len(t, recs, 1)
 	require.Equal(t, Pending, recs[0].State)
 }
+
+func TestPendingAfterPages(t *testing.T) {
+	j, _ := testJournal(t)
+	var ids []uint64
+	for i := range 10 {
+		rec := pendingRecord(fmt.Sprintf("k%d", i))
+		if i%3 == 0 {
+			rec.State = Failed // not pending: never listed
+		}
+		require.NoError(t, j.insert(rec, true))
+		if rec.State == Pending {
+			ids = append(ids, rec.ID)
+		}
+	}
+	var got []uint64
+	for after := uint64(0); ; {
+		page, err := j.pendingAfter(after, 4)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 4)
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			require.Equal(t, Pending, r.State)
+			require.Nil(t, r.Body, "listings carry no bodies")
+			got = append(got, r.ID)
+		}
+		after = page[len(page)-1].ID
+	}
+	require.Equal(t, ids, got)
+}

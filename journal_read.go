@@ -129,6 +129,28 @@ func (j *Journal) pending() ([]*Record, error) {
 	return recs, err
 }
 
+// pendingAfter returns at most n pending records with an ID above after,
+// without their bodies, in ID order: a page of a listing that holds only one
+// page in memory at a time.
+func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
+	if err := j.flush(); err != nil {
+		return nil, err
+	}
+	var recs []*Record
+	err := j.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketPending).Cursor()
+		for k, v := c.Seek(idKey(after + 1)); k != nil && len(recs) < n; k, v = c.Next() {
+			rec, err := j.decode(tx, k, v, false)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	return recs, err
+}
+
 // Prune deletes settled, failed and expired records last updated more than
 // retention ago, with their index entries, and returns how many it deleted.
 // Pending records are never pruned. Once pruned, an operation ID is free to
