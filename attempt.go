@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
@@ -38,6 +39,8 @@ type op struct {
 	// server: in an earlier call or process, or here once headers were written.
 	// From then on the operation can no longer be "failed", only pending.
 	maybeSent bool
+	limits    limits // attempts and per-attempt timeout for this call
+	resumed   bool   // run by Resume
 }
 
 // outcome is what the last attempt left.
@@ -51,20 +54,22 @@ type outcome struct {
 // caller's context ends.
 func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 	sched := newSchedule(t.cfg, t.clock)
-	maxAttempts := t.cfg.MaxAttempts
+	maxAttempts := o.limits.maxAttempts
 	if o.stream != nil {
 		maxAttempts = 1
 	}
 	var last outcome
 	for n := 1; ; n++ {
-		resp, wrote, err := t.attempt(ctx, o)
+		start := time.Now()
+		resp, wrote, err := t.attempt(ctx, o, n, maxAttempts)
+		took := time.Since(start)
 		if o.rec != nil {
 			o.rec.Attempts++
 			o.rec.LastAttempt = t.clock.Now()
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			discard(resp)
-			return t.giveUp(o, outcome{err: cerr, status: last.status}, t.clock.Now())
+			return t.giveUp(ctx, o, outcome{err: cerr, status: last.status}, t.clock.Now())
 		}
 		last = outcome{resp: resp, err: err}
 		if resp != nil {
@@ -72,15 +77,17 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		}
 		o.maybeSent = o.maybeSent || wrote || resp != nil
 		class := t.cfg.Classifier(Attempt{Request: o.req, Response: resp, Err: err, Keyed: o.key != "", Wrote: wrote})
+		t.cfg.observer.Attempt(ctx, AttemptEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
+			N: n, Status: last.status, Class: class, Duration: took})
 		switch {
 		case resp != nil && (class == Final || class == Permanent):
 			// The server answered: whatever it said is the outcome.
-			return t.settle(o, resp)
+			return t.settle(ctx, o, resp)
 		case (class == Final || class == Permanent) && o.rec != nil && o.maybeSent:
 			// An earlier attempt may have acted: not "failed", only unknown.
-			return t.giveUp(o, last, t.clock.Now().Add(sched.backoff()))
+			return t.giveUp(ctx, o, last, t.clock.Now().Add(sched.backoff()))
 		case class == Final || class == Permanent:
-			return nil, t.fail(o, err)
+			return nil, t.fail(ctx, o, err)
 		case class == RetryIfSafe && o.key == "" && !idempotent(method(o.req)):
 			if resp != nil {
 				return resp, nil
@@ -92,13 +99,15 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		now := t.clock.Now()
 		wait, fromServer := sched.wait(resp, now)
 		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
-			return t.giveUp(o, last, now.Add(wait))
+			return t.giveUp(ctx, o, last, now.Add(wait))
 		}
 		discard(resp)
 		last.resp = nil
-		t.logRetry(o, n, class, last, wait)
+		t.logRetry(ctx, o, n, maxAttempts, class, last, wait)
+		t.cfg.observer.Retry(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
+			N: n, Status: last.status, Class: class, Wait: wait, RetryAfter: fromServer})
 		if err := t.clock.Sleep(ctx, wait); err != nil {
-			return t.giveUp(o, outcome{err: err, status: last.status}, now.Add(wait))
+			return t.giveUp(ctx, o, outcome{err: err, status: last.status}, now.Add(wait))
 		}
 	}
 }
@@ -118,9 +127,9 @@ func idempotent(method string) bool {
 	return false
 }
 
-// attempt sends one attempt. wrote reports whether the request headers
+// attempt sends attempt n of maxN. wrote reports whether the request headers
 // reached a connection.
-func (t *Transport) attempt(ctx context.Context, o *op) (resp *http.Response, wrote bool, err error) {
+func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http.Response, wrote bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	var written atomic.Bool
 	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
@@ -128,10 +137,15 @@ func (t *Transport) attempt(ctx context.Context, o *op) (resp *http.Response, wr
 	})
 	var timedOut atomic.Bool
 	var timer *time.Timer
-	if d := t.cfg.AttemptTimeout; d > 0 {
+	d := o.limits.attemptTimeout
+	if d > 0 {
 		timer = time.AfterFunc(d, func() { timedOut.Store(true); cancel() })
 	}
-	resp, err = t.base().RoundTrip(o.newRequest(actx, t.cfg.KeyHeader))
+	req := o.newRequest(actx, t.cfg.KeyHeader)
+	if !t.cfg.DisableAttemptHeader {
+		setHeader(req.Header, AttemptHeader, fmt.Sprintf("attempt=%d; max=%d", n, maxN))
+	}
+	resp, err = t.base().RoundTrip(req)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -147,7 +161,7 @@ func (t *Transport) attempt(ctx context.Context, o *op) (resp *http.Response, wr
 	if err != nil {
 		cancel()
 		if timedOut.Load() && ctx.Err() == nil {
-			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, t.cfg.AttemptTimeout, err)
+			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, d, err)
 		}
 		return nil, written.Load(), err
 	}
@@ -204,39 +218,46 @@ func discard(resp *http.Response) {
 }
 
 // settle records a final response and returns it.
-func (t *Transport) settle(o *op, resp *http.Response) (*http.Response, error) {
+func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*http.Response, error) {
 	if o.rec == nil {
 		return resp, nil
 	}
+	before := o.rec.State
 	now := t.clock.Now()
 	o.rec.State, o.rec.Status, o.rec.Updated = Settled, resp.StatusCode, now
 	o.rec.Body, o.rec.LastError, o.rec.NextAttempt = nil, "", time.Time{}
 	if err := t.journal.save(o.rec); err != nil {
 		// The response is final; losing the settle only costs one harmless
 		// replay with the same key on the next Resume.
-		t.logf("idem: settle not recorded, operation will be replayed", o, "err", err)
+		t.log(ctx, slog.LevelWarn, "idem: settle not recorded, operation will be replayed", o, "err", t.safeErr(o, err))
+	} else {
+		t.stateChanged(before, Settled)
 	}
+	t.result(ctx, o)
 	return resp, nil
 }
 
 // fail marks an operation that failed before the server could have acted
 // and returns the error.
-func (t *Transport) fail(o *op, cause error) error {
+func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 	err := fmt.Errorf("%w: %w", ErrPermanent, cause)
 	if o.rec == nil {
 		return err
 	}
-	o.rec.State, o.rec.LastError, o.rec.Updated = Failed, cause.Error(), t.clock.Now()
+	before := o.rec.State
+	o.rec.State, o.rec.LastError, o.rec.Updated = Failed, t.safeErr(o, cause), t.clock.Now()
 	if serr := t.journal.save(o.rec); serr != nil {
 		return errors.Join(err, serr)
 	}
+	t.stateChanged(before, Failed)
+	t.result(ctx, o)
 	return err
 }
 
 // giveUp ends a call whose outcome is still unknown. A journaled operation
 // stays pending and the caller gets a *PendingError; an unjournaled request
 // returns its last response, or its last error.
-func (t *Transport) giveUp(o *op, last outcome, next time.Time) (*http.Response, error) {
+func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.Time) (*http.Response, error) {
 	if o.rec == nil {
 		if last.resp != nil {
 			return last.resp, nil
@@ -244,6 +265,7 @@ func (t *Transport) giveUp(o *op, last outcome, next time.Time) (*http.Response,
 		return nil, last.err
 	}
 	discard(last.resp)
+	before := o.rec.State
 	switch o.rec.State {
 	case Settled:
 		// A call re-sent a settled operation and got no answer; the stored
@@ -253,17 +275,22 @@ func (t *Transport) giveUp(o *op, last outcome, next time.Time) (*http.Response,
 	case Failed:
 		o.rec.State = Pending // re-sent and now maybe acted on: Resume takes it
 	}
-	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, ""
-	if last.err != nil {
-		o.rec.LastError = last.err.Error()
-	}
+	// The error text is journaled: mask what a base RoundTripper may quote.
+	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, t.safeErr(o, last.err)
 	perr := &PendingError{Key: o.rec.Key, OperationID: o.rec.OperationID, Attempts: o.rec.Attempts,
 		LastStatus: last.status, Err: last.err, NextAttempt: next}
 	if err := t.journal.save(o.rec); err != nil {
 		// The record written ahead is still pending on disk; only the attempt
 		// count and next-attempt time are lost.
-		t.logf("idem: pending state not recorded", o, "err", err)
+		t.log(ctx, slog.LevelWarn, "idem: pending state not recorded", o, "err", t.safeErr(o, err))
+	} else {
+		t.stateChanged(before, Pending)
 	}
-	t.logf("idem: operation left pending", o, "attempts", o.rec.Attempts, "next_attempt", next, "err", last.err)
+	t.result(ctx, o)
+	if !o.resumed { // Resume logs its own outcome
+		t.log(ctx, slog.LevelWarn, "idem: operation left pending", o, "attempts", o.rec.Attempts,
+			"status", last.status, "next_attempt", next, "err", t.safeErr(o, last.err))
+	}
+	t.resumers.notePending(next)
 	return nil, perr
 }

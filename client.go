@@ -1,6 +1,6 @@
 // This file holds Client, the high-level face of idem: open a journal, get a
-// drop-in *http.Client, and Resume pending work on startup. The work is done by
-// Transport (transport.go).
+// drop-in *http.Client, Resume pending work on startup or in the background
+// (resumer.go), and Close. The work is done by Transport (transport.go).
 
 package idem
 
@@ -8,23 +8,27 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 )
 
 // Client bundles a Journal and the Transport that writes to it. It is safe for
 // concurrent use. Close it when done: it owns the journal file.
 //
-// A typical program opens one Client at startup, calls Resume, and uses
-// HTTPClient wherever it used http.DefaultClient:
+// A typical program opens one Client at startup, starts a background resumer
+// (or calls Resume), and uses HTTPClient wherever it used http.DefaultClient:
 //
 //	c, err := idem.Open("payments.journal", nil)
 //	if err != nil { ... }
 //	defer c.Close()
-//	c.Resume(ctx, reconcile)
+//	c.StartResumer(ctx, reconcile)
 //	http.DefaultClient = c.HTTPClient()
 type Client struct {
 	journal   *Journal
 	transport *Transport
 	http      *http.Client
+
+	mu     sync.Mutex // guards closed, and resumers starting against it
+	closed bool
 }
 
 // Open opens (or creates, mode 0600) the journal file at path, prunes records
@@ -68,6 +72,27 @@ func (c *Client) Resume(ctx context.Context, fn func(Outcome)) error {
 	return c.transport.Resume(ctx, fn)
 }
 
-// Close closes the journal. Calls still in flight keep their operations
-// pending in the file, to be resumed by the next Open.
-func (c *Client) Close() error { return c.journal.Close() }
+// Close stops the background resumers, then closes the journal. The resumers
+// start nothing new; the operations they are sending get up to
+// Options.CloseTimeout to finish, then their attempts are canceled and they
+// stay pending. Calls still in flight through HTTPClient are not waited for:
+// they keep their operations pending in the file, to be resumed by the next
+// Open. Later calls do nothing and return the first one's error.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	rs := c.transport.resumers.all()
+	c.mu.Unlock()
+	for _, r := range rs {
+		r.beginStop()
+	}
+	deadline, release := closeAfter(c.transport.cfg.CloseTimeout) // one deadline for all
+	for _, r := range rs {
+		r.finish(deadline)
+	}
+	release()
+	if n := c.transport.pending.n.Swap(0); n != 0 {
+		c.transport.cfg.observer.PendingChanged(-int(n))
+	}
+	return c.journal.Close()
+}

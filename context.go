@@ -1,14 +1,60 @@
 // This file holds the per-call options that travel in a request's context.
+// RoundTrip reads them (transport.go) and checks them before anything is
+// written or sent (callOptions below); the attempt loop (attempt.go) applies
+// the limits.
 
 package idem
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Per-call options
+//
+// A call is one RoundTrip (or one Client.HTTPClient().Do). Options that apply
+// to a single call travel in the request's context, so they pass through any
+// *http.Client, wrapper or SDK that builds the request with your context:
+//
+//	ctx := idem.WithOperationID(ctx, "order-4827/charge") // one key for this business operation
+//	ctx = idem.WithMaxAttempts(ctx, 3)                    // at most 3 attempts in this call
+//	ctx = idem.WithAttemptTimeout(ctx, 2*time.Second)     // each attempt: headers within 2 s
+//	req, _ := http.NewRequestWithContext(ctx, "POST", url, body)
+//
+//   - WithKey: use this idempotency key instead of a random one. Makes any
+//     method journaled.
+//   - WithOperationID: bind the call to a business operation; calling again
+//     with the same ID (here or after a restart) reuses its key and record.
+//     Makes any method journaled.
+//   - WithoutJournal: do not write this call to the journal; it is retried as
+//     an unjournaled request, with a key kept in memory only.
+//   - WithMaxAttempts: attempts for this call, instead of Options.MaxAttempts.
+//   - WithAttemptTimeout: per-attempt limit for this call, instead of
+//     Options.AttemptTimeout.
+//
+// The overall deadline stays the context's own (context.WithTimeout): when it
+// ends, a journaled operation stays pending. WithAttemptTimeout bounds one
+// attempt inside it, so a slow attempt is cut short and retried while the
+// caller still has time.
+//
+// Invalid values (an invalid key or operation ID, WithMaxAttempts below 1,
+// WithAttemptTimeout not positive, WithoutJournal together with
+// WithOperationID) make RoundTrip fail with ErrInvalidKey or ErrInvalidRequest
+// before anything is written or sent.
+//
+// Per-call options are not journaled: a later Resume uses Options. Set
+// WithMaxAttempts or WithAttemptTimeout on the context given to Resume to
+// limit every operation that Resume sends.
 
 type ctxKey int
 
 const (
 	keyCtx ctxKey = iota
 	opIDCtx
+	noJournalCtx
+	maxAttemptsCtx
+	attemptTimeoutCtx
 )
 
 // WithKey returns a context that makes the request use idempotency key k
@@ -26,6 +72,36 @@ func WithOperationID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, opIDCtx, id)
 }
 
+// WithoutJournal returns a context whose requests are never written to the
+// journal, whatever their method: use it for a call whose body must not touch
+// the disk, or one too large to journal. Such a call is retried like any
+// unjournaled request. A method in Options.Methods (POST, PATCH) still gets an
+// idempotency key (WithKey's, or a random one), the same on every attempt of
+// this call but kept in memory only: if the process dies, nothing resumes it.
+// A body over Options.MaxBodyBytes is allowed, and sent once without retries.
+// Combined with WithOperationID, which needs the journal, RoundTrip fails
+// with ErrInvalidRequest.
+func WithoutJournal(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noJournalCtx, true)
+}
+
+// WithMaxAttempts returns a context that allows n attempts (the first
+// included) for calls made with it, instead of Options.MaxAttempts. n below 1
+// makes RoundTrip fail with ErrInvalidRequest before anything is written or
+// sent.
+func WithMaxAttempts(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, maxAttemptsCtx, n)
+}
+
+// WithAttemptTimeout returns a context that bounds each attempt of calls made
+// with it to d, until the response headers arrive, instead of
+// Options.AttemptTimeout. It is separate from the context's own deadline,
+// which bounds the whole call. d not positive makes RoundTrip fail with
+// ErrInvalidRequest before anything is written or sent.
+func WithAttemptTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, attemptTimeoutCtx, d)
+}
+
 func keyFrom(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtx).(string)
 	return k, ok
@@ -34,4 +110,34 @@ func keyFrom(ctx context.Context) (string, bool) {
 func operationIDFrom(ctx context.Context) (string, bool) {
 	id, ok := ctx.Value(opIDCtx).(string)
 	return id, ok
+}
+
+func withoutJournal(ctx context.Context) bool {
+	v, _ := ctx.Value(noJournalCtx).(bool)
+	return v
+}
+
+// limits are the attempt limits of one call: Options, overridden per call.
+type limits struct {
+	maxAttempts    int
+	attemptTimeout time.Duration // 0: none
+}
+
+// callLimits reads WithMaxAttempts and WithAttemptTimeout from ctx over the
+// configured defaults, and refuses values that make no sense.
+func (c *config) callLimits(ctx context.Context) (limits, error) {
+	l := limits{maxAttempts: c.MaxAttempts, attemptTimeout: c.AttemptTimeout}
+	if n, ok := ctx.Value(maxAttemptsCtx).(int); ok {
+		if n < 1 {
+			return l, fmt.Errorf("%w: WithMaxAttempts(%d): want at least 1", ErrInvalidRequest, n)
+		}
+		l.maxAttempts = n
+	}
+	if d, ok := ctx.Value(attemptTimeoutCtx).(time.Duration); ok {
+		if d <= 0 {
+			return l, fmt.Errorf("%w: WithAttemptTimeout(%v): want a positive duration", ErrInvalidRequest, d)
+		}
+		l.attemptTimeout = d
+	}
+	return l, nil
 }

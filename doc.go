@@ -9,18 +9,69 @@
 // replays its stored response. If the process dies mid-call, the next run's
 // Resume finds the operation pending and sends it again with the same key.
 //
-// The pieces, from high level to low:
+// # An operation's life
+//
+//  1. A call. Client.HTTPClient (or a Transport) receives a POST or PATCH, or
+//     any request whose context carries WithOperationID or WithKey. It checks
+//     the request and the per-call options, reads the body (at most
+//     Options.MaxBodyBytes) and takes the caller's key or mints one. Nothing
+//     refused here is written or sent.
+//  2. Write-ahead. The operation — key, operation ID, method, URL,
+//     non-sensitive headers, body — is committed to the journal, fsync
+//     included, as a pending record. Only then is anything sent. If the
+//     commit fails, the call fails and nothing is sent.
+//  3. Attempts. Each attempt carries the key, the journaled bytes and the
+//     AttemptHeader ("Idem-Attempt: attempt=2; max=6"). DefaultClassifier
+//     (or Options.Classifier) says what its outcome means; retryable outcomes
+//     wait (jittered exponential backoff, or the server's Retry-After) and try
+//     again, up to Options.MaxAttempts and the context's deadline.
+//  4. Settled. A final response (2xx, 3xx, most 4xx) settles the operation:
+//     the record keeps the status, the body is dropped, the caller gets the
+//     response.
+//  5. Pending. When attempts or time run out with the outcome unknown, or the
+//     caller's context ends, the operation stays pending and the call returns
+//     a *PendingError with the earliest time it may be sent again.
+//  6. Resume. Transport.Resume (on startup) or a background resumer
+//     (Client.StartResumer, in a long-running process) sends pending
+//     operations again once they are due, with the same key and bytes, and
+//     reports each Outcome. The server replays what it already did.
+//  7. Expired or failed. An operation pending for longer than Options.KeyTTL
+//     is never re-sent blindly: Resume marks it expired and reports
+//     ErrKeyExpired, for the caller to reconcile. One that failed before the
+//     server could act (a certificate error) is failed.
+//  8. Pruned. Settled, failed and expired records are deleted after
+//     Options.Retention; pending ones never are.
+//
+// # Per-call options
+//
+// WithKey, WithOperationID, WithoutJournal, WithMaxAttempts and
+// WithAttemptTimeout travel in the request's context and apply to that call
+// only; see WithAttemptTimeout for how they combine with the context's own
+// deadline, and context.go for the whole set. Invalid ones fail the call
+// before anything is written or sent.
+//
+// # Watching it run
+//
+// Options.Logger (a *slog.Logger; nil is silent) gets one record per retry,
+// per operation left pending and per resume outcome, with the key and
+// operation ID but never a body or header value. Options.Observer gets every
+// attempt, retry, result and write-ahead for metrics; the module
+// github.com/idem-go/idem/idemotel records them with OpenTelemetry, so the
+// library itself depends on no metrics package. The AttemptHeader lets the
+// server's own logs tell retries apart.
+//
+// # The pieces
 //
 //   - Client: Open a journal, use HTTPClient wherever http.DefaultClient was
-//     used, call Resume on startup (and periodically in a long-running
-//     process: Resume sends only operations whose next-attempt time has come).
+//     used, call Resume on startup or StartResumer for the process's lifetime,
+//     Close at the end.
 //   - Transport: the http.RoundTripper. Decides what is journaled, validates
 //     keys, writes ahead, runs the attempts, settles, and Resumes.
 //   - Journal: the bbolt file, its Records and their States.
 //   - Classifier and DefaultClassifier: what each attempt's outcome means;
 //     Options holds the backoff and Retry-After limits.
 //
-// Choices made where the design is silent:
+// # Choices made where the design is silent
 //
 //   - KeyTTL is counted from the operation's creation, the earliest moment a
 //     server can have stored the key.
@@ -30,6 +81,15 @@
 //   - URL userinfo is not journaled; PrepareResume must restore it.
 //   - Two calls with one operation ID run one after the other: the second
 //     finds the first's record and sends with its key, so the server replays.
+//   - A POST sent WithoutJournal still gets an idempotency key, kept in memory
+//     for that call's retries, as stripe-go does.
+//   - The AttemptHeader is on by default, as the AWS SDKs send
+//     amz-sdk-request: it names no secret, is never journaled, and lets a
+//     server see retries in its access log. Options.DisableAttemptHeader
+//     turns it off for a server that refuses unknown headers.
+//   - Close waits for a background resumer's sends up to Options.CloseTimeout,
+//     not for calls in flight: those keep their operations pending, to be
+//     resumed by the next Open.
 //
 // The package testserver is a fake payments server with server-side
 // idempotency and fault injection, for proving exactly-once in tests.

@@ -40,7 +40,9 @@ var (
 	// ErrInvalidRequest is returned, before anything is written or sent, for a
 	// request idem can never send: nil URL, empty host, a scheme other than
 	// http or https, or a body shorter than its ContentLength with no GetBody
-	// to read it again. (URL userinfo is sent but never journaled.)
+	// to read it again; or for invalid per-call options (WithMaxAttempts below
+	// 1, WithAttemptTimeout not positive, WithoutJournal with
+	// WithOperationID). (URL userinfo is sent but never journaled.)
 	ErrInvalidRequest = errors.New("idem: invalid request")
 
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in

@@ -127,3 +127,141 @@ func ExamplePendingError() {
 	// resumed: 201 same key: true
 	// payments: 1
 }
+
+// A long-running service starts a background resumer once: operations that
+// calls leave pending are sent again as soon as they are due, without
+// waiting for a restart.
+func ExampleClient_StartResumer() {
+	srv := testserver.NewServer(&testserver.Options{RequireKey: true})
+	defer srv.Close()
+	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable})
+	path, cleanup := journalPath()
+	defer cleanup()
+	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: 10 * time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close() // stops the resumer too, waiting up to CloseTimeout
+
+	resumed := make(chan string, 1)
+	stop := c.StartResumer(context.Background(), func(o idem.Outcome) {
+		if o.Err != nil {
+			resumed <- fmt.Sprint("still not done: ", o.Err)
+			return
+		}
+		o.Response.Body.Close()
+		resumed <- fmt.Sprint(o.Record.OperationID, " settled with ", o.Response.StatusCode)
+	})
+	defer stop()
+
+	ctx := idem.WithOperationID(context.Background(), "order-5/charge")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments",
+		strings.NewReader(`{"amount":500,"currency":"eur","reference":"order-5"}`))
+	_, err = c.HTTPClient().Do(req)
+	var pe *idem.PendingError
+	fmt.Println("call left it pending:", errors.As(err, &pe))
+	fmt.Println(<-resumed)
+	fmt.Println("payments:", srv.Ledger().Payments())
+	// Output:
+	// call left it pending: true
+	// order-5/charge settled with 201
+	// payments: 1
+}
+
+// Per-call options travel in the request's context: fewer attempts for this
+// call, and a limit on each attempt apart from the call's own deadline.
+func ExampleWithMaxAttempts() {
+	srv := testserver.NewServer(&testserver.Options{RequireKey: true})
+	defer srv.Close()
+	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable},
+		testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable})
+	path, cleanup := journalPath()
+	defer cleanup()
+	c, err := idem.Open(path, &idem.Options{InitialInterval: time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the whole call
+	defer cancel()
+	ctx = idem.WithMaxAttempts(ctx, 2)                // instead of Options.MaxAttempts
+	ctx = idem.WithAttemptTimeout(ctx, 2*time.Second) // each attempt, until response headers
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments",
+		strings.NewReader(`{"amount":300,"currency":"eur","reference":"order-6"}`))
+	_, err = c.HTTPClient().Do(req)
+	var pe *idem.PendingError
+	if errors.As(err, &pe) {
+		fmt.Println("pending after", pe.Attempts, "attempts")
+	}
+
+	_, err = c.HTTPClient().Do(req.WithContext(idem.WithMaxAttempts(ctx, 0)))
+	fmt.Println(errors.Is(err, idem.ErrInvalidRequest))
+	// Output:
+	// pending after 2 attempts
+	// true
+}
+
+// WithoutJournal keeps a call off the disk (say, its body holds data that must
+// not be stored). It is still retried within the call, with one idempotency
+// key kept in memory; if the process dies, nothing resumes it.
+func ExampleWithoutJournal() {
+	srv := testserver.NewServer(&testserver.Options{RequireKey: true})
+	defer srv.Close()
+	srv.Script(testserver.Fault{Kind: testserver.FaultLostResponse}) // paid, then the connection drops
+	path, cleanup := journalPath()
+	defer cleanup()
+	c, err := idem.Open(path, &idem.Options{InitialInterval: time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := idem.WithoutJournal(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments",
+		strings.NewReader(`{"amount":800,"currency":"eur","reference":"order-8"}`))
+	resp, err := c.HTTPClient().Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	recs, _ := c.Journal().Records()
+	fmt.Println(resp.StatusCode, "replayed:", resp.Header.Get("Idempotent-Replayed"))
+	fmt.Println("journaled:", len(recs), "payments:", srv.Ledger().Payments())
+	// Output:
+	// 201 replayed: true
+	// journaled: 0 payments: 1
+}
+
+// testserver is for your own tests too: script the faults you fear, send
+// through idem, and let the server's ledger prove exactly-once.
+func Example_testServerInYourTests() {
+	srv := testserver.NewServer(&testserver.Options{RequireKey: true})
+	defer srv.Close()
+	srv.Script(
+		testserver.Fault{Kind: testserver.FaultDropBefore},   // connection closed before processing
+		testserver.Fault{Kind: testserver.FaultLostResponse}, // processed, response lost
+	)
+	path, cleanup := journalPath()
+	defer cleanup()
+	c, err := idem.Open(path, &idem.Options{InitialInterval: time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// In a real test: call the code under test, configured with c.HTTPClient().
+	resp, err := c.HTTPClient().Post(srv.URL+"/payments", "application/json",
+		strings.NewReader(`{"amount":1250,"currency":"eur","reference":"order-4827"}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+
+	ledger := srv.Ledger()
+	fmt.Println("requests:", ledger.Requests, "replays:", ledger.Replays)
+	fmt.Println("exactly once:", ledger.Check([]string{"order-4827"}) == nil)
+	// Output:
+	// requests: 3 replays: 1
+	// exactly once: true
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,13 @@ type fakeClock struct {
 	// onSleep, if set, runs before the fake time advances; a test can cancel a
 	// context there to model a caller that gives up mid-wait.
 	onSleep func(d time.Duration)
+	timers  []*fakeTimer
+}
+
+// fakeTimer is a pending After: it fires when the fake time reaches at.
+type fakeTimer struct {
+	at time.Time
+	c  chan time.Time
 }
 
 func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
@@ -45,6 +53,7 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	defer c.mu.Unlock()
 	c.sleeps = append(c.sleeps, d)
 	c.now = c.now.Add(d)
+	c.fire()
 	return nil
 }
 
@@ -52,6 +61,52 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+	c.fire()
+}
+
+// After returns a channel that receives once the fake time has advanced by d.
+func (c *fakeClock) After(d time.Duration) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), c: make(chan time.Time, 1)}
+	c.timers = append(c.timers, t)
+	c.fire()
+	return t.c, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.timers = slices.DeleteFunc(c.timers, func(x *fakeTimer) bool { return x == t })
+	}
+}
+
+// Timers reports how many Afters are waiting.
+func (c *fakeClock) Timers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}
+
+// NextTimer returns when the earliest waiting After fires, or the zero time.
+func (c *fakeClock) NextTimer() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	for _, t := range c.timers {
+		if next.IsZero() || t.at.Before(next) {
+			next = t.at
+		}
+	}
+	return next
+}
+
+// fire sends on every timer that is due. c.mu is held.
+func (c *fakeClock) fire() {
+	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool {
+		if t.at.After(c.now) {
+			return false
+		}
+		t.c <- c.now
+		return true
+	})
 }
 
 func (c *fakeClock) Sleeps() []time.Duration {

@@ -23,7 +23,23 @@ const (
 	DefaultMaxInterval         = 30 * time.Second
 	DefaultMaxRetryAfter       = 60 * time.Second
 	DefaultResumeConcurrency   = 8
+	DefaultResumeInterval      = 30 * time.Second
+	DefaultCloseTimeout        = 5 * time.Second
 )
+
+// AttemptHeader is the request header that tells the server which attempt of
+// how many it is receiving, in the form of the AWS SDKs' amz-sdk-request:
+//
+//	Idem-Attempt: attempt=2; max=6
+//
+// attempt counts from 1 within one call (or one Resume of the operation); max
+// is that call's attempt limit (Options.MaxAttempts or WithMaxAttempts), or 1
+// for a body sent once. Across calls and restarts the idempotency key, not
+// this header, identifies the operation. The header is set on each attempt
+// only: it is never journaled and is not part of an operation's fingerprint,
+// so the key and body stay byte-identical across attempts. A caller's own
+// header of this name is replaced. Options.DisableAttemptHeader leaves it out.
+const AttemptHeader = "Idem-Attempt"
 
 // DefaultMethods are the methods journaled when Options.Methods is nil: the
 // methods RFC 9110 section 9.2.2 does not define as idempotent.
@@ -106,9 +122,34 @@ type Options struct {
 	// DefaultResumeConcurrency.
 	ResumeConcurrency int
 
-	// Logger receives one record per retry, give-up and resume outcome. Nil
-	// means silent. Keys are logged; bodies and sensitive headers never are.
+	// ResumeInterval is the longest a background resumer (Client.StartResumer)
+	// waits between two passes over the journal. It wakes earlier when a
+	// pending operation's next-attempt time comes. 0 means
+	// DefaultResumeInterval.
+	ResumeInterval time.Duration
+
+	// CloseTimeout bounds how long Client.Close, and a resumer's stop
+	// function, wait for the operations a background resumer is sending.
+	// When it passes, their attempts are canceled and they stay pending. 0
+	// means DefaultCloseTimeout.
+	CloseTimeout time.Duration
+
+	// DisableAttemptHeader leaves out the AttemptHeader ("Idem-Attempt:
+	// attempt=N; max=M") that every attempt carries by default.
+	DisableAttemptHeader bool
+
+	// Logger receives one record per retry (Info), per operation left
+	// pending (Warn) and per resume outcome (Info; Warn if still pending,
+	// Error if expired). Nil means silent. Records carry the method, the URL
+	// without userinfo or query, the idempotency key and operation ID; never
+	// a body or a header value, and error texts have the URL's userinfo and
+	// sensitive header values masked.
 	Logger *slog.Logger
+
+	// Observer receives every attempt, retry, write-ahead and operation
+	// result, for metrics (see Observer, and the module
+	// github.com/idem-go/idem/idemotel for OpenTelemetry). Nil means none.
+	Observer Observer
 }
 
 // config is Options with every default filled in and the inputs checked.
@@ -116,6 +157,7 @@ type config struct {
 	Options
 	methods   map[string]bool
 	sensitive map[string]bool
+	observer  Observer // never nil
 }
 
 func (o *Options) config() (*config, error) {
@@ -125,7 +167,8 @@ func (o *Options) config() (*config, error) {
 	}
 	if c.MaxBodyBytes < 0 || c.KeyTTL < 0 || c.Retention < 0 || c.OpenTimeout < 0 ||
 		c.MaxAttempts < 0 || c.InitialInterval < 0 || c.MaxInterval < 0 ||
-		c.MaxRetryAfter < 0 || c.AttemptTimeout < 0 || c.ResumeConcurrency < 0 || c.Multiplier < 0 {
+		c.MaxRetryAfter < 0 || c.AttemptTimeout < 0 || c.ResumeConcurrency < 0 || c.Multiplier < 0 ||
+		c.ResumeInterval < 0 || c.CloseTimeout < 0 {
 		return nil, fmt.Errorf("idem: invalid options: negative value")
 	}
 	if c.RandomizationFactor < 0 || c.RandomizationFactor >= 1 {
@@ -148,8 +191,14 @@ func (o *Options) config() (*config, error) {
 	setDefault(&c.MaxInterval, DefaultMaxInterval)
 	setDefault(&c.MaxRetryAfter, DefaultMaxRetryAfter)
 	setDefault(&c.ResumeConcurrency, DefaultResumeConcurrency)
+	setDefault(&c.ResumeInterval, DefaultResumeInterval)
+	setDefault(&c.CloseTimeout, DefaultCloseTimeout)
 	if c.Classifier == nil {
 		c.Classifier = DefaultClassifier
+	}
+	c.observer = c.Observer
+	if c.observer == nil {
+		c.observer = NopObserver{}
 	}
 	// A record pruned while the server may still replay its key would let a
 	// repeated operation ID mint a second key.

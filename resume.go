@@ -11,14 +11,18 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Outcome is the result of resuming one operation. Exactly one of Response and
 // Err is non-nil. Err may be a *PendingError (still unknown; resumed again
-// later), an error matching ErrKeyExpired (not sent: reconcile it), or an
-// error from Options.PrepareResume.
+// later), an error matching ErrKeyExpired (not sent: reconcile it), an error
+// from Options.PrepareResume, or ErrSensitiveHeaderMissing.
 type Outcome struct {
-	Record   *Record // the operation as journaled (body included)
+	// Record is the operation as journaled (body included). It is nil only
+	// when a background resumer reports, in Err, that it could not read the
+	// journal (see Client.StartResumer).
+	Record   *Record
 	Response *http.Response
 	Err      error
 }
@@ -31,23 +35,53 @@ var errNotPending = errors.New("idem: operation no longer pending")
 // Outcome.Response.Body; if fn is nil, idem closes it. Operations pending for
 // longer than Options.KeyTTL are not sent: they become expired and are
 // reported with ErrKeyExpired. Operations in flight in this process are
-// skipped. At most Options.ResumeConcurrency operations are sent at once.
+// skipped. At most Options.ResumeConcurrency operations are sent at once,
+// each with up to Options.MaxAttempts attempts; WithMaxAttempts and
+// WithAttemptTimeout on ctx override those for every operation sent.
 //
 // Resume returns when every due operation has been tried, or ctx ends; the
-// error is non-nil only if the journal could not be read.
+// error is non-nil only if the journal could not be read, or ctx carries an
+// invalid per-call option (ErrInvalidRequest). To resume in the background
+// as operations come due, see Client.StartResumer.
 func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 	if t.journal == nil {
 		return ErrNoJournal
+	}
+	lim, err := t.cfg.callLimits(ctx)
+	if err != nil {
+		return err
 	}
 	recs, err := t.journal.pending()
 	if err != nil {
 		return err
 	}
+	t.resumeDue(ctx, recs, lim, nil, fn)
+	return nil
+}
+
+// resumeDue sends the due operations among recs (pending records without
+// their bodies) and reports each outcome to fn. It starts no more sends once
+// ctx ends or stop is closed, and returns when every send it started has
+// returned. It returns the earliest next-attempt time among the operations
+// a later pass should send, or the zero time if there is none: operations in
+// flight elsewhere in this process, and those that could not be sent, are
+// left out (the first tell the resumers when they give up; the second wait
+// for the next poll).
+func (t *Transport) resumeDue(ctx context.Context, recs []*Record, lim limits, stop <-chan struct{}, fn func(Outcome)) time.Time {
 	var (
-		mu  sync.Mutex // serialises fn
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, t.cfg.ResumeConcurrency)
+		mu     sync.Mutex // serialises fn
+		nextMu sync.Mutex
+		next   time.Time
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, t.cfg.ResumeConcurrency)
 	)
+	later := func(at time.Time) {
+		nextMu.Lock()
+		defer nextMu.Unlock()
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
 	report := func(out Outcome) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -58,30 +92,54 @@ func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 			out.Response.Body.Close()
 		}
 	}
+launch:
 	for _, rec := range recs {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || closed(stop) {
 			break
 		}
 		if t.clock.Now().Before(rec.NextAttempt) {
+			later(rec.NextAttempt)
 			continue
 		}
 		name := lockName(rec)
 		if !t.locks.tryLock(name) {
 			continue // in flight in this process
 		}
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-stop:
+			t.locks.unlock(name)
+			break launch
+		case <-ctx.Done():
+			t.locks.unlock(name)
+			break launch
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { t.locks.unlock(name); <-sem; wg.Done() }()
-			resp, err := t.resume(ctx, rec)
+			resp, err := t.resume(ctx, rec, lim)
 			if errors.Is(err, errNotPending) {
 				return
+			}
+			var pe *PendingError
+			if errors.As(err, &pe) {
+				later(pe.NextAttempt)
 			}
 			report(Outcome{Record: rec, Response: resp, Err: err})
 		}()
 	}
 	wg.Wait()
-	return nil
+	return next
+}
+
+// closed reports whether ch is closed; a nil ch never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func lockName(rec *Record) string {
@@ -91,8 +149,10 @@ func lockName(rec *Record) string {
 	return "k\x00" + rec.Key
 }
 
-// resume runs one pending operation, or expires it.
-func (t *Transport) resume(ctx context.Context, rec *Record) (*http.Response, error) {
+// resume runs one pending operation, or expires it, and logs the outcome.
+func (t *Transport) resume(ctx context.Context, rec *Record, lim limits) (resp *http.Response, err error) {
+	var req *http.Request
+	defer func() { t.logResume(ctx, rec, req, resp, err) }()
 	// Re-read under the lock, body included: a call may have settled it since
 	// the listing.
 	cur, err := t.journal.get(rec.ID)
@@ -108,10 +168,12 @@ func (t *Transport) resume(ctx context.Context, rec *Record) (*http.Response, er
 		if err := t.journal.save(rec); err != nil {
 			return nil, err
 		}
+		t.stateChanged(Pending, Expired)
+		t.cfg.observer.Result(ctx, ResultEvent{State: Expired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
 		return nil, fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s",
 			ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC())
 	}
-	req, err := http.NewRequestWithContext(ctx, rec.Method, rec.URL, bytes.NewReader(rec.Body))
+	req, err = http.NewRequestWithContext(ctx, rec.Method, rec.URL, bytes.NewReader(rec.Body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: journaled URL: %w", ErrInvalidRequest, err)
 	}
@@ -120,15 +182,27 @@ func (t *Transport) resume(ctx context.Context, rec *Record) (*http.Response, er
 		req.Header = make(http.Header)
 	}
 	req.Host = rec.Host
+	if err := t.prepareResume(req, rec); err != nil {
+		t.cfg.observer.Result(ctx, ResultEvent{State: Pending, Status: rec.Status, Attempts: rec.Attempts,
+			Resumed: true, NotSent: true})
+		return nil, err
+	}
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body, hasBody: len(rec.Body) > 0,
+		maybeSent: true, limits: lim, resumed: true})
+}
+
+// prepareResume lets PrepareResume restore what the journal does not keep,
+// and refuses to send without a sensitive header the original carried.
+func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 	if t.cfg.PrepareResume != nil {
 		if err := t.cfg.PrepareResume(req); err != nil {
-			return nil, fmt.Errorf("idem: PrepareResume: %w", err)
+			return fmt.Errorf("idem: PrepareResume: %w", err)
 		}
 	}
 	for _, name := range rec.Dropped {
 		if len(headerValues(req.Header, name)) == 0 {
-			return nil, fmt.Errorf("%w: %s (operation %q)", ErrSensitiveHeaderMissing, name, rec.OperationID)
+			return fmt.Errorf("%w: %s (operation %q)", ErrSensitiveHeaderMissing, name, rec.OperationID)
 		}
 	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body, hasBody: len(rec.Body) > 0, maybeSent: true})
+	return nil
 }

@@ -22,6 +22,9 @@ type clock interface {
 	// Sleep waits d or until ctx ends, whichever is first, and returns
 	// ctx.Err() in the second case.
 	Sleep(ctx context.Context, d time.Duration) error
+	// After returns a channel that receives once d has passed, and a
+	// function that stops the timer early.
+	After(d time.Duration) (<-chan time.Time, func())
 }
 
 type realClock struct{}
@@ -37,6 +40,11 @@ func (realClock) Sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (realClock) After(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
 }
 
 // schedule yields the waits of one call. It is not safe for concurrent use;

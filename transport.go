@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Transport is an http.RoundTripper that makes non-idempotent requests safe to
@@ -21,7 +22,8 @@ import (
 // concurrent use.
 //
 // For a request whose method is in Options.Methods (POST and PATCH by
-// default), or whose context carries WithOperationID or WithKey, RoundTrip:
+// default), or whose context carries WithOperationID or WithKey, and not
+// WithoutJournal, RoundTrip:
 //
 //  1. reads the body (at most Options.MaxBodyBytes) and closes it;
 //  2. takes the caller's idempotency key, or mints a random UUID;
@@ -34,15 +36,19 @@ import (
 //
 // Other requests are retried the same way but not journaled; when their
 // attempts run out they return the last response with a nil error, as the
-// http.RoundTripper contract asks.
+// http.RoundTripper contract asks. Every attempt carries the AttemptHeader
+// unless Options.DisableAttemptHeader is set. Per-call options (see
+// WithMaxAttempts) travel in the request's context.
 //
 // RoundTrip never modifies the caller's request, closes its body exactly once
 // on every path, and never returns a response together with an error.
 type Transport struct {
-	cfg     *config
-	journal *Journal
-	clock   clock
-	locks   keyedLocks
+	cfg      *config
+	journal  *Journal
+	clock    clock
+	locks    keyedLocks
+	resumers resumerSet   // background resumers to tell of new pending work
+	pending  pendingGauge // this Transport's share of the Observer's gauge
 }
 
 // NewTransport returns a Transport that journals to j. A nil j gives a
@@ -53,7 +59,17 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Transport{cfg: cfg, journal: j, clock: realClock{}}, nil
+	t := &Transport{cfg: cfg, journal: j, clock: realClock{}}
+	if j != nil && cfg.Observer != nil {
+		// The gauge starts from what earlier runs left pending.
+		n, err := j.pendingCount()
+		if err != nil {
+			return nil, err
+		}
+		t.pending.n.Add(int64(n))
+		cfg.observer.PendingChanged(n)
+	}
+	return t, nil
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -73,7 +89,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
-	if err := t.validRequest(req); err != nil {
+	lim, err := t.checkCall(req)
+	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
@@ -89,16 +106,33 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			body.close()
 			return nil, err
 		}
+		o.limits = lim
 		return t.run(req.Context(), o)
 	}
 	if body.tooLarge {
 		body.close()
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, t.cfg.MaxBodyBytes)
 	}
-	return t.roundTripJournaled(req, body.buf)
+	return t.roundTripJournaled(req, body.buf, lim)
+}
+
+// checkCall refuses, before the body is read, a request or per-call options
+// that could never be sent.
+func (t *Transport) checkCall(req *http.Request) (limits, error) {
+	if err := t.validRequest(req); err != nil {
+		return limits{}, err
+	}
+	ctx := req.Context()
+	if _, hasOp := operationIDFrom(ctx); hasOp && withoutJournal(ctx) {
+		return limits{}, fmt.Errorf("%w: WithoutJournal with WithOperationID: an operation ID needs the journal", ErrInvalidRequest)
+	}
+	return t.cfg.callLimits(ctx)
 }
 
 func (t *Transport) journaled(req *http.Request) bool {
+	if withoutJournal(req.Context()) {
+		return false
+	}
 	_, hasKey := keyFrom(req.Context())
 	_, hasOp := operationIDFrom(req.Context())
 	return t.cfg.methods[method(req)] || hasKey || hasOp
@@ -192,11 +226,18 @@ func readAll(ctx context.Context, r io.ReadCloser, limit int64) ([]byte, error) 
 // unjournaled builds the operation for a request that is retried but not
 // written down. A body over the cap is streamed once, without retries. A
 // caller's key still goes on the wire, so it is checked as for a journaled
-// request: an empty or malformed key, or two keys, is ErrInvalidKey.
+// request: an empty or malformed key, or two keys, is ErrInvalidKey. A
+// journaled method sent WithoutJournal gets a key kept in memory, as
+// stripe-go does, so its retries within this call stay safe.
 func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
-	key, _, err := callerKey(req, t.cfg.KeyHeader)
+	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
 	if err != nil {
 		return nil, err
+	}
+	if !hasKey && t.cfg.methods[method(req)] && withoutJournal(req.Context()) {
+		if key, err = newKey(); err != nil {
+			return nil, err
+		}
 	}
 	o := &op{req: req, key: key, body: b.buf, hasBody: len(b.buf) > 0}
 	if b.tooLarge {
@@ -209,7 +250,7 @@ func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
 }
 
 // roundTripJournaled finds or writes the operation's record, then runs it.
-func (t *Transport) roundTripJournaled(req *http.Request, buf []byte) (*http.Response, error) {
+func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits) (*http.Response, error) {
 	if t.journal == nil {
 		return nil, ErrNoJournal
 	}
@@ -268,14 +309,27 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte) (*http.Res
 		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
 			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
 			Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
-		if err := t.journal.insert(rec, hasKey); err != nil {
+		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 	} else if err := t.reuse(rec, fp, key, hasKey); err != nil {
 		return nil, err
 	}
 	// A record from an earlier call may have reached the server already.
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf, hasBody: len(buf) > 0, maybeSent: existed})
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf, hasBody: len(buf) > 0,
+		maybeSent: existed, limits: lim})
+}
+
+// writeAhead commits a new record before anything is sent, and tells the
+// Observer how long the commit took.
+func (t *Transport) writeAhead(ctx context.Context, rec *Record, callerKey bool) error {
+	start := time.Now() // commit latency is wall time, whatever clock drives retries
+	err := t.journal.insert(rec, callerKey)
+	t.cfg.observer.WriteAhead(ctx, time.Since(start), err)
+	if err == nil {
+		t.stateChanged(0, Pending)
+	}
+	return err
 }
 
 // reuse checks that a call may run an operation already in the journal.
