@@ -1,5 +1,6 @@
 // This file holds "idem journal": read-only inspection of a journal file
-// (ls, show) and pruning of old settled records (prune).
+// (ls, show) and pruning of old settled records (prune). stats and resume
+// have files of their own (journal_stats.go, journal_resume.go).
 
 package main
 
@@ -9,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,12 +18,27 @@ import (
 )
 
 const journalUsage = `usage:
-  idem journal ls FILE                 list operations, pending first
+  idem journal ls [-state S] [-older-than D] [-op ID] [-json] FILE
+                                       list operations, pending first; -state pending,settled,
+                                       expired,failed (comma-separated); -older-than: created
+                                       more than D ago (a Go duration: 90s, 30m, 48h); -op: this
+                                       operation ID, or IDs starting with P given as 'P*';
+                                       -json: one JSON object per line, bodies left out
   idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included)
+  idem journal stats [-json] FILE      counts by state, the oldest pending operation, the
+                                       earliest next attempt, the file size
+  idem journal resume [-H 'Name: value']... [-key-ttl D] [-max-attempts N] [-timeout D] [-json] FILE
+                                       send the pending operations that are due, now, with
+                                       their keys and exact bytes; -H adds a header that the
+                                       journal does not keep (credentials), as PrepareResume
+                                       does; exits 1 unless every one settled. Opens the file
+                                       for writing: refused while an application holds it
   idem journal prune [-retention D] FILE
                                        delete settled, failed and expired records last
-                                       updated more than D ago (a Go duration: 168h, 30m;
-                                       0 deletes every finished record); pending records stay
+                                       updated more than D ago (0 deletes every finished
+                                       record); pending records stay
+
+ls, show and stats open the file read-only. Flags may come before or after FILE.
 `
 
 func runJournal(args []string) error {
@@ -34,6 +51,10 @@ func runJournal(args []string) error {
 		return journalLs(rest)
 	case "show":
 		return journalShow(rest)
+	case "stats":
+		return journalStats(rest)
+	case "resume":
+		return journalResume(rest)
 	case "prune":
 		return journalPrune(rest)
 	case "-h", "-help", "--help", "help":
@@ -44,6 +65,30 @@ func runJournal(args []string) error {
 	}
 }
 
+// parseInterspersed parses flags that may come before or after the
+// positional arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// lockedHint explains ErrJournalLocked to an operator.
+func lockedHint(err error) error {
+	if errors.Is(err, idem.ErrJournalLocked) {
+		return fmt.Errorf("%w\n(an application has it open; stop it, or inspect a copy)", err)
+	}
+	return err
+}
+
 // readRecords reads every record of a journal opened read-only, so inspecting
 // never changes it. While an application holds the file it fails with
 // ErrJournalLocked within a second.
@@ -52,35 +97,120 @@ func readRecords(path string) ([]*idem.Record, error) {
 		return nil, err
 	}
 	j, err := idem.OpenJournalReadOnly(path, time.Second)
-	if errors.Is(err, idem.ErrJournalLocked) {
-		return nil, fmt.Errorf("%w\n(an application has it open; stop it, or inspect a copy)", err)
-	}
 	if err != nil {
-		return nil, err
+		return nil, lockedHint(err)
 	}
 	defer j.Close()
 	return j.Records()
 }
 
-func journalLs(args []string) error {
-	if len(args) != 1 {
-		return errors.New("journal ls: want one FILE")
+// lsFilter selects records for ls.
+type lsFilter struct {
+	states    map[idem.State]bool // nil: any
+	olderThan time.Duration       // 0: any
+	op        string              // "": any; "p*": prefix p
+	now       time.Time
+}
+
+func (f *lsFilter) match(r *idem.Record) bool {
+	if f.states != nil && !f.states[r.State] {
+		return false
 	}
-	recs, err := readRecords(args[0])
+	if f.olderThan > 0 && f.now.Sub(r.Created) <= f.olderThan {
+		return false
+	}
+	if prefix, ok := strings.CutSuffix(f.op, "*"); ok {
+		return strings.HasPrefix(r.OperationID, prefix)
+	}
+	return f.op == "" || r.OperationID == f.op
+}
+
+func parseStates(spec string) (map[idem.State]bool, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	states := map[idem.State]bool{}
+	for _, name := range strings.Split(spec, ",") {
+		found := false
+		for _, s := range []idem.State{idem.Pending, idem.Settled, idem.Expired, idem.Failed} {
+			if strings.EqualFold(strings.TrimSpace(name), s.String()) {
+				states[s], found = true, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("journal ls: -state: unknown state %q (want pending, settled, expired or failed)", name)
+		}
+	}
+	return states, nil
+}
+
+func journalLs(args []string) error {
+	fs := flag.NewFlagSet("journal ls", flag.ContinueOnError)
+	state := fs.String("state", "", "only operations in these `states` (comma-separated)")
+	olderThan := fs.Duration("older-than", 0, "only operations created more than this long ago")
+	op := fs.String("op", "", "only this operation `ID`; a trailing * matches a prefix")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
+	if len(pos) != 1 {
+		return errors.New("journal ls: want one FILE")
+	}
+	if *olderThan < 0 {
+		return errors.New("journal ls: -older-than must not be negative")
+	}
+	f := &lsFilter{olderThan: *olderThan, op: *op, now: time.Now()}
+	if f.states, err = parseStates(*state); err != nil {
+		return err
+	}
+	recs, err := readRecords(pos[0])
+	if err != nil {
+		return err
+	}
+	var shown []*idem.Record
+	for _, r := range recs {
+		if f.match(r) {
+			shown = append(shown, r)
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		for _, r := range shown {
+			if err := enc.Encode(recordJSON(r, false)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED\tNEXT ATTEMPT")
-	for _, r := range recs {
+	for _, r := range shown {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", r.ID, r.State, orDash(r.OperationID), r.Key,
 			r.Method, r.URL, r.Attempts, orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Printf("%d record(s)\n", len(recs))
+	fmt.Printf("%d record(s)\n", len(shown))
 	return nil
+}
+
+// jsonRecord is a Record as the command prints it: with its ID, its state by
+// name, and the body as text when asked for.
+type jsonRecord struct {
+	ID uint64 `json:"id"`
+	*idem.Record
+	State string `json:"state"`
+	Body  string `json:"body,omitempty"`
+}
+
+func recordJSON(r *idem.Record, withBody bool) jsonRecord {
+	out := jsonRecord{ID: r.ID, Record: r, State: r.State.String()}
+	if withBody {
+		out.Body = string(r.Body)
+	}
+	return out
 }
 
 func journalShow(args []string) error {
@@ -95,12 +225,7 @@ func journalShow(args []string) error {
 		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(r.ID) == args[1] {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(struct {
-				ID uint64 `json:"id"`
-				*idem.Record
-				State string `json:"state"`
-				Body  string `json:"body,omitempty"`
-			}{r.ID, r, r.State.String(), string(r.Body)})
+			return enc.Encode(recordJSON(r, true))
 		}
 	}
 	return fmt.Errorf("journal show: no operation %q in %s", args[1], args[0])
@@ -109,25 +234,26 @@ func journalShow(args []string) error {
 func journalPrune(args []string) error {
 	fs := flag.NewFlagSet("journal prune", flag.ContinueOnError)
 	retention := fs.Duration("retention", idem.DefaultRetention, "keep records updated more recently than this")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return errors.New("journal prune: want one FILE")
-	}
-	if _, err := os.Stat(fs.Arg(0)); err != nil {
-		return err
-	}
-	j, err := idem.OpenJournal(fs.Arg(0), &idem.Options{Retention: *retention})
+	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("journal prune: want one FILE")
+	}
+	if _, err := os.Stat(pos[0]); err != nil {
+		return err
+	}
+	j, err := idem.OpenJournal(pos[0], &idem.Options{Retention: *retention})
+	if err != nil {
+		return lockedHint(err)
 	}
 	defer j.Close()
 	n, err := j.Prune(*retention)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("pruned %d record(s) from %s\n", n, fs.Arg(0))
+	fmt.Printf("pruned %d record(s) from %s\n", n, pos[0])
 	return nil
 }
 

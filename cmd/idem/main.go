@@ -3,7 +3,8 @@
 //
 //	idem demo    [flags]            prove exactly-once through SIGKILLs (see demo.go)
 //	idem serve   [flags]            run the testserver on a loopback address
-//	idem journal ls|show|prune FILE inspect a journal file
+//	idem journal ls|show|stats|resume|prune FILE
+//	                                inspect a journal file, or push its pending work
 package main
 
 import (
@@ -17,7 +18,8 @@ import (
 const usage = `usage:
   idem demo [flags]               prove exactly-once through crashes (idem demo -h)
   idem serve [flags]              run the fake flaky payments server (idem serve -h)
-  idem journal ls|show|prune FILE inspect a journal (idem journal -h)
+  idem journal ls|show|stats|resume|prune FILE
+                                  inspect a journal, or push its pending work (idem journal -h)
 `
 
 func main() {

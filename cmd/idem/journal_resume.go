@@ -1,0 +1,174 @@
+// This file holds "idem journal resume": an operator pushes a journal's due
+// pending operations by hand, with the keys and bytes journaled, adding the
+// credentials the journal never keeps with -H flags (what PrepareResume does
+// in an application). It opens the journal for writing, so it refuses while
+// an application holds the file.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idem-go/idem"
+)
+
+// headerFlags collects repeated -H 'Name: value' flags. Values are never
+// printed: they are usually credentials.
+type headerFlags http.Header
+
+func (h headerFlags) String() string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (h headerFlags) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return errors.New(`want "Name: value"`)
+	}
+	http.Header(h).Add(name, strings.TrimSpace(value))
+	return nil
+}
+
+// resumeLine is one outcome as -json prints it.
+type resumeLine struct {
+	ID          uint64 `json:"id"`
+	OperationID string `json:"op,omitempty"`
+	Key         string `json:"key"`
+	Result      string `json:"result"` // settled, pending, expired, not sent
+	Status      int    `json:"status,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+func journalResume(args []string) error {
+	fs := flag.NewFlagSet("journal resume", flag.ContinueOnError)
+	headers := headerFlags{}
+	fs.Var(headers, "H", "add a header to every resumed request, as `'Name: value'` (repeatable)")
+	keyTTL := fs.Duration("key-ttl", idem.DefaultKeyTTL, "how long the server keeps a key: older pending operations expire instead of being sent (use the application's KeyTTL)")
+	maxAttempts := fs.Int("max-attempts", idem.DefaultMaxAttempts, "attempts per operation")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long; unfinished operations stay pending")
+	asJSON := fs.Bool("json", false, "one JSON object per outcome")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("journal resume: want one FILE")
+	}
+	if *maxAttempts < 1 || *timeout <= 0 || *keyTTL <= 0 {
+		return errors.New("journal resume: -max-attempts, -timeout and -key-ttl must be positive")
+	}
+	if _, err := os.Stat(pos[0]); err != nil {
+		return err
+	}
+	opts := &idem.Options{KeyTTL: *keyTTL, MaxAttempts: *maxAttempts, OpenTimeout: time.Second,
+		PrepareResume: func(r *http.Request) error {
+			for k, vs := range headers {
+				r.Header[k] = append([]string(nil), vs...)
+			}
+			return nil
+		}}
+	// The journal and a Transport, not idem.Open: opening must not prune
+	// records the application's Retention would keep.
+	j, err := idem.OpenJournal(pos[0], opts)
+	if err != nil {
+		return lockedHint(err)
+	}
+	defer j.Close()
+	tr, err := idem.NewTransport(j, opts)
+	if err != nil {
+		return err
+	}
+	notDue, next, err := notYetDue(j, time.Now())
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	counts := map[string]int{}
+	enc := json.NewEncoder(os.Stdout)
+	err = tr.Resume(ctx, func(o idem.Outcome) {
+		line := outcomeLine(o)
+		counts[line.Result]++
+		if *asJSON {
+			enc.Encode(line)
+			return
+		}
+		fmt.Printf("%-9s %-4s %s (id %d, key %s)", line.Result, statusText(line.Status), orDash(line.OperationID), line.ID, line.Key)
+		if line.Error != "" {
+			fmt.Printf(": %s", line.Error)
+		}
+		fmt.Println()
+	})
+	if err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Printf("resumed %d: %d settled, %d pending, %d expired, %d not sent\n",
+			counts["settled"]+counts["pending"]+counts["expired"]+counts["not sent"],
+			counts["settled"], counts["pending"], counts["expired"], counts["not sent"])
+		if notDue > 0 {
+			fmt.Printf("not yet due: %d (the server asked to wait; the earliest at %s)\n", notDue, next.UTC().Format(time.RFC3339))
+		}
+	}
+	if left := counts["pending"] + counts["expired"] + counts["not sent"]; left > 0 {
+		return fmt.Errorf("journal resume: %d operation(s) not settled; see above", left)
+	}
+	return nil
+}
+
+// notYetDue counts the pending operations Resume will skip because their
+// next-attempt time has not come, and the earliest of those times.
+func notYetDue(j *idem.Journal, now time.Time) (int, time.Time, error) {
+	recs, err := j.Records()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	n, next := 0, time.Time{}
+	for _, r := range recs {
+		if r.State == idem.Pending && r.NextAttempt.After(now) {
+			n++
+			if next.IsZero() || r.NextAttempt.Before(next) {
+				next = r.NextAttempt
+			}
+		}
+	}
+	return n, next, nil
+}
+
+func outcomeLine(o idem.Outcome) resumeLine {
+	line := resumeLine{ID: o.Record.ID, OperationID: o.Record.OperationID, Key: o.Record.Key}
+	var pe *idem.PendingError
+	switch {
+	case o.Response != nil:
+		line.Result, line.Status = "settled", o.Response.StatusCode
+		o.Response.Body.Close()
+	case errors.Is(o.Err, idem.ErrKeyExpired):
+		line.Result = "expired"
+	case errors.As(o.Err, &pe):
+		line.Result, line.Status = "pending", pe.LastStatus
+	default:
+		line.Result = "not sent"
+	}
+	if o.Err != nil {
+		line.Error = o.Err.Error()
+	}
+	return line
+}

@@ -1,0 +1,101 @@
+// This file holds "idem journal stats": a journal's records counted by state,
+// its oldest pending operation, its earliest next attempt and its size, read
+// from a journal opened read-only.
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/idem-go/idem"
+)
+
+// journalSummary is what stats prints; its JSON form is the -json output.
+type journalSummary struct {
+	File   string         `json:"file"`
+	Bytes  int64          `json:"bytes"`
+	Total  int            `json:"total"`
+	States map[string]int `json:"states"` // every state, zeros included
+
+	// The pending operation created first, if any: the one closest to
+	// expiring (KeyTTL counts from creation).
+	OldestPending *pendingSummary `json:"oldest_pending,omitempty"`
+	// The earliest time Resume may send a pending operation (Retry-After
+	// honoured); zero if every pending operation is due now.
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+}
+
+type pendingSummary struct {
+	ID          uint64    `json:"id"`
+	OperationID string    `json:"op,omitempty"`
+	Key         string    `json:"key"`
+	Created     time.Time `json:"created"`
+	AgeSeconds  float64   `json:"age_seconds"`
+}
+
+func summarize(path string, size int64, recs []*idem.Record, now time.Time) journalSummary {
+	s := journalSummary{File: path, Bytes: size, Total: len(recs), States: map[string]int{}}
+	for _, st := range []idem.State{idem.Pending, idem.Settled, idem.Expired, idem.Failed} {
+		s.States[st.String()] = 0
+	}
+	for _, r := range recs {
+		s.States[r.State.String()]++
+		if r.State != idem.Pending {
+			continue
+		}
+		if s.OldestPending == nil || r.Created.Before(s.OldestPending.Created) {
+			s.OldestPending = &pendingSummary{ID: r.ID, OperationID: r.OperationID, Key: r.Key,
+				Created: r.Created.UTC(), AgeSeconds: now.Sub(r.Created).Seconds()}
+		}
+		if r.NextAttempt.After(now) && (s.NextAttempt.IsZero() || r.NextAttempt.Before(s.NextAttempt)) {
+			s.NextAttempt = r.NextAttempt.UTC()
+		}
+	}
+	return s
+}
+
+func journalStats(args []string) error {
+	fs := flag.NewFlagSet("journal stats", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("journal stats: want one FILE")
+	}
+	fi, err := os.Stat(pos[0])
+	if err != nil {
+		return err
+	}
+	recs, err := readRecords(pos[0])
+	if err != nil {
+		return err
+	}
+	s := summarize(pos[0], fi.Size(), recs, time.Now())
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	fmt.Printf("file          %s (%d bytes)\n", s.File, s.Bytes)
+	fmt.Printf("records       %d: %d pending, %d settled, %d expired, %d failed\n", s.Total,
+		s.States["pending"], s.States["settled"], s.States["expired"], s.States["failed"])
+	if p := s.OldestPending; p != nil {
+		fmt.Printf("oldest pending %s (id %d, key %s), created %s, %s ago\n", orDash(p.OperationID), p.ID, p.Key,
+			p.Created.Format(time.RFC3339), time.Duration(p.AgeSeconds*float64(time.Second)).Round(time.Second))
+	}
+	switch {
+	case s.States["pending"] == 0:
+	case s.NextAttempt.IsZero():
+		fmt.Println("next attempt  now: every pending operation is due")
+	default:
+		fmt.Printf("next attempt  %s\n", s.NextAttempt.Format(time.RFC3339))
+	}
+	return nil
+}
