@@ -161,11 +161,14 @@ func (t *Transport) readBody(req *http.Request) (body, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return body{}, nil
 	}
+	if req.ContentLength > t.cfg.MaxBodyBytes {
+		return body{tooLarge: true, rest: req.Body}, nil // over the cap: nothing read
+	}
 	limit := t.cfg.MaxBodyBytes
 	if limit < math.MaxInt64 {
 		limit++ // one byte more tells "at the cap" from "over it"
 	}
-	buf, err := readAll(req.Context(), req.Body, limit)
+	buf, err := readAll(req.Context(), req.Body, limit, req.ContentLength)
 	switch {
 	case errors.Is(err, errBodyAbandoned):
 		return body{}, req.Context().Err()
@@ -201,9 +204,9 @@ var errBodyAbandoned = errors.New("idem: request body abandoned")
 
 // readAll reads up to limit bytes of r, giving up when ctx ends: then it closes
 // r and returns errBodyAbandoned.
-func readAll(ctx context.Context, r io.ReadCloser, limit int64) ([]byte, error) {
+func readAll(ctx context.Context, r io.ReadCloser, limit, size int64) ([]byte, error) {
 	if ctx.Done() == nil {
-		return io.ReadAll(io.LimitReader(r, limit))
+		return readSized(r, limit, size)
 	}
 	type result struct {
 		buf []byte
@@ -211,7 +214,7 @@ func readAll(ctx context.Context, r io.ReadCloser, limit int64) ([]byte, error) 
 	}
 	done := make(chan result, 1)
 	go func() {
-		buf, err := io.ReadAll(io.LimitReader(r, limit))
+		buf, err := readSized(r, limit, size)
 		done <- result{buf, err}
 	}()
 	select {
@@ -220,6 +223,29 @@ func readAll(ctx context.Context, r io.ReadCloser, limit int64) ([]byte, error) 
 	case <-ctx.Done():
 		r.Close()
 		return nil, errBodyAbandoned
+	}
+}
+
+// readSized is io.ReadAll of at most limit bytes, into one buffer of the
+// announced size when there is one (ContentLength), so a large body is held
+// once instead of through io.ReadAll's doublings.
+func readSized(r io.Reader, limit, size int64) ([]byte, error) {
+	if size <= 0 || size >= limit {
+		return io.ReadAll(io.LimitReader(r, limit))
+	}
+	buf := make([]byte, 0, size+1) // +1: room to read EOF without growing
+	lr := io.LimitReader(r, limit)
+	for {
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return buf, err
+		case len(buf) == cap(buf):
+			buf = append(buf, 0)[:len(buf)] // longer than announced: grow
+		}
 	}
 }
 
