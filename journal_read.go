@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -121,12 +122,32 @@ func (j *Journal) Records() ([]*Record, error) {
 	return recs, nil
 }
 
-// pending returns the pending records without their bodies, oldest first.
-// The read transaction is closed before the caller writes anything.
-func (j *Journal) pending() ([]*Record, error) {
-	var recs []*Record
-	err := j.each(bucketPending, false, func(r *Record) { recs = append(recs, r) })
-	return recs, err
+// pendingPage is how many pending records a listing holds at once.
+const pendingPage = 256
+
+// pendingSeq yields the pending records without their bodies, oldest first,
+// reading a page at a time: memory stays bounded however many are pending,
+// and no read transaction is open while the caller works. A read error ends
+// the sequence and is stored in *errp.
+func (j *Journal) pendingSeq(errp *error) iter.Seq[*Record] {
+	return func(yield func(*Record) bool) {
+		for after := uint64(0); ; {
+			page, err := j.pendingAfter(after, pendingPage)
+			if err != nil {
+				*errp = err
+				return
+			}
+			for _, r := range page {
+				if !yield(r) {
+					return
+				}
+			}
+			if len(page) < pendingPage {
+				return
+			}
+			after = page[len(page)-1].ID
+		}
+	}
 }
 
 // pendingAfter returns at most n pending records with an ID above after,

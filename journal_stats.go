@@ -5,9 +5,17 @@
 
 package idem
 
+import bolt "go.etcd.io/bbolt"
+
 // pendingCount returns the number of pending operations in the journal,
 // after committing deferred state changes.
-func (j *Journal) pendingCount() (int, error) {
-	recs, err := j.pending()
-	return len(recs), err
+func (j *Journal) pendingCount() (n int, err error) {
+	if err := j.flush(); err != nil {
+		return 0, err
+	}
+	err = j.view(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketPending).Stats().KeyN
+		return nil
+	})
+	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"sync"
 	"time"
@@ -51,23 +52,20 @@ func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 	if err != nil {
 		return err
 	}
-	recs, err := t.journal.pending()
-	if err != nil {
-		return err
-	}
-	t.resumeDue(ctx, recs, lim, nil, fn)
-	return nil
+	var listErr error
+	t.resumeDue(ctx, t.journal.pendingSeq(&listErr), lim, nil, fn)
+	return listErr
 }
 
 // resumeDue sends the due operations among recs (pending records without
-// their bodies) and reports each outcome to fn. It starts no more sends once
+// their bodies, read a page at a time) and reports each outcome to fn. It starts no more sends once
 // ctx ends or stop is closed, and returns when every send it started has
 // returned. It returns the earliest next-attempt time among the operations
 // a later pass should send, or the zero time if there is none: operations in
 // flight elsewhere in this process, and those that could not be sent, are
 // left out (the first tell the resumers when they give up; the second wait
 // for the next poll).
-func (t *Transport) resumeDue(ctx context.Context, recs []*Record, lim limits, stop <-chan struct{}, fn func(Outcome)) time.Time {
+func (t *Transport) resumeDue(ctx context.Context, recs iter.Seq[*Record], lim limits, stop <-chan struct{}, fn func(Outcome)) time.Time {
 	var (
 		mu     sync.Mutex // serialises fn
 		nextMu sync.Mutex
@@ -93,7 +91,7 @@ func (t *Transport) resumeDue(ctx context.Context, recs []*Record, lim limits, s
 		}
 	}
 launch:
-	for _, rec := range recs {
+	for rec := range recs {
 		if ctx.Err() != nil || closed(stop) {
 			break
 		}

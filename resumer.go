@@ -103,18 +103,15 @@ func (r *resumer) pass() time.Time {
 	r.due = time.Time{} // this pass sees everything noted so far
 	r.mu.Unlock()
 	wake := t.clock.Now().Add(t.cfg.ResumeInterval)
-	recs, err := t.journal.pending()
-	if err != nil {
-		if r.ctx.Err() == nil && !closed(r.quit) {
-			if l := t.cfg.Logger; l != nil {
-				l.Log(r.ctx, slog.LevelError, "idem: resumer cannot read the journal", "err", err.Error())
-			}
-			r.report(Outcome{Err: err})
-		}
-		return wake
-	}
-	if next := t.resumeDue(r.ctx, recs, r.lim, r.quit, r.fn); !next.IsZero() && next.Before(wake) {
+	var err error
+	if next := t.resumeDue(r.ctx, t.journal.pendingSeq(&err), r.lim, r.quit, r.fn); !next.IsZero() && next.Before(wake) {
 		wake = next
+	}
+	if err != nil && r.ctx.Err() == nil && !closed(r.quit) {
+		if l := t.cfg.Logger; l != nil {
+			l.Log(r.ctx, slog.LevelError, "idem: resumer cannot read the journal", "err", err.Error())
+		}
+		r.report(Outcome{Err: err})
 	}
 	return wake
 }
