@@ -21,6 +21,10 @@ import (
 // commit to ride along with.
 const flushDelay = 20 * time.Millisecond
 
+// appendFill is how full bbolt packs a page of a bucket whose keys are
+// appended in order.
+const appendFill = 0.9
+
 // pruneInterval is how often a long-running writer prunes finished records,
 // so the file stays bounded by Retention without a restart.
 const pruneInterval = 10 * time.Minute
@@ -165,6 +169,11 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	ids := make([]uint64, len(batch))
 	err := j.update(func(tx *bolt.Tx) error {
 		pending, index := tx.Bucket(bucketPending), tx.Bucket(bucketIndex)
+		// Record IDs only grow: packing pages (bbolt splits them half full by
+		// default, for random inserts) halves the pages each commit writes.
+		for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies} {
+			tx.Bucket(name).FillPercent = appendFill
+		}
 		for id, d := range settles {
 			if err := j.move(tx, idKey(id), d); err != nil {
 				return err
