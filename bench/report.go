@@ -140,7 +140,7 @@ func (r *report) resume(rr *resumeResult) {
 		r.printf("  note     making the backlog took over a minute here; pass -resume N for a smaller N\n")
 	}
 	r.printf("  open     idem.Open of that journal (warm cache: the file was just written): %s\n", fmtDur(rr.open))
-	r.printf("  listed   first re-send %s after Resume started (Resume lists every pending record before sending)\n",
+	r.printf("  listed   first re-send %s after Resume started\n",
 		fmtDur(rr.listed))
 	r.printf("  done     Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d, the default)\n",
 		fmtDur(rr.done), rr.resent, rr.ok, float64(rr.resent)/rr.done.Seconds(), rr.concurrency)
