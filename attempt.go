@@ -266,14 +266,11 @@ func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.T
 	}
 	discard(last.resp)
 	before := o.rec.State
-	switch o.rec.State {
-	case Settled:
+	if o.rec.State == Settled {
 		// A call re-sent a settled operation and got no answer; the stored
 		// outcome stands and there is nothing to resume.
 		return nil, &AlreadySettledError{OperationID: o.rec.OperationID, Key: o.rec.Key,
 			Status: o.rec.Status, Settled: o.rec.Updated}
-	case Failed:
-		o.rec.State = Pending // re-sent and now maybe acted on: Resume takes it
 	}
 	// The error text is journaled: mask what a base RoundTripper may quote.
 	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, t.safeErr(o, last.err)

@@ -10,6 +10,7 @@
 package idem
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -43,15 +44,17 @@ type committer struct {
 	lastPrune time.Time
 }
 
-// write is one queued write-ahead, or a flush marker when rec is nil.
+// write is one queued write-ahead, a failed record made pending again
+// (repend), or a flush marker when rec is nil.
 type write struct {
-	rec  *Record
-	keys [][]byte // index entries: operation ID, and a caller-chosen key
-	data []byte
-	id   uint64
-	err  error
-	done chan struct{} // closed once committed or failed
-	turn chan struct{} // receives when this writer is to commit the queue
+	rec    *Record
+	repend bool
+	keys   [][]byte // index entries: operation ID, and a caller-chosen key
+	data   []byte
+	id     uint64
+	err    error
+	done   chan struct{} // closed once committed or failed
+	turn   chan struct{} // receives when this writer is to commit the queue
 }
 
 type deferredWrite struct {
@@ -81,6 +84,20 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	rec.ID = w.id
 	j.writeAheads.Add(1)
 	return nil
+}
+
+// errRepend means a failed record was pruned before it could be sent again.
+var errRepend = errors.New("idem: failed operation pruned while being sent again; call again to start it anew")
+
+// repend makes a failed record pending again, durably, before it is sent
+// again: from then on the server may act, so a crash must leave it for Resume.
+func (j *Journal) repend(rec *Record) error {
+	rec.State = Pending
+	data, err := rec.stored().encode()
+	if err != nil {
+		return err
+	}
+	return j.submit(&write{rec: rec, repend: true, data: data})
 }
 
 // flush commits every deferred state change made before it was called.
@@ -129,9 +146,17 @@ func (j *Journal) lead() {
 	settles := c.flushing
 	c.mu.Unlock()
 
-	j.commitBatch(batch, settles)
+	err := j.commitBatch(batch, settles)
 
 	c.mu.Lock()
+	if err != nil {
+		// Keep the changes for the next commit, unless newer ones came.
+		for id, d := range settles {
+			if _, newer := c.deferred[id]; !newer {
+				c.deferred[id] = d
+			}
+		}
+	}
 	c.flushing = nil
 	if now := j.now(); j.retention > 0 && !c.closed && now.Sub(c.lastPrune) >= pruneInterval {
 		c.lastPrune = now
@@ -155,7 +180,7 @@ func (j *Journal) lead() {
 // commitBatch writes the deferred state changes and the write-aheads in one
 // transaction. A write-ahead whose key or operation ID is taken fails alone;
 // any other failure fails the whole batch.
-func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite) {
+func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite) error {
 	inserts := 0
 	for _, w := range batch {
 		if w.rec != nil {
@@ -163,7 +188,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 		}
 	}
 	if inserts == 0 && len(settles) == 0 {
-		return // only flush markers, and nothing to flush
+		return nil // only flush markers, and nothing to flush
 	}
 	errs := make([]error, len(batch))
 	ids := make([]uint64, len(batch))
@@ -180,7 +205,11 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			}
 		}
 		for i, w := range batch {
-			if w.rec == nil {
+			switch {
+			case w.rec == nil:
+				continue
+			case w.repend:
+				errs[i] = j.rependTx(tx, w)
 				continue
 			}
 			keys := w.keys
@@ -220,26 +249,42 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			w.id, w.err = 0, err
 		}
 	}
+	return err
+}
+
+// rependTx moves a failed record back to the pending bucket, unless it is no
+// longer there as failed (pruned, or changed meanwhile).
+func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
+	id := idKey(w.rec.ID)
+	done := tx.Bucket(bucketDone)
+	v := done.Get(id)
+	if v == nil {
+		return errRepend
+	}
+	if prev, err := decodeRecord(v); err != nil || prev.State != Failed {
+		return errRepend
+	}
+	if err := done.Delete(id); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketPending).Put(id, w.data)
 }
 
 // move writes a record's new state into the bucket that state belongs in:
 // pending, or done (settled, failed, expired). A settled operation's body is
 // deleted; a failed or expired one keeps it, for reconciling or resending.
 func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
-	pending, done, index := tx.Bucket(bucketPending), tx.Bucket(bucketDone), tx.Bucket(bucketIndex)
-	if d.rec.State == Pending {
-		if done.Get(id) != nil {
-			// A failed operation sent again is pending once more. Its index
-			// entries are put back too, in case Prune took them meanwhile.
-			if err := done.Delete(id); err != nil {
-				return err
-			}
-			for _, k := range d.rec.indexKeys() {
-				if err := index.Put(k, id); err != nil {
-					return err
-				}
-			}
+	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
+	if pending.Get(id) == nil {
+		// Finished already (repend makes a failed record pending again,
+		// durably, before it is re-sent), or pruned: never resurrect it, nor
+		// write a record without its body and index entries.
+		if d.rec.State == Pending || done.Get(id) == nil {
+			return nil
 		}
+		return done.Put(id, d.data) // e.g. expired after a give-up
+	}
+	if d.rec.State == Pending {
 		return pending.Put(id, d.data)
 	}
 	if err := pending.Delete(id); err != nil {
@@ -335,12 +380,31 @@ func (j *Journal) closeCommits() error {
 		c.idle.Wait()
 	}
 	c.leading = true // nobody else will lead again
+	c.flushing, c.deferred = c.deferred, nil
+	settles := c.flushing
 	c.mu.Unlock()
-	if len(c.deferred) == 0 {
+	if len(settles) == 0 {
 		return nil
 	}
 	marker := &write{} // carries the commit's error back
-	j.commitBatch([]*write{marker}, c.deferred)
-	c.deferred = nil
+	j.commitBatch([]*write{marker}, settles)
+	c.mu.Lock()
+	c.flushing = nil
+	c.mu.Unlock()
 	return marker.err
+}
+
+// unsavedIDs are the records with a state change not yet committed.
+func (j *Journal) unsavedIDs() map[uint64]bool {
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make(map[uint64]bool, len(c.deferred)+len(c.flushing))
+	for id := range c.deferred {
+		ids[id] = true
+	}
+	for id := range c.flushing {
+		ids[id] = true
+	}
+	return ids
 }

@@ -21,34 +21,38 @@ func (j *Journal) Lookup(operationID string) (*Record, error) {
 }
 
 // find returns the record an index key names, with its body, or nil.
-func (j *Journal) find(indexKey string) (rec *Record, err error) {
+func (j *Journal) find(indexKey string) (*Record, error) {
 	var id []byte
-	err = j.view(func(tx *bolt.Tx) error {
-		if id = tx.Bucket(bucketIndex).Get([]byte(indexKey)); id == nil {
-			return nil
-		}
-		rec, err = j.load(tx, id)
-		if err == nil && rec == nil {
-			err = fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
-		}
-		return err
+	err := j.view(func(tx *bolt.Tx) error {
+		id = bytes.Clone(tx.Bucket(bucketIndex).Get([]byte(indexKey)))
+		return nil
 	})
-	if rec == nil {
+	if err != nil || id == nil {
 		return nil, err
 	}
-	return j.newest(rec), err
+	if len(id) != 8 {
+		return nil, fmt.Errorf("%w: %s: bad index entry %x", ErrJournalCorrupt, j.path, id)
+	}
+	rec, err := j.get(binary.BigEndian.Uint64(id))
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: %s: index names a missing record", ErrJournalCorrupt, j.path)
+	}
+	return rec, err
 }
 
-// get returns record id with its body, or nil if it is gone.
+// get returns record id with its body, or nil if it is gone. The overlay of
+// deferred changes is read first: a change leaves it only once its commit is
+// visible, so a read of the file begun after finding nothing there sees it.
+// (Reading the file first could miss a change committed in between.)
 func (j *Journal) get(id uint64) (rec *Record, err error) {
+	if rec := j.unsaved(id); rec != nil {
+		return rec, nil
+	}
 	err = j.view(func(tx *bolt.Tx) error {
 		rec, err = j.load(tx, idKey(id))
 		return err
 	})
-	if rec == nil {
-		return nil, err
-	}
-	return j.newest(rec), err
+	return rec, err
 }
 
 // load reads record id, body included, from whichever bucket holds it.
@@ -61,14 +65,6 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 		return nil, nil
 	}
 	return j.decode(tx, id, v, true)
-}
-
-// newest overlays a state change not yet committed.
-func (j *Journal) newest(rec *Record) *Record {
-	if newer := j.unsaved(rec.ID); newer != nil {
-		return newer
-	}
-	return rec
 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of
@@ -90,33 +86,29 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (*Record, 
 	return rec, nil
 }
 
-// each decodes every record of bucket in ID order, after committing deferred
-// state changes, so what it reads is on disk.
-func (j *Journal) each(bucket []byte, withBody bool, fn func(*Record)) error {
-	if err := j.flush(); err != nil {
-		return err
-	}
-	return j.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			rec, err := j.decode(tx, k, v, withBody)
-			if err == nil {
-				fn(rec)
-			}
-			return err
-		})
-	})
-}
-
 // Records returns every record, bodies included: pending ones first, then the
 // settled, failed and expired ones kept for Retention, each group oldest
-// first.
+// first. It commits deferred state changes first, and reads both groups in
+// one transaction, so what it lists is one consistent state of the file.
 func (j *Journal) Records() ([]*Record, error) {
-	var recs []*Record
-	add := func(r *Record) { recs = append(recs, r) }
-	if err := j.each(bucketPending, true, add); err != nil {
+	if err := j.flush(); err != nil {
 		return nil, err
 	}
-	if err := j.each(bucketDone, true, add); err != nil {
+	var recs []*Record
+	err := j.view(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketPending, bucketDone} {
+			err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+				rec, err := j.decode(tx, k, v, true)
+				recs = append(recs, rec)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return recs, nil
@@ -182,12 +174,13 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 	}
 	cutoff := j.now().Add(-retention)
 	n := 0
+	busy := j.unsavedIDs() // changed since: a call holds them, leave them
 	err := j.update(func(tx *bolt.Tx) error {
 		done, bodies, index := tx.Bucket(bucketDone), tx.Bucket(bucketBodies), tx.Bucket(bucketIndex)
 		var doomed []*Record
 		err := done.ForEach(func(k, v []byte) error {
 			r, err := j.decode(tx, k, v, false)
-			if err == nil && r.Updated.Before(cutoff) {
+			if err == nil && r.Updated.Before(cutoff) && !busy[r.ID] {
 				doomed = append(doomed, r)
 			}
 			return err
@@ -197,6 +190,10 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 		}
 		for _, r := range doomed {
 			for _, k := range r.indexKeys() {
+				// The name may have moved on to a newer operation.
+				if !bytes.Equal(index.Get(k), idKey(r.ID)) {
+					continue
+				}
 				if err := index.Delete(k); err != nil {
 					return err
 				}

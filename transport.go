@@ -341,9 +341,19 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	} else if err := t.reuse(rec, fp, key, hasKey); err != nil {
 		return nil, err
 	}
-	// A record from an earlier call may have reached the server already.
+	// A record from an earlier call may have reached the server already,
+	// unless it failed, which it does only before that could happen.
+	maybeSent := existed && rec.State != Failed
+	if rec.State == Failed {
+		// Sent again, it may now reach the server: pending first, durably.
+		rec.Body = buf
+		if err := t.journal.repend(rec); err != nil {
+			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
+		}
+		t.stateChanged(Failed, Pending)
+	}
 	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf, hasBody: len(buf) > 0,
-		maybeSent: existed, limits: lim})
+		maybeSent: maybeSent, limits: lim})
 }
 
 // writeAhead commits a new record before anything is sent, and tells the

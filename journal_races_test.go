@@ -1,0 +1,223 @@
+// Regression tests for races between the journal's deferred writes, its
+// readers, Prune and Close, found by review.
+
+package idem
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/testserver"
+	"github.com/stretchr/testify/require"
+)
+
+// A read begun after save(N) returned never sees a state older than N, even
+// when the commit carrying N completes during the read.
+func TestReadsNeverGoBackInTime(t *testing.T) {
+	j, _ := testJournal(t)
+	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://x/",
+		Body: make([]byte, 64<<10), State: Pending, Created: time.Now(), Updated: time.Now()}
+	require.NoError(t, j.insert(rec, false))
+	var saved atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { // the record's owner changes its state, one change at a time
+		r := *rec
+		for i := 1; !closed(stop); i++ {
+			r.Attempts = i
+			if err := j.save(&r); err != nil {
+				t.Error(err)
+				return
+			}
+			saved.Store(int64(i))
+		}
+	})
+	wg.Go(func() { // other write-aheads drive commits
+		for i := 0; !closed(stop); i++ {
+			if err := j.insert(pendingRecord(fmt.Sprintf("x%d", i)), false); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		before := saved.Load()
+		got, err := j.get(rec.ID)
+		require.NoError(t, err)
+		if int64(got.Attempts) < before {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("saved state %d before the read, read %d", before, got.Attempts)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// Close commits the last deferred changes while readers still consult them.
+func TestCloseWhileReadersConsultDeferredChanges(t *testing.T) {
+	for range 20 {
+		j, err := OpenJournal(filepath.Join(t.TempDir(), "j"), nil)
+		require.NoError(t, err)
+		rec := pendingRecord("k")
+		require.NoError(t, j.insert(rec, false))
+		rec.Attempts = 3
+		require.NoError(t, j.save(rec))
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for !stop.Load() {
+					j.unsaved(rec.ID)
+				}
+			})
+		}
+		require.NoError(t, j.Close())
+		stop.Store(true)
+		wg.Wait()
+	}
+}
+
+type certFailure struct{}
+
+func (certFailure) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, x509.UnknownAuthorityError{}
+}
+
+func payWithOp(t *testing.T, c *http.Client, url, op, ref string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(WithOperationID(context.Background(), op), http.MethodPost,
+		url+"/payments", strings.NewReader(paymentBody(ref, 10)))
+	require.NoError(t, err)
+	return c.Do(req)
+}
+
+// A failed operation called again that fails the same way, before anything
+// was written, is failed again: not pending, so Resume leaves it alone.
+func TestFailedOperationFailingAgainStaysFailed(t *testing.T) {
+	tr, _ := testTransport(t, &Options{Base: certFailure{}, MaxAttempts: 1})
+	c := &http.Client{Transport: tr}
+	for range 2 {
+		_, err := payWithOp(t, c, "http://127.0.0.1:1", "op-f", "r")
+		require.ErrorIs(t, err, ErrPermanent)
+		rec, err := tr.journal.Lookup("op-f")
+		require.NoError(t, err)
+		require.Equal(t, Failed, rec.State)
+	}
+	resumed := 0
+	require.NoError(t, tr.Resume(context.Background(), func(Outcome) { resumed++ }))
+	require.Zero(t, resumed)
+}
+
+// certThenHold fails its first attempt with a certificate error, holds the second
+// until released, and sends the rest.
+type certThenHold struct {
+	n                 atomic.Int32
+	entered, released chan struct{}
+	next              http.RoundTripper
+}
+
+func (g *certThenHold) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch g.n.Add(1) {
+	case 1:
+		return nil, x509.UnknownAuthorityError{}
+	case 2:
+		close(g.entered)
+		<-g.released
+	}
+	return g.next.RoundTrip(r)
+}
+
+// Prune runs, with the failed operation past Retention, while a call sends it
+// again. The call made it pending first, so Prune leaves it alone: it keeps
+// its body and its operation ID.
+func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
+	srv := startPayments(t, &testserver.Options{RequireKey: true})
+	g := &certThenHold{entered: make(chan struct{}), released: make(chan struct{}), next: srv.Client().Transport}
+	tr, clk := testTransport(t, &Options{Base: g, MaxAttempts: 1})
+	j := tr.journal
+	j.now = clk.Now
+	c := &http.Client{Transport: tr}
+
+	_, err := payWithOp(t, c, srv.URL, "order-1", "ref-1")
+	require.ErrorIs(t, err, ErrPermanent)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := payWithOp(t, c, srv.URL, "order-1", "ref-1")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-g.entered
+	clk.Advance(8 * 24 * time.Hour)
+	n, err := j.Prune(DefaultRetention)
+	require.NoError(t, err)
+	require.Zero(t, n, "an operation being sent again is pending, never pruned")
+	close(g.released)
+	require.NoError(t, <-done)
+
+	rec, err := j.Lookup("order-1")
+	require.NoError(t, err)
+	require.NotNil(t, rec)
+	require.Equal(t, Settled, rec.State)
+	// Eight days on, past KeyTTL, the operation ID still names it: refused,
+	// not sent under a new key.
+	requests := srv.Ledger().Requests
+	_, err = payWithOp(t, c, srv.URL, "order-1", "ref-1")
+	require.ErrorIs(t, err, ErrAlreadySettled)
+	require.Equal(t, requests, srv.Ledger().Requests)
+	require.Equal(t, map[string]int{"ref-1": 1}, srv.Ledger().Effects)
+}
+
+// Callers racing on each operation ID, half the answers 503: once one got a
+// final response, the operation is never pending again.
+func TestSettledOperationNeverPendingAgain(t *testing.T) {
+	plan, err := testserver.ParsePlan(1, "503=0.5")
+	require.NoError(t, err)
+	srv := startPayments(t, &testserver.Options{Plan: plan})
+	j := fastJournal(t)
+	tr, _ := transportOn(t, j, Options{MaxAttempts: 1}, &http.Transport{MaxIdleConnsPerHost: 16}, time.Time{})
+	tr.clock = realClock{}
+	c := &http.Client{Transport: tr}
+	var mu sync.Mutex
+	settled := map[string]bool{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for n := range 300 {
+		op := fmt.Sprintf("op-%d", n)
+		for range 3 {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				resp, err := payWithOp(t, c, srv.URL, op, op)
+				if err != nil {
+					return
+				}
+				if resp.StatusCode == http.StatusCreated {
+					mu.Lock()
+					settled[op] = true
+					mu.Unlock()
+				}
+				resp.Body.Close()
+			})
+		}
+	}
+	wg.Wait()
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.NotEmpty(t, settled)
+	for _, r := range recs {
+		if settled[r.OperationID] {
+			require.NotEqual(t, Pending, r.State, "%s got a 201 but is pending again", r.OperationID)
+		}
+	}
+}
