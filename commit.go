@@ -1,5 +1,6 @@
-// This file holds the journal's group commit (journal.go holds the file and
-// its reads). Write-aheads from concurrent calls share one fsynced bbolt
+// This file holds the journal's group commit (journal.go holds the file,
+// journal_read.go its reads, deferred.go the state changes that ride along).
+// Write-aheads from concurrent calls share one fsynced bbolt
 // transaction: a writer that finds no commit running commits at once (no
 // fixed delay); writers that arrive meanwhile queue up, and the next of them
 // commits the whole queue. State changes (settle, give-up, fail, expire) are
@@ -55,11 +56,6 @@ type write struct {
 	err    error
 	done   chan struct{} // closed once committed or failed
 	turn   chan struct{} // receives when this writer is to commit the queue
-}
-
-type deferredWrite struct {
-	rec  *Record // a copy, for reads before the commit
-	data []byte
 }
 
 func (c *committer) init() {
@@ -270,34 +266,6 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	return tx.Bucket(bucketPending).Put(id, w.data)
 }
 
-// move writes a record's new state into the bucket that state belongs in:
-// pending, or done (settled, failed, expired). A settled operation's body is
-// deleted; a failed or expired one keeps it, for reconciling or resending.
-func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
-	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
-	if pending.Get(id) == nil {
-		// Finished already (repend makes a failed record pending again,
-		// durably, before it is re-sent), or pruned: never resurrect it, nor
-		// write a record without its body and index entries.
-		if d.rec.State == Pending || done.Get(id) == nil {
-			return nil
-		}
-		return done.Put(id, d.data) // e.g. expired after a give-up
-	}
-	if d.rec.State == Pending {
-		return pending.Put(id, d.data)
-	}
-	if err := pending.Delete(id); err != nil {
-		return err
-	}
-	if d.rec.State == Settled {
-		if err := tx.Bucket(bucketBodies).Delete(id); err != nil {
-			return err
-		}
-	}
-	return done.Put(id, d.data)
-}
-
 func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
 	for _, k := range keys {
 		if index.Get(k) != nil {
@@ -305,106 +273,4 @@ func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
 		}
 	}
 	return nil
-}
-
-// save defers writing a state change of an existing record. It returns at
-// once; the change is durable after the next commit, at most flushDelay later
-// (or on Close).
-func (j *Journal) save(rec *Record) error {
-	st := rec.stored()
-	data, err := st.encode()
-	if err != nil {
-		return err
-	}
-	cp := *st
-	c := &j.commit
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
-	}
-	c.deferred[rec.ID] = &deferredWrite{rec: &cp, data: data}
-	if !c.leading && c.timer == nil {
-		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
-	}
-	return nil
-}
-
-// flushDeferred commits deferred changes that no write-ahead took along.
-func (j *Journal) flushDeferred() {
-	c := &j.commit
-	c.mu.Lock()
-	c.timer = nil
-	if c.closed || c.leading || len(c.deferred) == 0 {
-		c.mu.Unlock()
-		return // a running commit re-arms the timer if it leaves any
-	}
-	c.leading = true
-	c.mu.Unlock()
-	j.lead()
-}
-
-// unsaved returns the newest deferred state of record id, if any.
-func (j *Journal) unsaved(id uint64) *Record {
-	c := &j.commit
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d := c.deferred[id]
-	if d == nil {
-		d = c.flushing[id]
-	}
-	if d == nil {
-		return nil
-	}
-	cp := *d.rec
-	return &cp
-}
-
-// closeCommits refuses new writes, waits for a running commit, and commits
-// what is still deferred.
-func (j *Journal) closeCommits() error {
-	c := &j.commit
-	c.mu.Lock()
-	c.closed = true
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	for c.leading {
-		c.idle.Wait()
-	}
-	c.mu.Unlock()
-	j.pruning.Wait() // its flush fails now that the journal is closed
-	c.mu.Lock()
-	for c.leading {
-		c.idle.Wait()
-	}
-	c.leading = true // nobody else will lead again
-	c.flushing, c.deferred = c.deferred, nil
-	settles := c.flushing
-	c.mu.Unlock()
-	if len(settles) == 0 {
-		return nil
-	}
-	marker := &write{} // carries the commit's error back
-	j.commitBatch([]*write{marker}, settles)
-	c.mu.Lock()
-	c.flushing = nil
-	c.mu.Unlock()
-	return marker.err
-}
-
-// unsavedIDs are the records with a state change not yet committed.
-func (j *Journal) unsavedIDs() map[uint64]bool {
-	c := &j.commit
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ids := make(map[uint64]bool, len(c.deferred)+len(c.flushing))
-	for id := range c.deferred {
-		ids[id] = true
-	}
-	for id := range c.flushing {
-		ids[id] = true
-	}
-	return ids
 }
