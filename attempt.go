@@ -29,12 +29,11 @@ const maxDrain = 4 << 10
 // op is one call being run: a journaled operation (rec != nil) or a request
 // that is only retried.
 type op struct {
-	req     *http.Request // the caller's request (or one rebuilt by Resume); never modified
-	rec     *Record       // nil when unjournaled
-	key     string        // idempotency key sent on every attempt; "" if none
-	body    []byte
-	hasBody bool
-	stream  io.ReadCloser // a body over the cap: sent once, never retried
+	req    *http.Request // the caller's request (or one rebuilt by Resume); never modified
+	rec    *Record       // nil when unjournaled
+	key    string        // idempotency key sent on every attempt; "" if none
+	body   []byte
+	stream io.ReadCloser // a body over the cap: sent once, never retried
 	// maybeSent is set once an attempt of this operation may have reached the
 	// server: in an earlier call or process, or here once headers were written.
 	// From then on the operation can no longer be "failed", only pending.
@@ -179,7 +178,7 @@ func (o *op) newRequest(ctx context.Context, keyHeader string) *http.Request {
 	switch {
 	case o.stream != nil:
 		r.Body, r.GetBody = o.stream, nil
-	case o.hasBody:
+	case len(o.body) > 0:
 		body := o.body
 		r.ContentLength = int64(len(body))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -185,7 +185,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits) (resp *
 			Resumed: true, NotSent: true})
 		return nil, err
 	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body, hasBody: len(rec.Body) > 0,
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
 		maybeSent: true, limits: lim, resumed: true})
 }
 

@@ -152,7 +152,7 @@ func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
 			return nil, err
 		}
 	}
-	o := &op{req: req, key: key, body: b.buf, hasBody: len(b.buf) > 0}
+	o := &op{req: req, key: key, body: b.buf}
 	if b.tooLarge {
 		o.stream = struct {
 			io.Reader
@@ -239,7 +239,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		}
 		t.stateChanged(Failed, Pending)
 	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf, hasBody: len(buf) > 0,
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf,
 		maybeSent: maybeSent, limits: lim})
 }
 
