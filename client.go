@@ -20,7 +20,7 @@ import (
 //	c, err := idem.Open("payments.journal", nil)
 //	if err != nil { ... }
 //	defer c.Close()
-//	c.StartResumer(ctx, reconcile)
+//	c.StartResumer(ctx, handleOutcome) // func(idem.Outcome); Close stops it
 //	http.DefaultClient = c.HTTPClient()
 type Client struct {
 	journal   *Journal

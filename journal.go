@@ -14,6 +14,7 @@
 //	         apart so listings never read bodies and nothing copies them
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
 //	meta     the journal version
+
 package idem
 
 import (

@@ -117,8 +117,8 @@ func (r *report) latency(fsync, commit spread) {
 		commits := over(lvl.byClient[idemPost], (*sample).commitsPerOp)
 		r.printf("added latency at c=1   idem POST p50 − net/http POST p50 = %s (median over rounds of the per-round difference)\n",
 			fmtDur(asDuration(added)))
-		r.printf("                       = %.2f journal commits per POST; %.2f × the bbolt commit p50 below = %s\n",
-			commits, commits, fmtDur(asDuration(commits*float64(commit.p50))))
+		r.printf("                       floor: %.2f journal commits per POST (deferred flushes included) × the bbolt commit p50 below = %s\n",
+			commits, fmtDur(asDuration(commits*float64(commit.p50))))
 	}
 	r.printf("fsync                  p50 %s  p99 %s   (f.Sync after a fresh 4 KiB append, %d times, in the journal's directory)\n",
 		fmtDur(fsync.p50), fmtDur(fsync.p99), fsync.n)

@@ -96,8 +96,8 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 }
 
 // firstSend is a RoundTripper that notes when its first request went out.
-// Resume lists every pending record before it sends any, so for Resume that
-// moment is when the listing was done.
+// Resume reads pending records a page at a time and sends as it goes, so
+// that moment is when its first page was read.
 type firstSend struct {
 	base  http.RoundTripper
 	first atomic.Pointer[time.Time]

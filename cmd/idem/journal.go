@@ -44,7 +44,7 @@ ls, show and stats open the file read-only. Flags may come before or after FILE.
 func runJournal(args []string) error {
 	if len(args) < 1 {
 		fmt.Fprint(os.Stderr, journalUsage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "ls":
