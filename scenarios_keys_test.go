@@ -63,13 +63,7 @@ func TestS16_CallerKeyKeptOnEveryAttempt(t *testing.T) {
 
 			// A restart: the resumed attempt carries the caller's key too.
 			tr2, _ := transportOn(t, reopen(t, j), Options{}, wire, clk.Now().Add(time.Hour))
-			var outs []Outcome
-			require.NoError(t, tr2.Resume(context.Background(), func(o Outcome) {
-				if o.Response != nil {
-					drain(t, o.Response)
-				}
-				outs = append(outs, o)
-			}))
+			outs := resumeAll(t, tr2)
 			require.Len(t, outs, 1)
 			require.NoError(t, outs[0].Err)
 			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
@@ -133,13 +127,7 @@ func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
 
 		// The process stops here; the next one opens the same file.
 		tr2, _ := transportOn(t, reopen(t, j), Options{}, wire, clk.Now().Add(time.Minute))
-		var outs []Outcome
-		require.NoError(t, tr2.Resume(context.Background(), func(o Outcome) {
-			if o.Response != nil {
-				drain(t, o.Response)
-			}
-			outs = append(outs, o)
-		}))
+		outs := resumeAll(t, tr2)
 		require.Len(t, outs, 1)
 		require.NoError(t, outs[0].Err)
 		require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
