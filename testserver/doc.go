@@ -16,6 +16,9 @@
 //     but count for the fingerprint. A body that is not one JSON value or misses a field
 //     gets 400; a body over Options.MaxBodyBytes gets 413. Neither is stored.
 //   - GET /payments/{id} answers 200 with the payment, or 404.
+//   - GET /payments?reference=order-4827 answers 200 with {"data": [...]}, the payments made
+//     for that reference (none, one, or more for a duplicate), ordered by ID; without a
+//     reference, 400. A client reconciles an operation whose outcome it lost with it.
 //   - GET /_ledger answers the Ledger as JSON.
 //
 // Errors are JSON objects {"error": code, "message": text}.

@@ -1,6 +1,6 @@
 // payments.go is the business side of the fake API: the payment resource, its request body
-// and fingerprint, and the read-only endpoints GET /payments/{id} and GET /_ledger. The
-// idempotent POST /payments lives in create.go.
+// and fingerprint, and the read-only endpoints GET /payments/{id}, GET /payments?reference=
+// and GET /_ledger. The idempotent POST /payments lives in create.go.
 
 package testserver
 
@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -100,6 +102,36 @@ func (ps *paymentStore) get(id string) (payment, bool) {
 	return p, ok
 }
 
+// byReference returns the payments made for ref, ordered by ID.
+func (ps *paymentStore) byReference(ref string) []payment {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	found := []payment{} // [] rather than null in JSON
+	for _, p := range ps.byID {
+		if p.Reference == ref {
+			found = append(found, p)
+		}
+	}
+	slices.SortFunc(found, func(a, b payment) int { return strings.Compare(a.ID, b.ID) })
+	return found
+}
+
+// paymentList is the body of GET /payments?reference=.
+type paymentList struct {
+	Data []payment `json:"data"`
+}
+
+// handleListPayments serves GET /payments?reference=: the payments made for one business
+// reference, how a client reconciles an operation whose outcome it lost.
+func (s *Server) handleListPayments(w http.ResponseWriter, r *http.Request) {
+	ref := r.URL.Query().Get("reference")
+	if ref == "" {
+		errorResult(http.StatusBadRequest, "invalid_request", "the reference query parameter is required").write(w, false)
+		return
+	}
+	jsonResult(http.StatusOK, paymentList{Data: s.payments.byReference(ref)}).write(w, false)
+}
+
 // handleGetPayment serves GET /payments/{id}.
 func (s *Server) handleGetPayment(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.payments.get(r.PathValue("id"))
@@ -119,6 +151,7 @@ func (s *Server) handleLedger(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /payments", s.handleCreate)
+	mux.HandleFunc("GET /payments", s.handleListPayments)
 	mux.HandleFunc("GET /payments/{id}", s.handleGetPayment)
 	mux.HandleFunc("GET /_ledger", s.handleLedger)
 	return mux
