@@ -131,9 +131,15 @@ func idempotent(method string) bool {
 func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http.Response, wrote bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	var written atomic.Bool
-	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{
-		WroteHeaders: func() { written.Store(true) },
-	})
+	trace := &httptrace.ClientTrace{WroteHeaders: func() { written.Store(true) }}
+	if t.crashAt != nil {
+		trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				t.crash(crashRequestWritten)
+			}
+		}
+	}
+	actx = httptrace.WithClientTrace(actx, trace)
 	var timedOut atomic.Bool
 	var timer *time.Timer
 	d := o.limits.attemptTimeout
@@ -221,6 +227,7 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 	if o.rec == nil {
 		return resp, nil
 	}
+	t.crash(crashResponse)
 	before := o.rec.State
 	now := t.clock.Now()
 	o.rec.State, o.rec.Status, o.rec.Updated = Settled, resp.StatusCode, now

@@ -57,6 +57,10 @@ var (
 	// ErrKeyExpired is reported for an operation that stayed pending for longer
 	// than KeyTTL: the server may have forgotten the key, so it is not re-sent.
 	// Reconcile it (for example, GET the resource by its business reference).
+	// Resume reports it with the Outcome's Record, which carries what that
+	// needs: operation ID, key, method, URL, headers, body, Created (the first
+	// attempt's time) and LastAttempt; the journal keeps the expired record,
+	// body included, for Options.Retention (see Journal.Lookup).
 	ErrKeyExpired = errors.New("idem: idempotency key expired while pending")
 
 	// ErrOutcomeUnknown is returned for an unjournaled, unkeyed non-idempotent

@@ -40,6 +40,11 @@ var helperModes = map[string]func() int{
 	"lock-ro":    helperLockReadOnly,
 	"s19-worker": helperS19Worker,
 	"fsize-post": helperFsizePost,
+	"crash":      helperCrashWorker,
+
+	// journal_damage_more_test.go, journal_torture_test.go
+	"open-unprivileged": helperOpenUnprivileged,
+	"torture-writer":    helperTortureWriter,
 }
 
 // TestHelperProcess is the child's entry point. Without IDEM_HELPER it is an

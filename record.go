@@ -55,7 +55,7 @@ type Record struct {
 	CallerKey   bool        `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
 	Body        []byte      `json:"-"`                    // stored raw in its own bucket; dropped once settled
 	BodySHA256  string      `json:"sha256"`               // hex, of the body as sent
-	Created     time.Time   `json:"created"`
+	Created     time.Time   `json:"created"`              // written ahead, just before the first attempt: KeyTTL counts from it
 	State       State       `json:"state"`
 	// Attempts counts the attempts whose outcome was recorded. Attempts cut
 	// short by a crash are not counted, nor net/http's own single re-send on a

@@ -95,7 +95,9 @@ launch:
 		if ctx.Err() != nil || closed(stop) {
 			break
 		}
-		if t.clock.Now().Before(rec.NextAttempt) {
+		// Past KeyTTL it is due at once, whatever the server asked: it is
+		// never sent again, only reported expired (see resume).
+		if now := t.clock.Now(); now.Before(rec.NextAttempt) && now.Sub(rec.Created) <= t.cfg.KeyTTL {
 			later(rec.NextAttempt)
 			continue
 		}
@@ -119,6 +121,7 @@ launch:
 			if errors.Is(err, errNotPending) {
 				return
 			}
+			t.crash(crashResume)
 			var pe *PendingError
 			if errors.As(err, &pe) {
 				later(pe.NextAttempt)

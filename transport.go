@@ -47,6 +47,9 @@ type Transport struct {
 	locks    keyedLocks
 	resumers resumerSet   // background resumers to tell of new pending work
 	pending  pendingGauge // this Transport's share of the Observer's gauge
+	// crashAt is a test-only hook, nil in normal use: a test worker sets it to
+	// die at the crash points of crashpoint.go.
+	crashAt func(point string)
 }
 
 // NewTransport returns a Transport that journals to j. A nil j gives a
@@ -225,6 +228,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
+		t.crash(crashWriteAhead)
 	} else if err := t.reuse(rec, fp, key, hasKey); err != nil {
 		return nil, err
 	}

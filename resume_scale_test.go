@@ -1,0 +1,215 @@
+// Resume at scale: 10,000 pending operations resumed while new calls keep
+// going through the same Transport. No deadlock (Resume pages through the
+// journal with no read transaction open while it writes), concurrency bounded
+// by ResumeConcurrency, every operation settled exactly once.
+//
+// IDEM_RESUME_SCALE sets the number of pending operations (default 10,000;
+// 2,000 with -short).
+
+package idem
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/testserver"
+	"github.com/stretchr/testify/require"
+)
+
+// inFlight is middleware that counts requests in progress, the resumed
+// ones (their keys start with resumedPrefix) apart, and keeps the maxima.
+type inFlight struct {
+	next                  http.Handler
+	all, resumed          atomic.Int64
+	maxAll, maxResumed    atomic.Int64
+	resumedReqs, callReqs atomic.Int64
+}
+
+const resumedPrefix = "scale-"
+
+func (f *inFlight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resumed := strings.HasPrefix(r.Header.Get(DefaultKeyHeader), resumedPrefix)
+	raise(&f.maxAll, f.all.Add(1))
+	defer f.all.Add(-1)
+	if resumed {
+		f.resumedReqs.Add(1)
+		raise(&f.maxResumed, f.resumed.Add(1))
+		defer f.resumed.Add(-1)
+	} else {
+		f.callReqs.Add(1)
+	}
+	f.next.ServeHTTP(w, r)
+}
+
+// raise sets *m to v if v is larger.
+func raise(m *atomic.Int64, v int64) {
+	for {
+		cur := m.Load()
+		if v <= cur || m.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+func resumeScale(tb testing.TB) int {
+	if s := os.Getenv("IDEM_RESUME_SCALE"); s != "" {
+		n, err := strconv.Atoi(s)
+		require.NoError(tb, err, "IDEM_RESUME_SCALE")
+		return n
+	}
+	if testing.Short() {
+		return 2000
+	}
+	return 10000
+}
+
+func TestResumeAtScaleWhileCallsFlow(t *testing.T) {
+	const (
+		resumeConcurrency = 16
+		callers           = 4
+	)
+	n := resumeScale(t)
+	pay := testserver.NewServer(&testserver.Options{RequireKey: true})
+	t.Cleanup(pay.Close)
+	counter := &inFlight{next: pay.Handler()}
+	front := httptest.NewServer(counter) // the same API, counted
+	t.Cleanup(front.Close)
+
+	// The pending operations a crashed run would leave: written ahead,
+	// never answered.
+	path := filepath.Join(t.TempDir(), "scale.journal")
+	j, err := OpenJournal(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	fill := time.Now()
+	refs := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 64 { // concurrent inserts share commits
+		wg.Go(func() {
+			for i := w; i < n; i += 64 {
+				refs[i] = fmt.Sprintf("resumed-%05d", i)
+				body := []byte(paymentBody(refs[i], 100+i))
+				sum, _ := fingerprint(http.MethodPost, front.URL+"/payments", body)
+				rec := &Record{Key: fmt.Sprintf("%s%05d", resumedPrefix, i), OperationID: refs[i] + "/charge",
+					Method: http.MethodPost, URL: front.URL + "/payments",
+					Header: http.Header{"Content-Type": {"application/json"}}, Body: body, BodySHA256: sum,
+					Created: time.Now(), Updated: time.Now(), State: Pending}
+				if err := j.insert(rec, true); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
+	pending, err := j.pendingCount()
+	require.NoError(t, err)
+	require.Equal(t, n, pending)
+	t.Logf("%d pending operations written in %v", n, time.Since(fill).Round(time.Millisecond))
+
+	tr, err := NewTransport(j, &Options{ResumeConcurrency: resumeConcurrency, Base: front.Client().Transport})
+	require.NoError(t, err)
+
+	// New calls through the same Transport, all the while.
+	stop := make(chan struct{})
+	var calls sync.WaitGroup
+	var callRefs sync.Map
+	var callErrs atomic.Int64
+	for c := range callers {
+		calls.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ref := fmt.Sprintf("call-%d-%d", c, k)
+				callRefs.Store(ref, true)
+				ctx := WithOperationID(context.Background(), ref+"/charge")
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, front.URL+"/payments",
+					strings.NewReader(paymentBody(ref, 1)))
+				if err != nil {
+					callErrs.Add(1)
+					return
+				}
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					callErrs.Add(1)
+					continue
+				}
+				if resp.StatusCode != http.StatusCreated {
+					callErrs.Add(1)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+
+	start := time.Now()
+	var settled, failed int
+	done := make(chan error, 1)
+	go func() {
+		done <- tr.Resume(context.Background(), func(o Outcome) {
+			if o.Err != nil || o.Response.StatusCode != http.StatusCreated {
+				failed++
+			} else {
+				settled++
+			}
+			if o.Response != nil {
+				io.Copy(io.Discard, o.Response.Body)
+				o.Response.Body.Close()
+			}
+		})
+	}()
+	limit := 5 * time.Minute
+	select {
+	case err = <-done:
+	case <-time.After(limit):
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatalf("Resume did not return within %v: deadlock? (goroutines above)", limit)
+	}
+	elapsed := time.Since(start)
+	close(stop)
+	calls.Wait()
+	require.NoError(t, err)
+
+	newCalls := 0
+	var all []string
+	all = append(all, refs...)
+	callRefs.Range(func(k, _ any) bool { newCalls++; all = append(all, k.(string)); return true })
+	require.Zero(t, failed, "resumes that did not settle with 201")
+	require.Zero(t, callErrs.Load(), "new calls that failed")
+	require.Equal(t, n, settled)
+	pending, err = j.pendingCount()
+	require.NoError(t, err)
+	require.Zero(t, pending, "left pending")
+	ledger := pay.Ledger()
+	require.NoError(t, ledger.Check(all))
+	require.Equal(t, n+newCalls, ledger.Payments())
+	require.EqualValues(t, n, counter.resumedReqs.Load(), "each pending operation sent once")
+	require.LessOrEqual(t, counter.maxResumed.Load(), int64(resumeConcurrency), "resumed requests in flight")
+	require.LessOrEqual(t, counter.maxAll.Load(), int64(resumeConcurrency+callers), "requests in flight")
+	require.Positive(t, newCalls, "calls went through while Resume ran")
+
+	stats := j.Stats()
+	t.Logf("Resume of %d pending operations with %d new calls flowing (%d callers): %v, %.0f resumed operations/s; "+
+		"max in flight at the server %d resumed (ResumeConcurrency %d), %d in all; %d journal commits",
+		n, newCalls, callers, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(),
+		counter.maxResumed.Load(), resumeConcurrency, counter.maxAll.Load(), stats.Commits)
+}
