@@ -8,7 +8,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,20 +33,14 @@ type demoConfig struct {
 	attemptTimeout time.Duration
 	killAfter      time.Duration // upper bound of a worker's random life before a kill
 	budget         time.Duration // the whole demo gives up after this
+	allKills       bool          // fail unless every kill happened (chaos)
 }
 
 func runDemo(args []string) error {
-	var cfg demoConfig
+	cfg := demoConfig{n: 200, conc: 8, kills: 3, seed: 1, faults: "default",
+		attemptTimeout: time.Second, killAfter: 3 * time.Second, budget: 3 * time.Minute}
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.IntVar(&cfg.n, "n", 200, "number of payments (operations)")
-	fs.IntVar(&cfg.conc, "concurrency", 8, "payments in flight at once in the worker")
-	fs.IntVar(&cfg.kills, "kills", 3, "SIGKILLs of the worker at random moments")
-	fs.Uint64Var(&cfg.seed, "seed", 1, "seed for the fault plan and the kill times")
-	fs.StringVar(&cfg.faults, "faults", "default", "fault mix, e.g. lost=0.1,503=0.05 (\"default\": "+testserver.DefaultMix+")")
-	fs.StringVar(&cfg.journal, "journal", "", "journal file, which must not exist yet; kept after the demo (default: a temporary file, deleted at the end)")
-	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", time.Second, "worker's per-attempt timeout")
-	fs.DurationVar(&cfg.killAfter, "kill-within", 3*time.Second, "a killed worker lives a random time up to this")
-	fs.DurationVar(&cfg.budget, "timeout", 3*time.Minute, "give up after this long")
+	cfg.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: idem demo [flags]\n\nProves exactly-once: payments through a faulty server, with the worker SIGKILLed and resumed.\n\n")
 		fs.PrintDefaults()
@@ -55,8 +48,27 @@ func runDemo(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	return runProof("demo", cfg)
+}
+
+// register defines cfg's flags, with cfg's values as their defaults.
+func (cfg *demoConfig) register(fs *flag.FlagSet) {
+	fs.IntVar(&cfg.n, "n", cfg.n, "number of payments (operations)")
+	fs.IntVar(&cfg.conc, "concurrency", cfg.conc, "payments in flight at once in the worker")
+	fs.IntVar(&cfg.kills, "kills", cfg.kills, "SIGKILLs of the worker at random moments")
+	fs.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed for the fault plan and the kill times")
+	fs.StringVar(&cfg.faults, "faults", cfg.faults, "fault mix, e.g. lost=0.1,503=0.05 (\"default\": "+testserver.DefaultMix+")")
+	fs.StringVar(&cfg.journal, "journal", "", "journal file, which must not exist yet; kept after the run (default: a temporary file, deleted at the end)")
+	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", cfg.attemptTimeout, "worker's per-attempt timeout")
+	fs.DurationVar(&cfg.killAfter, "kill-within", cfg.killAfter, "a killed worker lives a random time up to this")
+	fs.DurationVar(&cfg.budget, "timeout", cfg.budget, "give up after this long")
+}
+
+// runProof runs the payments through the faulty server and the worker's
+// lives, then reports from the ledger; name is the subcommand, for messages.
+func runProof(name string, cfg demoConfig) error {
 	if cfg.n < 1 || cfg.conc < 1 || cfg.kills < 0 {
-		return errors.New("demo: -n and -concurrency must be >= 1, -kills >= 0")
+		return fmt.Errorf("%s: -n and -concurrency must be >= 1, -kills >= 0", name)
 	}
 	plan, err := testserver.ParsePlan(cfg.seed, cfg.faults)
 	if err != nil {
@@ -65,19 +77,19 @@ func runDemo(args []string) error {
 	if fi, err := os.Stat(cfg.journal); cfg.journal != "" && err == nil && fi.Size() > 0 {
 		// The worker skips what a journal shows settled, so an old journal
 		// would hide every payment from this run's fresh server.
-		return fmt.Errorf("demo: journal %s already exists; give a new path", cfg.journal)
+		return fmt.Errorf("%s: journal %s already exists; give a new path", name, cfg.journal)
 	}
 	if cfg.journal == "" {
-		dir, err := os.MkdirTemp("", "idem-demo-")
+		dir, err := os.MkdirTemp("", "idem-"+name+"-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		cfg.journal = filepath.Join(dir, "demo.journal")
+		cfg.journal = filepath.Join(dir, name+".journal")
 	}
 	srv := testserver.NewServer(&testserver.Options{RequireKey: true, Plan: plan})
 	defer srv.Close()
-	fmt.Printf("idem demo: %d payments, concurrency %d, %d kills, seed %d\n", cfg.n, cfg.conc, cfg.kills, cfg.seed)
+	fmt.Printf("idem %s: %d payments, concurrency %d, %d kills, seed %d\n", name, cfg.n, cfg.conc, cfg.kills, cfg.seed)
 	fmt.Printf("  server  %s  faults %s\n  journal %s\n", srv.URL, cfg.faults, cfg.journal)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.budget)
@@ -85,10 +97,16 @@ func runDemo(args []string) error {
 	start := time.Now()
 	st, err := runLives(ctx, cfg, srv.URL)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	wall := time.Since(start)
-	return report(cfg, st, srv.Ledger(), wall)
+	if err := report(name, cfg, st, srv.Ledger(), wall); err != nil {
+		return err
+	}
+	if cfg.allKills && st.kills < cfg.kills {
+		return fmt.Errorf("%s: only %d of %d kills happened before the work was done; lower -kill-within or raise -n", name, st.kills, cfg.kills)
+	}
+	return nil
 }
 
 // lifeStats counts the worker's events over all its lives.
@@ -142,10 +160,10 @@ func runLives(ctx context.Context, cfg demoConfig, url string) (*lifeStats, erro
 		}
 		fmt.Printf("  life %d: ran to the end, %d/%d settled\n", life, st.settledCount(), cfg.n)
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("demo: gave up after %v", cfg.budget)
+			return nil, fmt.Errorf("gave up after %v", cfg.budget)
 		}
 		if err != nil || !st.finished {
-			return nil, fmt.Errorf("demo: worker failed: %v", err)
+			return nil, fmt.Errorf("worker failed: %v", err)
 		}
 		if st.kills < cfg.kills {
 			fmt.Printf("  (the worker finished before kill %d; raise -n for more kills)\n", st.kills+1)
@@ -201,7 +219,7 @@ func (s *lifeStats) settledCount() int {
 }
 
 // report prints the table and fails unless every payment happened once.
-func report(cfg demoConfig, st *lifeStats, l testserver.Ledger, wall time.Duration) error {
+func report(name string, cfg demoConfig, st *lifeStats, l testserver.Ledger, wall time.Duration) error {
 	refs := make([]string, cfg.n)
 	for i := range refs {
 		refs[i] = reference(i)
@@ -232,7 +250,7 @@ func report(cfg demoConfig, st *lifeStats, l testserver.Ledger, wall time.Durati
 	row("wall time", wall.Round(time.Millisecond))
 	tw.Flush()
 	if err := l.Check(refs); err != nil {
-		return fmt.Errorf("demo: NOT exactly once: %w", err)
+		return fmt.Errorf("%s: NOT exactly once: %w", name, err)
 	}
 	fmt.Println("\nexactly once: every payment has one effect on the server's ledger")
 	return nil

@@ -1,7 +1,9 @@
 // Command idem runs the demo that proves exactly-once through crashes, the
-// fake flaky payments server standalone, and a journal inspector.
+// same proof at scale, the fake flaky payments server standalone, and a
+// journal inspector.
 //
 //	idem demo    [flags]            prove exactly-once through SIGKILLs (see demo.go)
+//	idem chaos   [flags]            the same at scale: 2,000 payments, 30 SIGKILLs (chaos.go)
 //	idem serve   [flags]            run the testserver on a loopback address
 //	idem journal ls|show|stats|resume|prune FILE
 //	                                inspect a journal file, or push its pending work
@@ -17,6 +19,7 @@ import (
 
 const usage = `usage:
   idem demo [flags]               prove exactly-once through crashes (idem demo -h)
+  idem chaos [flags]              the same at scale, for minutes (idem chaos -h)
   idem serve [flags]              run the fake flaky payments server (idem serve -h)
   idem journal ls|show|stats|resume|prune FILE
                                   inspect a journal, or push its pending work (idem journal -h)
@@ -31,6 +34,8 @@ func main() {
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "demo":
 		err = runDemo(args)
+	case "chaos":
+		err = runChaos(args)
 	case workerCommand:
 		err = runWorker(args)
 	case "serve":
