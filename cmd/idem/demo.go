@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -34,6 +35,8 @@ type demoConfig struct {
 	killAfter      time.Duration // upper bound of a worker's random life before a kill
 	budget         time.Duration // the whole demo gives up after this
 	allKills       bool          // fail unless every kill happened (chaos)
+	serverAddr     string        // where the testserver listens; "" for a free loopback port
+	via            string        // host:port the worker sends to instead (a proxy); "" for the server
 }
 
 func runDemo(args []string) error {
@@ -62,6 +65,8 @@ func (cfg *demoConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", cfg.attemptTimeout, "worker's per-attempt timeout")
 	fs.DurationVar(&cfg.killAfter, "kill-within", cfg.killAfter, "a killed worker lives a random time up to this")
 	fs.DurationVar(&cfg.budget, "timeout", cfg.budget, "give up after this long")
+	fs.StringVar(&cfg.serverAddr, "server-addr", "", "`host:port` for the fake server (default: a free loopback port)")
+	fs.StringVar(&cfg.via, "via", "", "`host:port` the worker sends to instead of the server, e.g. a toxiproxy in front of -server-addr")
 }
 
 // runProof runs the payments through the faulty server and the worker's
@@ -87,15 +92,23 @@ func runProof(name string, cfg demoConfig) error {
 		defer os.RemoveAll(dir)
 		cfg.journal = filepath.Join(dir, name+".journal")
 	}
-	srv := testserver.NewServer(&testserver.Options{RequireKey: true, Plan: plan})
+	srvOpts := &testserver.Options{RequireKey: true, Plan: plan}
+	srv, err := testserver.Listen(cmp.Or(cfg.serverAddr, "127.0.0.1:0"), srvOpts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	defer srv.Close()
+	url := srv.URL
+	if cfg.via != "" {
+		url = "http://" + cfg.via
+	}
 	fmt.Printf("idem %s: %d payments, concurrency %d, %d kills, seed %d\n", name, cfg.n, cfg.conc, cfg.kills, cfg.seed)
-	fmt.Printf("  server  %s  faults %s\n  journal %s\n", srv.URL, cfg.faults, cfg.journal)
+	fmt.Printf("  server  %s  faults %s\n  worker  sends to %s\n  journal %s\n", srv.URL, cfg.faults, url, cfg.journal)
 
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.budget)
 	defer cancel()
 	start := time.Now()
-	st, err := runLives(ctx, cfg, srv.URL)
+	st, err := runLives(ctx, cfg, url)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
