@@ -51,7 +51,9 @@ var (
 	ErrKeyReuse = errors.New("idem: operation ID reused with a different request")
 
 	// ErrAlreadySettled is matched (errors.Is) by an *AlreadySettledError: the
-	// operation settled longer than KeyTTL ago, so it is not sent again.
+	// operation settled, and either that was longer than KeyTTL ago (so it is
+	// not sent again), or a call re-sent it within KeyTTL and got no answer.
+	// Either way its stored outcome stands.
 	ErrAlreadySettled = errors.New("idem: operation already settled")
 
 	// ErrKeyExpired is reported for an operation that stayed pending for longer
