@@ -81,6 +81,18 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFile parses flags and exactly one FILE argument, in any order.
+func parseFile(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", fmt.Errorf("%s: want one FILE", fs.Name())
+	}
+	return pos[0], nil
+}
+
 // lockedHint explains ErrJournalLocked to an operator.
 func lockedHint(err error) error {
 	if errors.Is(err, idem.ErrJournalLocked) {
@@ -150,12 +162,9 @@ func journalLs(args []string) error {
 	olderThan := fs.Duration("older-than", 0, "only operations created more than this long ago")
 	op := fs.String("op", "", "only this operation `ID`; a trailing * matches a prefix")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
-	pos, err := parseInterspersed(fs, args)
+	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("journal ls: want one FILE")
 	}
 	if *olderThan < 0 {
 		return errors.New("journal ls: -older-than must not be negative")
@@ -164,7 +173,7 @@ func journalLs(args []string) error {
 	if f.states, err = parseStates(*state); err != nil {
 		return err
 	}
-	recs, err := readRecords(pos[0])
+	recs, err := readRecords(file)
 	if err != nil {
 		return err
 	}
@@ -234,17 +243,14 @@ func journalShow(args []string) error {
 func journalPrune(args []string) error {
 	fs := flag.NewFlagSet("journal prune", flag.ContinueOnError)
 	retention := fs.Duration("retention", idem.DefaultRetention, "keep records updated more recently than this")
-	pos, err := parseInterspersed(fs, args)
+	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("journal prune: want one FILE")
-	}
-	if _, err := os.Stat(pos[0]); err != nil {
+	if _, err := os.Stat(file); err != nil {
 		return err
 	}
-	j, err := idem.OpenJournal(pos[0], &idem.Options{Retention: *retention})
+	j, err := idem.OpenJournal(file, &idem.Options{Retention: *retention})
 	if err != nil {
 		return lockedHint(err)
 	}
@@ -253,7 +259,7 @@ func journalPrune(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("pruned %d record(s) from %s\n", n, pos[0])
+	fmt.Printf("pruned %d record(s) from %s\n", n, file)
 	return nil
 }
 

@@ -62,17 +62,14 @@ func journalResume(args []string) error {
 	maxAttempts := fs.Int("max-attempts", idem.DefaultMaxAttempts, "attempts per operation")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long; unfinished operations stay pending")
 	asJSON := fs.Bool("json", false, "one JSON object per outcome")
-	pos, err := parseInterspersed(fs, args)
+	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("journal resume: want one FILE")
 	}
 	if *maxAttempts < 1 || *timeout <= 0 || *keyTTL <= 0 {
 		return errors.New("journal resume: -max-attempts, -timeout and -key-ttl must be positive")
 	}
-	if _, err := os.Stat(pos[0]); err != nil {
+	if _, err := os.Stat(file); err != nil {
 		return err
 	}
 	opts := &idem.Options{KeyTTL: *keyTTL, MaxAttempts: *maxAttempts, OpenTimeout: time.Second,
@@ -84,7 +81,7 @@ func journalResume(args []string) error {
 		}}
 	// The journal and a Transport, not idem.Open: opening must not prune
 	// records the application's Retention would keep.
-	j, err := idem.OpenJournal(pos[0], opts)
+	j, err := idem.OpenJournal(file, opts)
 	if err != nil {
 		return lockedHint(err)
 	}

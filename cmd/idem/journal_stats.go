@@ -6,7 +6,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -62,22 +61,19 @@ func summarize(path string, size int64, recs []*idem.Record, now time.Time) jour
 func journalStats(args []string) error {
 	fs := flag.NewFlagSet("journal stats", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	pos, err := parseInterspersed(fs, args)
+	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("journal stats: want one FILE")
-	}
-	fi, err := os.Stat(pos[0])
+	fi, err := os.Stat(file)
 	if err != nil {
 		return err
 	}
-	recs, err := readRecords(pos[0])
+	recs, err := readRecords(file)
 	if err != nil {
 		return err
 	}
-	s := summarize(pos[0], fi.Size(), recs, time.Now())
+	s := summarize(file, fi.Size(), recs, time.Now())
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
