@@ -40,6 +40,9 @@ type op struct {
 	maybeSent bool
 	limits    limits // attempts and per-attempt timeout for this call
 	resumed   bool   // run by Resume
+	// retryToken is set when Resume took a retry-budget token to send an
+	// operation already attempted: its first attempt here is a retry.
+	retryToken bool
 }
 
 // outcome is what the last attempt left.
@@ -58,6 +61,11 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		maxAttempts = 1
 	}
 	var last outcome
+	host := o.req.URL.Host
+	retried := o.retryToken // this call took a retry token
+	if !retried {
+		t.budget.first(host, t.clock.Now())
+	}
 	for n := 1; ; n++ {
 		start := time.Now()
 		resp, wrote, err := t.attempt(ctx, o, n, maxAttempts)
@@ -81,6 +89,7 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		switch {
 		case resp != nil && (class == Final || class == Permanent):
 			// The server answered: whatever it said is the outcome.
+			t.budget.answered(host, retried)
 			return t.settle(ctx, o, resp)
 		case (class == Final || class == Permanent) && o.rec != nil && o.maybeSent:
 			// An earlier attempt may have acted: not "failed", only unknown.
@@ -100,6 +109,10 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
 			return t.giveUp(ctx, o, last, now.Add(wait))
 		}
+		if !t.budget.retry(host, now) {
+			return t.denied(ctx, o, n, class, last, now.Add(wait))
+		}
+		retried = true
 		discard(resp)
 		last.resp = nil
 		t.logRetry(ctx, o, n, maxAttempts, class, last, wait)
@@ -257,6 +270,27 @@ func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 	}
 	t.stateChanged(before, Failed)
 	t.result(ctx, o)
+	return err
+}
+
+// denied ends a call whose retry the RetryBudget refused after attempt n
+// (of the given class), like giveUp.
+func (t *Transport) denied(ctx context.Context, o *op, n int, class Class, last outcome, next time.Time) (*http.Response, error) {
+	host := o.req.URL.Host
+	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
+		N: n, Status: last.status, Class: class, Wait: next.Sub(t.clock.Now())})
+	t.log(ctx, slog.LevelInfo, "idem: retry denied by the retry budget", o, "attempt", n,
+		"host", host, "status", last.status)
+	last.err = budgetError(host, last.err)
+	return t.giveUp(ctx, o, last, next)
+}
+
+// budgetError says a retry to host was denied, after the last error if any.
+func budgetError(host string, last error) error {
+	err := fmt.Errorf("%w for %s", ErrRetryBudgetExhausted, host)
+	if last != nil {
+		err = fmt.Errorf("%w; last error: %w", err, last)
+	}
 	return err
 }
 

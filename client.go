@@ -34,8 +34,9 @@ type Client struct {
 // Open opens (or creates, mode 0600) the journal file at path, prunes records
 // older than Options.Retention, and returns a Client that journals through it.
 // It fails with ErrJournalLocked if another
-// process holds the file, ErrJournalCorrupt if the file is not a journal, or an
-// error for invalid Options.
+// process holds the file, ErrJournalCorrupt if the file is not a journal,
+// ErrInvalidOptions for invalid Options, or the file system's error (naming the
+// path) for a path it cannot open for writing.
 func Open(path string, opts *Options) (*Client, error) {
 	if _, err := opts.config(); err != nil {
 		return nil, err

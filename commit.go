@@ -51,7 +51,8 @@ type write struct {
 	rec    *Record
 	repend bool
 	keys   [][]byte // index entries: operation ID, and a caller-chosen key
-	data   []byte
+	data   []byte   // the metadata as stored
+	body   []byte   // the body as stored, for an insert
 	id     uint64
 	err    error
 	done   chan struct{} // closed once committed or failed
@@ -67,13 +68,20 @@ func (c *committer) init() {
 // included, has returned. It fails with ErrKeyReuse if the operation ID, or a
 // caller-chosen key (callerKey), is already taken. rec.ID is set only once the
 // commit has returned: a failed insert leaves no trace, in the file or on rec.
+// With a Keyring, the record is sealed under its Current key, here, before
+// the queue: the commit's critical section does no cryptography.
 func (j *Journal) insert(rec *Record, callerKey bool) error {
 	rec.CallerKey = callerKey
-	data, err := rec.encode()
+	rec.KeyID = j.keys.currentID()
+	data, err := j.keys.encodeMeta(rec)
 	if err != nil {
 		return err
 	}
-	w := &write{rec: rec, keys: rec.indexKeys(), data: data}
+	body, err := j.keys.encodeBody(rec)
+	if err != nil {
+		return err
+	}
+	w := &write{rec: rec, keys: rec.indexKeys(), data: data, body: body}
 	if err := j.submit(w); err != nil {
 		return err
 	}
@@ -89,7 +97,7 @@ var errRepend = errors.New("idem: failed operation pruned while being sent again
 // again: from then on the server may act, so a crash must leave it for Resume.
 func (j *Journal) repend(rec *Record) error {
 	rec.State = Pending
-	data, err := rec.stored().encode()
+	data, err := j.keys.encodeMeta(rec.stored())
 	if err != nil {
 		return err
 	}
@@ -229,9 +237,9 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			if err := bucket.Put(idKey(id), w.data); err != nil {
 				return err
 			}
-			if len(w.rec.Body) > 0 {
+			if len(w.body) > 0 {
 				// bbolt copies the value into its page: the one copy made.
-				if err := tx.Bucket(bucketBodies).Put(idKey(id), w.rec.Body); err != nil {
+				if err := tx.Bucket(bucketBodies).Put(idKey(id), w.body); err != nil {
 					return err
 				}
 			}
@@ -257,7 +265,7 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	if v == nil {
 		return errRepend
 	}
-	if prev, err := decodeRecord(v); err != nil || prev.State != Failed {
+	if prev, _, err := j.keys.decodeStored(v, nil); err != nil || prev.State != Failed {
 		return errRepend
 	}
 	if err := done.Delete(id); err != nil {

@@ -24,7 +24,9 @@
 //     AttemptHeader ("Idem-Attempt: attempt=2; max=6"). DefaultClassifier
 //     (or Options.Classifier) says what its outcome means; retryable outcomes
 //     wait (jittered exponential backoff, or the server's Retry-After) and try
-//     again, up to Options.MaxAttempts and the context's deadline.
+//     again, up to Options.MaxAttempts and the context's deadline, and as
+//     long as the host's RetryBudget allows: when a server fails everything,
+//     retries add at most 10% to the request rate.
 //  4. Settled. A final response (2xx, 3xx, most 4xx) settles the operation:
 //     the record keeps the status, the body is dropped, the caller gets the
 //     response.
@@ -60,6 +62,23 @@
 // library itself depends on no metrics package. The AttemptHeader lets the
 // server's own logs tell retries apart.
 //
+// # Secrets at rest
+//
+// Credentials never reach the journal file: not the sensitive headers
+// (Authorization, Proxy-Authorization, Cookie, Options.SensitiveHeaders),
+// not URL userinfo, not the query parameters named in
+// Options.SensitiveQueryParams. Records keep only their names, and Resume
+// sends nothing until Options.PrepareResume has put them back
+// (ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing). With
+// Options.Encryption, what the journal does keep of each request (body,
+// headers, URL query and fragment, body hash) is sealed with AES-256-GCM
+// under a Keyring key the record names, so that, say, card data in a
+// payment body cannot be read from the file; the key, operation ID, method,
+// scheme, host, path, state and times stay readable, for Resume and
+// `idem journal ls`. Keys rotate: records keep the key they were sealed
+// under, and one whose key is gone stays pending and is reported
+// (ErrUnknownKeyID), never dropped or sent without its bytes.
+//
 // # The pieces
 //
 //   - Client: Open a journal, use HTTPClient wherever http.DefaultClient was
@@ -79,6 +98,9 @@
 //     replayed from those bytes; unjournaled requests with a larger body are
 //     sent once, without retries.
 //   - URL userinfo is not journaled; PrepareResume must restore it.
+//   - An operation's fingerprint takes the URL without its
+//     SensitiveQueryParams: repeating an operation ID with a fresh token is
+//     the same operation, not ErrKeyReuse.
 //   - Two calls with one operation ID run one after the other: the second
 //     finds the first's record and sends with its key, so the server replays.
 //   - A POST sent WithoutJournal still gets an idempotency key, kept in memory
@@ -87,6 +109,8 @@
 //     amz-sdk-request: it names no secret, is never journaled, and lets a
 //     server see retries in its access log. Options.DisableAttemptHeader
 //     turns it off for a server that refuses unknown headers.
+//   - Resume's re-send of an operation already attempted spends a retry
+//     token, like any retry: an outage must not come back through Resume.
 //   - Close waits for a background resumer's sends up to Options.CloseTimeout,
 //     not for calls in flight: those keep their operations pending, to be
 //     resumed by the next Open.

@@ -38,12 +38,23 @@ var (
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 
 	// ErrInvalidRequest is returned, before anything is written or sent, for a
-	// request idem can never send: nil URL, empty host, a scheme other than
-	// http or https, or a body shorter than its ContentLength with no GetBody
-	// to read it again; or for invalid per-call options (WithMaxAttempts below
-	// 1, WithAttemptTimeout not positive, WithoutJournal with
-	// WithOperationID). (URL userinfo is sent but never journaled.)
+	// request idem can never send: nil URL, empty host, a host or port that
+	// does not parse (a space or control character in it), a scheme other
+	// than http or https, or a body shorter than its ContentLength with no
+	// GetBody to read it again; or for invalid per-call options
+	// (WithMaxAttempts below 1, WithAttemptTimeout not positive,
+	// WithoutJournal with WithOperationID). (URL userinfo is sent but never
+	// journaled.)
 	ErrInvalidRequest = errors.New("idem: invalid request")
+
+	// ErrInvalidOptions is returned by Open, OpenJournal and NewTransport when
+	// an Options field holds a value with no meaning: a negative duration,
+	// size or count, a Multiplier below 1 or not finite, a
+	// RandomizationFactor outside [0, 1], a KeyHeader that is not a valid
+	// header name, or an Encryption Keyring that cannot be used (see
+	// Options.Encryption). The wrapping error names the field and its value.
+	// (Zero is never an error: it means the field's default.)
+	ErrInvalidOptions = errors.New("idem: invalid options")
 
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in
 	// the journal is used for a request with a different fingerprint (method,
@@ -70,12 +81,40 @@ var (
 	// may or may not have acted, and idem did not retry.
 	ErrOutcomeUnknown = errors.New("idem: outcome unknown, request may have reached the server")
 
+	// ErrRetryBudgetExhausted is matched when a retry was not made because
+	// its host's RetryBudget was empty: by the *PendingError of a journaled
+	// operation (which stays pending, for Resume), or joined with the last
+	// error of an unjournaled request.
+	ErrRetryBudgetExhausted = errors.New("idem: retry budget exhausted")
+
 	// ErrSensitiveHeaderMissing is reported by Resume for an operation whose
 	// original request carried a sensitive header (say Authorization) that
 	// Options.PrepareResume did not put back. Sending it without credentials
 	// could be refused, or be taken for another client's request. The
 	// operation stays pending.
 	ErrSensitiveHeaderMissing = errors.New("idem: sensitive header not restored for resume")
+
+	// ErrSensitiveQueryMissing is reported by Resume for an operation whose
+	// original URL carried a query parameter named in
+	// Options.SensitiveQueryParams (say an API token) that
+	// Options.PrepareResume did not put back. The journal keeps only its
+	// name (Record.DroppedQuery). The operation stays pending.
+	ErrSensitiveQueryMissing = errors.New("idem: sensitive query parameter not restored for resume")
+
+	// ErrUnknownKeyID is returned for a record sealed under a key ID that the
+	// journal's Options.Encryption lacks, or when the journal was opened
+	// without one: a configuration error (put the key back), not damage.
+	// Resume reports it for that operation, which stays pending and is never
+	// sent without its sealed bytes; Journal.Lookup and a call with its
+	// operation ID return it. The wrapping error names the key ID.
+	ErrUnknownKeyID = errors.New("idem: record sealed under an unknown key ID")
+
+	// ErrDecrypt is returned for a sealed record whose sealed bytes fail
+	// AES-GCM authentication: they were altered or damaged, or moved from
+	// another record, or the key now under its key ID is not the one that
+	// sealed them. It is reported like ErrUnknownKeyID; the operation stays
+	// pending.
+	ErrDecrypt = errors.New("idem: sealed record does not decrypt")
 
 	// ErrPermanent wraps failures that no retry can fix (certificate errors,
 	// invalid requests); the operation is marked failed.

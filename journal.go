@@ -10,10 +10,14 @@
 //	         stays as small as the work in flight
 //	done     ID -> Record metadata of a settled (without headers), failed or
 //	         expired operation, kept for Retention
-//	bodies   ID -> the raw request body, until the operation settles; kept
-//	         apart so listings never read bodies and nothing copies them
+//	bodies   ID -> the request body (sealed if the record names a key ID),
+//	         until the operation settles; kept apart so listings never read
+//	         bodies and nothing copies them
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version
+//	meta     the journal version: 3, or 4 once a writer with
+//	         Options.Encryption has opened it (version 3 plus sealed records,
+//	         record_seal.go), so that an idem that cannot open them refuses
+//	         the file instead of sending ciphertext as a body
 
 package idem
 
@@ -26,6 +30,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,6 +45,7 @@ var (
 	bucketMeta    = []byte("meta")
 	metaVersion   = []byte("version")
 	version3      = []byte("idem-journal-3")
+	version4      = []byte("idem-journal-4")
 )
 
 // openPaths guards against opening one journal twice in a process: bbolt's
@@ -53,6 +59,7 @@ type Journal struct {
 	path     string
 	abs      string
 	readOnly bool
+	keys     *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
 	now      func() time.Time
 
 	commit    committer
@@ -69,13 +76,15 @@ type Journal struct {
 // are pruned every pruneInterval in the background. It returns an
 // error matching ErrJournalLocked if another process or another Journal in
 // this process holds the file (after Options.OpenTimeout), and
-// ErrJournalCorrupt if the file is not a readable journal.
+// ErrJournalCorrupt if the file is not a readable journal. With
+// Options.Encryption, records written from now on are sealed under its
+// Current key, and records sealed under any of its Keys can be read.
 func OpenJournal(path string, opts *Options) (*Journal, error) {
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	j, err := openJournal(path, cfg.OpenTimeout, false)
+	j, err := openJournal(path, cfg.OpenTimeout, false, cfg.keyring)
 	if err != nil {
 		return nil, err
 	}
@@ -87,15 +96,16 @@ func OpenJournal(path string, opts *Options) (*Journal, error) {
 // OpenJournalReadOnly opens an existing journal for inspection. It shares the
 // file with other readers but not with a writer: while an application holds
 // the journal it returns ErrJournalLocked after timeout (0 means
-// DefaultOpenTimeout).
+// DefaultOpenTimeout). It has no Keyring: sealed records are listed with
+// Record.Sealed set, and Lookup of one returns ErrUnknownKeyID.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
 		timeout = DefaultOpenTimeout
 	}
-	return openJournal(path, timeout, true)
+	return openJournal(path, timeout, true, nil)
 }
 
-func openJournal(path string, timeout time.Duration, readOnly bool) (j *Journal, err error) {
+func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyring) (j *Journal, err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("idem: journal %s: %w", path, err)
@@ -112,7 +122,7 @@ func openJournal(path string, timeout time.Duration, readOnly bool) (j *Journal,
 	if err != nil {
 		return nil, err
 	}
-	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, now: time.Now}
+	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keys: keys, now: time.Now}
 	j.commit.init()
 	if err := j.init(); err != nil {
 		db.Close()
@@ -122,6 +132,15 @@ func openJournal(path string, timeout time.Duration, readOnly bool) (j *Journal,
 }
 
 func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
+	// Only a regular file can be a journal. A directory gets EISDIR, which a
+	// reader's open would not say, and a named pipe would block that open
+	// until a writer came along.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		if fi.IsDir() {
+			return nil, fmt.Errorf("idem: journal %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
+		}
+		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrJournalCorrupt, path, fi.Mode().Type())
+	}
 	var file *os.File
 	defer func() {
 		// bbolt may panic on a damaged file instead of returning an error. It
@@ -180,7 +199,12 @@ func (j *Journal) init() error {
 			}
 			return j.create(tx)
 		}
-		if v := meta.Get(metaVersion); string(v) != string(version3) {
+		switch v := meta.Get(metaVersion); {
+		case string(v) == string(version3) && j.keys != nil && !j.readOnly:
+			if err := meta.Put(metaVersion, version4); err != nil {
+				return err
+			}
+		case string(v) != string(version3) && string(v) != string(version4):
 			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
 		}
 		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketBodies) == nil || tx.Bucket(bucketIndex) == nil {
@@ -203,6 +227,9 @@ func (j *Journal) create(tx *bolt.Tx) error {
 	meta, err := tx.CreateBucket(bucketMeta)
 	if err != nil {
 		return err
+	}
+	if j.keys != nil {
+		return meta.Put(metaVersion, version4)
 	}
 	return meta.Put(metaVersion, version3)
 }

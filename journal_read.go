@@ -15,7 +15,9 @@ import (
 )
 
 // Lookup returns the record of the operation with the given operation ID, or
-// nil if the journal has none (never had, or pruned it).
+// nil if the journal has none (never had, or pruned it). For a sealed record
+// the journal cannot open it returns an error matching ErrUnknownKeyID or
+// ErrDecrypt.
 func (j *Journal) Lookup(operationID string) (*Record, error) {
 	return j.find("o\x00" + operationID)
 }
@@ -55,7 +57,9 @@ func (j *Journal) get(id uint64) (rec *Record, err error) {
 	return rec, err
 }
 
-// load reads record id, body included, from whichever bucket holds it.
+// load reads record id, body included, from whichever bucket holds it. A
+// sealed record it cannot open is an error (ErrUnknownKeyID, ErrDecrypt):
+// whoever asks for one record means to use it.
 func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	v := tx.Bucket(bucketPending).Get(id)
 	if v == nil {
@@ -64,32 +68,42 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	if v == nil {
 		return nil, nil
 	}
-	return j.decode(tx, id, v, true)
+	rec, sealErr, err := j.decode(tx, id, v, true)
+	if err == nil {
+		err = sealErr
+	}
+	return rec, err
 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of
-// the transaction's memory.
-func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (*Record, error) {
+// the transaction's memory (record_seal.go). A sealed record it cannot open
+// comes back Sealed, with the reason in sealErr: listings show it rather
+// than fail.
+func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Record, sealErr, err error) {
 	if len(id) != 8 {
-		return nil, fmt.Errorf("%w: %s: bad record key %x", ErrJournalCorrupt, j.path, id)
+		return nil, nil, fmt.Errorf("%w: %s: bad record key %x", ErrJournalCorrupt, j.path, id)
 	}
-	rec, err := decodeRecord(meta)
+	var body []byte
+	if withBody {
+		body = tx.Bucket(bucketBodies).Get(id)
+	}
+	rec, sealErr, err = j.keys.decodeStored(meta, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
+		return nil, nil, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
 	}
 	rec.ID = binary.BigEndian.Uint64(id)
-	if withBody {
-		if b := tx.Bucket(bucketBodies).Get(id); len(b) > 0 {
-			rec.Body = bytes.Clone(b)
-		}
+	if sealErr != nil {
+		sealErr = fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, rec.ID, rec.OperationID, sealErr)
 	}
-	return rec, nil
+	return rec, sealErr, nil
 }
 
 // Records returns every record, bodies included: pending ones first, then the
 // settled, failed and expired ones kept for Retention, each group oldest
 // first. It commits deferred state changes first, and reads both groups in
-// one transaction, so what it lists is one consistent state of the file.
+// one transaction, so what it lists is one consistent state of the file. A
+// sealed record the journal cannot open is listed without its sealed part
+// (see Record.Sealed); Lookup tells why.
 func (j *Journal) Records() ([]*Record, error) {
 	if err := j.flush(); err != nil {
 		return nil, err
@@ -98,7 +112,7 @@ func (j *Journal) Records() ([]*Record, error) {
 	err := j.view(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketPending, bucketDone} {
 			err := tx.Bucket(name).ForEach(func(k, v []byte) error {
-				rec, err := j.decode(tx, k, v, true)
+				rec, _, err := j.decode(tx, k, v, true)
 				recs = append(recs, rec)
 				return err
 			})
@@ -153,7 +167,7 @@ func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
 		for k, v := c.Seek(idKey(after + 1)); k != nil && len(recs) < n; k, v = c.Next() {
-			rec, err := j.decode(tx, k, v, false)
+			rec, _, err := j.decode(tx, k, v, false) // Resume reads it again, and reports why it is sealed
 			if err != nil {
 				return err
 			}
@@ -179,7 +193,7 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 		done, bodies, index := tx.Bucket(bucketDone), tx.Bucket(bucketBodies), tx.Bucket(bucketIndex)
 		var doomed []*Record
 		err := done.ForEach(func(k, v []byte) error {
-			r, err := j.decode(tx, k, v, false)
+			r, _, err := j.decode(tx, k, v, false) // what pruning needs is never sealed
 			if err == nil && r.Updated.Before(cutoff) && !busy[r.ID] {
 				doomed = append(doomed, r)
 			}

@@ -33,6 +33,12 @@ type Observer interface {
 	// Retry reports a decision to wait and try again, before the wait.
 	Retry(ctx context.Context, e RetryEvent)
 
+	// RetryDenied reports a retry that the RetryBudget did not allow: e is
+	// the retry that would have been made (N is 0 for a resume refused
+	// before its first send; Wait is the time until the operation may be
+	// tried again).
+	RetryDenied(ctx context.Context, e RetryEvent)
+
 	// Result reports where a call or a resume left a journaled operation:
 	// settled, pending (the outcome still unknown), failed, or expired.
 	// Together with ResultEvent.Resumed, these are Resume's outcomes.
@@ -91,6 +97,7 @@ type NopObserver struct{}
 
 func (NopObserver) Attempt(context.Context, AttemptEvent)            {}
 func (NopObserver) Retry(context.Context, RetryEvent)                {}
+func (NopObserver) RetryDenied(context.Context, RetryEvent)          {}
 func (NopObserver) Result(context.Context, ResultEvent)              {}
 func (NopObserver) PendingChanged(int)                               {}
 func (NopObserver) WriteAhead(context.Context, time.Duration, error) {}

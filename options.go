@@ -3,7 +3,6 @@
 package idem
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -49,8 +48,11 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
 var DefaultSensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 
 // Options configures a Client or Transport. The zero value (or a nil *Options)
-// gives the defaults above. Options are read once, when the Client, Transport or
-// Journal is built; changing them later has no effect.
+// gives the defaults above: a zero field means its default, never "none". A
+// negative duration, size or count, or a value outside a field's stated range,
+// makes Open, OpenJournal and NewTransport fail with ErrInvalidOptions naming
+// the field. Options are read once, when the Client, Transport or Journal is
+// built; changing them later has no effect.
 type Options struct {
 	// Base sends each attempt. Nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -66,6 +68,34 @@ type Options struct {
 	// SensitiveHeaders are added to DefaultSensitiveHeaders; none of them is ever
 	// written to the journal. On Resume they come back from PrepareResume.
 	SensitiveHeaders []string
+
+	// SensitiveQueryParams names URL query parameters that are never written
+	// to the journal (an API token, a signature), matched exactly as
+	// url.Values keys: case-sensitive, after percent-decoding, in a query
+	// split at '&' as url.ParseQuery splits it. They are cut from the
+	// journaled URL (Record.URL), the other parameters keeping their bytes
+	// and order; Record.DroppedQuery keeps their names, never their values.
+	// The request itself is sent with its URL untouched. On Resume,
+	// PrepareResume must put them back in req.URL.RawQuery, or the operation
+	// stays pending and Resume reports ErrSensitiveQueryMissing. The
+	// operation's fingerprint (ErrKeyReuse) uses the URL without them: a call
+	// that repeats an operation ID with a fresh token is the same operation.
+	// Nil, the default, names none.
+	SensitiveQueryParams []string
+
+	// Encryption, if set, seals what each new journal record holds of its
+	// request (the body, the non-sensitive headers, the URL's query and
+	// fragment, the body's SHA-256) with AES-256-GCM under the Keyring's
+	// Current key, and opens records sealed under any of its Keys; see
+	// Keyring for rotation. Nil stores them in plaintext, and leaves sealed
+	// records unreadable (ErrUnknownKeyID). The journal does the sealing:
+	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
+	// that is empty or not visible ASCII, or a key that is not KeySize (32)
+	// bytes fails Open, OpenJournal and NewTransport with ErrInvalidOptions
+	// before anything is written; so does NewTransport given a Keyring its
+	// Journal was not opened with. Records written before encryption was
+	// turned on stay readable, and stay in plaintext until pruned.
+	Encryption *Keyring
 
 	// MaxBodyBytes caps a journaled request body, in bytes. 0 means
 	// DefaultMaxBodyBytes. A longer body fails with ErrBodyTooLarge.
@@ -93,8 +123,10 @@ type Options struct {
 
 	// InitialInterval, Multiplier, RandomizationFactor and MaxInterval shape the
 	// exponential backoff (github.com/cenkalti/backoff/v4). Zero means the
-	// Default value. MaxInterval is the largest wait ever used: jitter never
-	// pushes a wait past it.
+	// Default value. Multiplier must be finite and at least 1;
+	// RandomizationFactor in [0, 1] (1 spreads each wait over 0 to twice its
+	// interval). MaxInterval is the largest wait ever used: jitter never
+	// pushes a wait past it, and no wait is ever 0.
 	InitialInterval     time.Duration
 	Multiplier          float64
 	RandomizationFactor float64
@@ -108,6 +140,11 @@ type Options struct {
 	// AttemptTimeout bounds each attempt until its response headers arrive.
 	// 0 means no per-attempt limit (the request context still applies).
 	AttemptTimeout time.Duration
+
+	// RetryBudget limits retries per host so that clients do not multiply a
+	// server's outage; see RetryBudget. The zero value gives the defaults
+	// (retries add at most 10% once a burst of 100 is spent).
+	RetryBudget RetryBudget
 
 	// Classifier decides what to do with each attempt's outcome. Nil means
 	// DefaultClassifier.
@@ -157,7 +194,10 @@ type config struct {
 	Options
 	methods   map[string]bool
 	sensitive map[string]bool
-	observer  Observer // never nil
+	// sensitiveQuery holds SensitiveQueryParams; keyring is Encryption built.
+	sensitiveQuery map[string]bool
+	keyring        *keyring
+	observer       Observer // never nil
 }
 
 func (o *Options) config() (*config, error) {
@@ -165,19 +205,8 @@ func (o *Options) config() (*config, error) {
 	if o != nil {
 		c.Options = *o
 	}
-	if c.MaxBodyBytes < 0 || c.KeyTTL < 0 || c.Retention < 0 || c.OpenTimeout < 0 ||
-		c.MaxAttempts < 0 || c.InitialInterval < 0 || c.MaxInterval < 0 ||
-		c.MaxRetryAfter < 0 || c.AttemptTimeout < 0 || c.ResumeConcurrency < 0 || c.Multiplier < 0 ||
-		c.ResumeInterval < 0 || c.CloseTimeout < 0 {
-		return nil, fmt.Errorf("idem: invalid options: negative value")
-	}
-	if c.RandomizationFactor < 0 || c.RandomizationFactor >= 1 {
-		if c.RandomizationFactor != 0 {
-			return nil, fmt.Errorf("idem: invalid options: RandomizationFactor %v outside [0, 1)", c.RandomizationFactor)
-		}
-	}
-	if c.Multiplier != 0 && c.Multiplier < 1 {
-		return nil, fmt.Errorf("idem: invalid options: Multiplier %v below 1", c.Multiplier)
+	if err := c.Options.check(); err != nil { // options_check.go
+		return nil, err
 	}
 	setDefault(&c.KeyHeader, DefaultKeyHeader)
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
@@ -193,6 +222,11 @@ func (o *Options) config() (*config, error) {
 	setDefault(&c.ResumeConcurrency, DefaultResumeConcurrency)
 	setDefault(&c.ResumeInterval, DefaultResumeInterval)
 	setDefault(&c.CloseTimeout, DefaultCloseTimeout)
+	if err := c.RetryBudget.check(); err != nil {
+		return nil, err
+	}
+	setDefault(&c.RetryBudget.Ratio, DefaultRetryRatio)
+	setDefault(&c.RetryBudget.Burst, DefaultRetryBurst)
 	if c.Classifier == nil {
 		c.Classifier = DefaultClassifier
 	}
@@ -217,6 +251,14 @@ func (o *Options) config() (*config, error) {
 	c.sensitive = make(map[string]bool)
 	for _, h := range append(append([]string{}, DefaultSensitiveHeaders...), c.SensitiveHeaders...) {
 		c.sensitive[http.CanonicalHeaderKey(h)] = true
+	}
+	c.sensitiveQuery = make(map[string]bool, len(c.SensitiveQueryParams))
+	for _, name := range c.SensitiveQueryParams {
+		c.sensitiveQuery[name] = true
+	}
+	var err error
+	if c.keyring, err = c.Encryption.build(); err != nil { // encrypt.go
+		return nil, err
 	}
 	return c, nil
 }

@@ -1,5 +1,5 @@
-// This file holds Record, one operation as the journal stores it, and its
-// encoding.
+// This file holds Record, one operation as the journal stores it. Its
+// encoding, sealed or not, is in record_seal.go.
 
 package idem
 
@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -48,15 +47,19 @@ type Record struct {
 	Key         string      `json:"key"`
 	OperationID string      `json:"op,omitempty"`
 	Method      string      `json:"method"`
-	URL         string      `json:"url"`                  // without userinfo
-	Host        string      `json:"host,omitempty"`       // the request's Host override, if any
-	Header      http.Header `json:"header,omitempty"`     // without sensitive headers and the key
-	Dropped     []string    `json:"dropped,omitempty"`    // names (never values) of sensitive headers not written
-	CallerKey   bool        `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
-	Body        []byte      `json:"-"`                    // stored raw in its own bucket; dropped once settled
-	BodySHA256  string      `json:"sha256"`               // hex, of the body as sent
-	Created     time.Time   `json:"created"`              // written ahead, just before the first attempt: KeyTTL counts from it
-	State       State       `json:"state"`
+	URL         string      `json:"url"`               // without userinfo and Options.SensitiveQueryParams
+	Host        string      `json:"host,omitempty"`    // the request's Host override, if any
+	Header      http.Header `json:"header,omitempty"`  // without sensitive headers and the key
+	Dropped     []string    `json:"dropped,omitempty"` // names (never values) of sensitive headers not written
+	// DroppedQuery names (never values) the query parameters left out of URL
+	// (Options.SensitiveQueryParams), sorted; Resume sends nothing until
+	// PrepareResume has put them back.
+	DroppedQuery []string  `json:"dropped_query,omitempty"`
+	CallerKey    bool      `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
+	Body         []byte    `json:"-"`                    // stored in its own bucket; dropped once settled
+	BodySHA256   string    `json:"sha256"`               // hex, of the body as sent
+	Created      time.Time `json:"created"`              // written ahead, just before the first attempt: KeyTTL counts from it
+	State        State     `json:"state"`
 	// Attempts counts the attempts whose outcome was recorded. Attempts cut
 	// short by a crash are not counted, nor net/http's own single re-send on a
 	// dead keep-alive connection (same key, same bytes).
@@ -66,10 +69,24 @@ type Record struct {
 	Status      int       `json:"status,omitempty"`      // last or final status code
 	LastError   string    `json:"last_error,omitempty"`
 	Updated     time.Time `json:"updated"` // last state change; drives pruning
+	// KeyID names the Keyring key (Options.Encryption) that the record's
+	// body, headers, URL query and fragment, and BodySHA256 are sealed under
+	// in the file; "" if they are stored in plaintext. A record keeps its key
+	// ID for life: a rotation seals only new records under the new key.
+	KeyID string `json:"kid,omitempty"`
+	// Sealed is set on a record that Journal.Records lists without being able
+	// to open its sealed part: its key ID is not in the journal's Keyring
+	// (or the journal has none, as when opened read-only), or its sealed bytes
+	// do not decrypt. Header, Body, BodySHA256 and the URL's query and
+	// fragment are then absent. Journal.Lookup returns the reason instead.
+	Sealed bool `json:"-"`
 }
 
 // fingerprint identifies the request an operation stands for, so a reused
-// operation ID with a different request is refused.
+// operation ID with a different request is refused. url is the URL as
+// journaled, without userinfo and Options.SensitiveQueryParams: a call that
+// repeats an operation ID with a fresh token in such a parameter is the same
+// operation.
 func fingerprint(method, url string, body []byte) (bodySum string, fp string) {
 	b := sha256.Sum256(body)
 	bodySum = hex.EncodeToString(b[:])
@@ -106,16 +123,4 @@ func (r *Record) stored() *Record {
 
 func idKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, id)
-}
-
-// encode is the record's metadata as JSON. The body is stored apart, raw,
-// in the bodies bucket (journal.go).
-func (r *Record) encode() ([]byte, error) { return json.Marshal(r) }
-
-func decodeRecord(b []byte) (*Record, error) {
-	r := new(Record)
-	if err := json.Unmarshal(b, r); err != nil {
-		return nil, err
-	}
-	return r, nil
 }

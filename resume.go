@@ -11,18 +11,25 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Outcome is the result of resuming one operation. Exactly one of Response and
 // Err is non-nil. Err may be a *PendingError (still unknown; resumed again
-// later), an error matching ErrKeyExpired (not sent: reconcile it), an error
-// from Options.PrepareResume, or ErrSensitiveHeaderMissing.
+// later; it matches ErrRetryBudgetExhausted if the RetryBudget held the
+// operation back, unsent), an error matching ErrKeyExpired (not sent: reconcile it), an error
+// from Options.PrepareResume, ErrSensitiveHeaderMissing,
+// ErrSensitiveQueryMissing, or ErrUnknownKeyID or ErrDecrypt (a sealed
+// record that could not be opened: nothing was sent, the operation stays
+// pending, and Record may be Sealed, without its request).
 type Outcome struct {
-	// Record is the operation as journaled (body included). It is nil only
-	// when a background resumer reports, in Err, that it could not read the
-	// journal (see Client.StartResumer).
+	// Record is the operation as journaled (body included, except for an
+	// operation the RetryBudget held back, which was not read in full). It
+	// is nil only when a background resumer reports, in Err, that it could
+	// not read the journal (see Client.StartResumer).
 	Record   *Record
 	Response *http.Response
 	Err      error
@@ -72,6 +79,10 @@ func (t *Transport) resumeDue(ctx context.Context, recs iter.Seq[*Record], lim l
 		next   time.Time
 		wg     sync.WaitGroup
 		sem    = make(chan struct{}, t.cfg.ResumeConcurrency)
+		// denied and answered tell whether the retry budget held some
+		// operations back while the server answered others: then the
+		// budget is filling again and a pass soon after sends more.
+		denied, answered atomic.Bool
 	)
 	later := func(at time.Time) {
 		nextMu.Lock()
@@ -105,6 +116,16 @@ launch:
 		if !t.locks.tryLock(name) {
 			continue // in flight in this process
 		}
+		// Re-sending an operation already attempted is a retry: it needs a
+		// token of the retry budget, taken here so that a pass stops sending
+		// to a failing host instead of queueing its whole backlog.
+		host, isRetry := recordHost(rec), rec.Attempts > 0
+		if isRetry && !t.budget.retry(host, t.clock.Now()) {
+			t.locks.unlock(name)
+			denied.Store(true)
+			report(Outcome{Record: rec, Err: t.resumeDenied(ctx, rec, host)})
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-stop:
@@ -117,9 +138,15 @@ launch:
 		wg.Add(1)
 		go func() {
 			defer func() { t.locks.unlock(name); <-sem; wg.Done() }()
-			resp, err := t.resume(ctx, rec, lim)
+			resp, err := t.resume(ctx, rec, lim, isRetry)
+			if isRetry && resp == nil && !errors.As(err, new(*PendingError)) {
+				t.budget.add(host, token, time.Time{}) // not sent after all
+			}
 			if errors.Is(err, errNotPending) {
 				return
+			}
+			if resp != nil {
+				answered.Store(true)
 			}
 			t.crash(crashResume)
 			var pe *PendingError
@@ -130,7 +157,32 @@ launch:
 		}()
 	}
 	wg.Wait()
+	if denied.Load() && answered.Load() {
+		later(t.clock.Now().Add(probeEvery))
+	}
 	return next
+}
+
+// recordHost is the host (host:port) of a journaled operation's URL, which
+// names its retry budget.
+func recordHost(rec *Record) string {
+	u, err := url.Parse(rec.URL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// resumeDenied reports an operation that Resume did not send because its
+// host's retry budget was empty. Nothing is sent or written; the operation
+// stays pending for a later pass.
+func (t *Transport) resumeDenied(ctx context.Context, rec *Record, host string) error {
+	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: rec.Method, Journaled: true, Resumed: true,
+		Status: rec.Status, Class: Retry, Wait: probeEvery})
+	err := &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+		LastStatus: rec.Status, Err: budgetError(host, nil), NextAttempt: t.clock.Now().Add(probeEvery)}
+	t.logResume(ctx, rec, nil, nil, err)
+	return err
 }
 
 // closed reports whether ch is closed; a nil ch never is.
@@ -151,7 +203,9 @@ func lockName(rec *Record) string {
 }
 
 // resume runs one pending operation, or expires it, and logs the outcome.
-func (t *Transport) resume(ctx context.Context, rec *Record, lim limits) (resp *http.Response, err error) {
+// isRetry says the operation had been attempted before, and Resume took a
+// retry token to send it.
+func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry bool) (resp *http.Response, err error) {
 	var req *http.Request
 	defer func() { t.logResume(ctx, rec, req, resp, err) }()
 	// Re-read under the lock, body included: a call may have settled it since
@@ -189,11 +243,12 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits) (resp *
 		return nil, err
 	}
 	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
-		maybeSent: true, limits: lim, resumed: true})
+		maybeSent: true, limits: lim, resumed: true, retryToken: isRetry})
 }
 
 // prepareResume lets PrepareResume restore what the journal does not keep,
-// and refuses to send without a sensitive header the original carried.
+// and refuses to send without a sensitive header or query parameter the
+// original carried.
 func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 	if t.cfg.PrepareResume != nil {
 		if err := t.cfg.PrepareResume(req); err != nil {
@@ -203,6 +258,14 @@ func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 	for _, name := range rec.Dropped {
 		if len(headerValues(req.Header, name)) == 0 {
 			return fmt.Errorf("%w: %s (operation %q)", ErrSensitiveHeaderMissing, name, rec.OperationID)
+		}
+	}
+	if len(rec.DroppedQuery) > 0 {
+		q := req.URL.Query()
+		for _, name := range rec.DroppedQuery {
+			if !q.Has(name) {
+				return fmt.Errorf("%w: %s (operation %q)", ErrSensitiveQueryMissing, name, rec.OperationID)
+			}
 		}
 	}
 	return nil

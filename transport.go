@@ -47,6 +47,7 @@ type Transport struct {
 	locks    keyedLocks
 	resumers resumerSet   // background resumers to tell of new pending work
 	pending  pendingGauge // this Transport's share of the Observer's gauge
+	budget   *budget      // retry tokens per host
 	// crashAt is a test-only hook, nil in normal use: a test worker sets it to
 	// die at the crash points of crashpoint.go.
 	crashAt func(point string)
@@ -55,12 +56,19 @@ type Transport struct {
 // NewTransport returns a Transport that journals to j. A nil j gives a
 // Transport that retries but refuses (ErrNoJournal) every request that would
 // need journaling. The Transport does not own j; close j after the last call.
+// The journal seals records (Options.Encryption): opts may leave Encryption
+// nil, but if it sets it, j must have been opened with the same Keyring, or
+// NewTransport fails with ErrInvalidOptions rather than let records be
+// written in plaintext unnoticed.
 func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{cfg: cfg, journal: j, clock: realClock{}}
+	if j != nil && !j.keys.covers(cfg.keyring) {
+		return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
+	}
+	t := &Transport{cfg: cfg, journal: j, clock: realClock{}, budget: newBudget(cfg.RetryBudget)}
 	if j != nil && cfg.Observer != nil {
 		// The gauge starts from what earlier runs left pending.
 		n, err := j.pendingCount()
@@ -83,7 +91,9 @@ func (t *Transport) base() http.RoundTripper {
 // RoundTrip implements http.RoundTripper; see the Transport doc. Before
 // anything is written or sent it may fail with ErrInvalidRequest,
 // ErrInvalidKey, ErrBodyTooLarge, ErrKeyReuse, ErrKeyExpired, ErrNoJournal,
-// an *AlreadySettledError, the context's error, or a write-ahead error; after
+// an *AlreadySettledError, ErrUnknownKeyID or ErrDecrypt (its operation ID
+// names a sealed record the journal cannot open), the context's error, or a
+// write-ahead error; after
 // that, with a *PendingError (the operation stays pending), ErrPermanent or
 // ErrOutcomeUnknown (unjournaled requests only).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -217,14 +227,14 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing written, nothing sent
 	}
-	u := storedURL(req.URL)
+	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
 	sum, fp := fingerprint(method(req), u, buf)
 	existed := rec != nil
 	if !existed {
 		now := t.clock.Now()
 		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
 			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-			Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
+			DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
 		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}

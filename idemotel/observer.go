@@ -12,6 +12,7 @@
 //	idem.attempt.duration       histogram s           http.request.method, idem.journaled, idem.class
 //	idem.retries                counter {retry}       http.request.method, idem.journaled, idem.class, idem.retry_after
 //	idem.retry.wait             histogram s           idem.retry_after
+//	idem.retries.denied         counter {retry}       http.request.method, idem.journaled, idem.resumed
 //	idem.results                counter {operation}   idem.state, idem.status_class, idem.resumed, idem.not_sent
 //	idem.pending                updowncounter {operation}
 //	idem.write_ahead.duration   histogram s           idem.error
@@ -43,6 +44,7 @@ type Observer struct {
 	attempts   metric.Int64Counter
 	attemptDur metric.Float64Histogram
 	retries    metric.Int64Counter
+	denied     metric.Int64Counter
 	retryWait  metric.Float64Histogram
 	results    metric.Int64Counter
 	pending    metric.Int64UpDownCounter
@@ -70,6 +72,10 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 	}
 	if o.retries, err = m.Int64Counter("idem.retries", metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries decided, by the class of the attempt retried")); err != nil {
+		return nil, wrap(err)
+	}
+	if o.denied, err = m.Int64Counter("idem.retries.denied", metric.WithUnit("{retry}"),
+		metric.WithDescription("Retries not made because the host's retry budget was empty")); err != nil {
 		return nil, wrap(err)
 	}
 	if o.retryWait, err = m.Float64Histogram("idem.retry.wait", metric.WithUnit("s"),
@@ -116,6 +122,14 @@ func (o *Observer) Retry(ctx context.Context, e idem.RetryEvent) {
 		attribute.Bool("idem.retry_after", e.RetryAfter)))
 	o.retryWait.Record(ctx, e.Wait.Seconds(), metric.WithAttributes(
 		attribute.Bool("idem.retry_after", e.RetryAfter)))
+}
+
+// RetryDenied implements idem.Observer.
+func (o *Observer) RetryDenied(ctx context.Context, e idem.RetryEvent) {
+	o.denied.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("http.request.method", e.Method),
+		attribute.Bool("idem.journaled", e.Journaled),
+		attribute.Bool("idem.resumed", e.Resumed)))
 }
 
 // Result implements idem.Observer.

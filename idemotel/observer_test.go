@@ -27,6 +27,7 @@ type counting struct {
 	mu          sync.Mutex
 	attempts    int
 	retries     int
+	denied      int
 	settled     int
 	pendingRes  int
 	pending     int
@@ -43,6 +44,12 @@ func (c *counting) Retry(context.Context, idem.RetryEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.retries++
+}
+
+func (c *counting) RetryDenied(context.Context, idem.RetryEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.denied++
 }
 
 func (c *counting) PendingChanged(d int) {
@@ -75,7 +82,11 @@ func (t tee) Attempt(ctx context.Context, e idem.AttemptEvent) {
 	t.a.Attempt(ctx, e)
 	t.b.Attempt(ctx, e)
 }
-func (t tee) Retry(ctx context.Context, e idem.RetryEvent)   { t.a.Retry(ctx, e); t.b.Retry(ctx, e) }
+func (t tee) Retry(ctx context.Context, e idem.RetryEvent) { t.a.Retry(ctx, e); t.b.Retry(ctx, e) }
+func (t tee) RetryDenied(ctx context.Context, e idem.RetryEvent) {
+	t.a.RetryDenied(ctx, e)
+	t.b.RetryDenied(ctx, e)
+}
 func (t tee) Result(ctx context.Context, e idem.ResultEvent) { t.a.Result(ctx, e); t.b.Result(ctx, e) }
 func (t tee) PendingChanged(d int)                           { t.a.PendingChanged(d); t.b.PendingChanged(d) }
 func (t tee) WriteAhead(ctx context.Context, d time.Duration, err error) {
@@ -154,7 +165,8 @@ func TestAdapterRecordsWhatTheObserverSaw(t *testing.T) {
 	defer srv.Close()
 
 	c, err := idem.Open(filepath.Join(t.TempDir(), "j"), &idem.Options{Base: srv.Client().Transport,
-		Observer: tee{adapter, seen}, MaxAttempts: 2, InitialInterval: time.Millisecond})
+		Observer: tee{adapter, seen}, MaxAttempts: 2, InitialInterval: time.Millisecond,
+		RetryBudget: idem.RetryBudget{Burst: 2}}) // so that some retries are denied
 	require.NoError(t, err)
 	var pending int
 	for range 10 {
@@ -172,6 +184,17 @@ func TestAdapterRecordsWhatTheObserverSaw(t *testing.T) {
 	resp, err := c.HTTPClient().Get(srv.URL)
 	require.NoError(t, err)
 	resp.Body.Close()
+	// A host that fails everything: its bucket (Burst 2) empties and the
+	// third call's retry is denied.
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	for range 3 {
+		_, err := c.HTTPClient().Post(down.URL, "application/json", strings.NewReader(`{"amount":2}`))
+		require.ErrorAs(t, err, new(*idem.PendingError))
+		pending++
+	}
 
 	m := collect(t, reader)
 	require.EqualValues(t, seen.attempts, sum(t, m["idem.attempts"]))
@@ -180,6 +203,8 @@ func TestAdapterRecordsWhatTheObserverSaw(t *testing.T) {
 	require.EqualValues(t, seen.retries, sum(t, m["idem.retries"]))
 	require.EqualValues(t, seen.retries, sum(t, m["idem.retries"], attribute.String("idem.class", "retry")))
 	require.EqualValues(t, seen.retries, histCount(t, m["idem.retry.wait"]))
+	require.EqualValues(t, seen.denied, sum(t, m["idem.retries.denied"]))
+	require.Positive(t, seen.denied)
 	require.EqualValues(t, seen.settled, sum(t, m["idem.results"], attribute.String("idem.state", "settled"),
 		attribute.String("idem.status_class", "2xx")))
 	require.EqualValues(t, seen.pendingRes, sum(t, m["idem.results"], attribute.String("idem.state", "pending")))
@@ -187,7 +212,7 @@ func TestAdapterRecordsWhatTheObserverSaw(t *testing.T) {
 	require.EqualValues(t, seen.pending, sum(t, m["idem.pending"]))
 	require.EqualValues(t, pending, sum(t, m["idem.pending"]))
 	require.EqualValues(t, seen.writeAheads, histCount(t, m["idem.write_ahead.duration"]))
-	require.EqualValues(t, 10, seen.writeAheads)
+	require.EqualValues(t, 13, seen.writeAheads)
 	require.Positive(t, seen.retries)
 
 	// Closing the client takes its pending operations off the gauge.

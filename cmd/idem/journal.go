@@ -24,7 +24,9 @@ const journalUsage = `usage:
                                        more than D ago (a Go duration: 90s, 30m, 48h); -op: this
                                        operation ID, or IDs starting with P given as 'P*';
                                        -json: one JSON object per line, bodies left out
-  idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included)
+  idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included; a body
+                                       sealed with Options.Encryption prints as
+                                       <encrypted key=ID>: the command has no keys)
   idem journal stats [-json] FILE      counts by state, the oldest pending operation, the
                                        earliest next attempt, the file size
   idem journal resume [-H 'Name: value']... [-key-ttl D] [-max-attempts N] [-timeout D] [-json] FILE
@@ -206,17 +208,24 @@ func journalLs(args []string) error {
 }
 
 // jsonRecord is a Record as the command prints it: with its ID, its state by
-// name, and the body as text when asked for.
+// name, and the body as text when asked for. A record sealed under a key
+// (idem.Options.Encryption) is read without the keys: its body prints as
+// "<encrypted key=ID>", and its headers, URL query and body hash are absent.
 type jsonRecord struct {
 	ID uint64 `json:"id"`
 	*idem.Record
-	State string `json:"state"`
-	Body  string `json:"body,omitempty"`
+	State  string `json:"state"`
+	Sealed bool   `json:"sealed,omitempty"`
+	Body   string `json:"body,omitempty"`
 }
 
 func recordJSON(r *idem.Record, withBody bool) jsonRecord {
-	out := jsonRecord{ID: r.ID, Record: r, State: r.State.String()}
-	if withBody {
+	out := jsonRecord{ID: r.ID, Record: r, State: r.State.String(), Sealed: r.Sealed}
+	switch {
+	case !withBody:
+	case r.Sealed && r.State != idem.Settled: // a settled record keeps no body
+		out.Body = fmt.Sprintf("<encrypted key=%s>", r.KeyID)
+	default:
 		out.Body = string(r.Body)
 	}
 	return out

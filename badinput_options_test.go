@@ -1,0 +1,151 @@
+// Bad Options (issue 5, item 2): every constructor refuses a value with no
+// meaning with ErrInvalidOptions naming the field, and creates no file; zero
+// means the default, never an error. badinput_test.go covers requests.
+
+package idem
+
+import (
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBadInputOptions(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	tests := []struct {
+		name string
+		opts Options
+		want string // the message names the field and its value
+	}{
+		{"MaxBodyBytes negative", Options{MaxBodyBytes: -1}, "MaxBodyBytes -1 is negative"},
+		{"KeyTTL negative", Options{KeyTTL: -time.Hour}, "KeyTTL -1h0m0s is negative"},
+		{"Retention negative", Options{Retention: -time.Second}, "Retention -1s is negative"},
+		{"OpenTimeout negative", Options{OpenTimeout: -time.Second}, "OpenTimeout -1s is negative"},
+		{"MaxAttempts negative", Options{MaxAttempts: -1}, "MaxAttempts -1 is negative"},
+		{"InitialInterval negative", Options{InitialInterval: -time.Millisecond}, "InitialInterval -1ms is negative"},
+		{"MaxInterval negative", Options{MaxInterval: -time.Second}, "MaxInterval -1s is negative"},
+		{"MaxInterval one nanosecond below zero", Options{MaxInterval: -1}, "MaxInterval -1ns is negative"},
+		{"MaxRetryAfter negative", Options{MaxRetryAfter: -time.Second}, "MaxRetryAfter -1s is negative"},
+		{"AttemptTimeout negative", Options{AttemptTimeout: -time.Second}, "AttemptTimeout -1s is negative"},
+		{"ResumeConcurrency negative", Options{ResumeConcurrency: -1}, "ResumeConcurrency -1 is negative"},
+		{"ResumeInterval negative", Options{ResumeInterval: -time.Second}, "ResumeInterval -1s is negative"},
+		{"CloseTimeout negative", Options{CloseTimeout: -time.Second}, "CloseTimeout -1s is negative"},
+		{"Multiplier below 1", Options{Multiplier: 0.5}, "Multiplier 0.5 is not a finite number >= 1"},
+		{"Multiplier negative", Options{Multiplier: -2}, "Multiplier -2 is not"},
+		{"Multiplier NaN", Options{Multiplier: nan}, "Multiplier NaN is not"},
+		{"Multiplier +Inf", Options{Multiplier: inf}, "Multiplier +Inf is not"},
+		{"Multiplier -Inf", Options{Multiplier: -inf}, "Multiplier -Inf is not"},
+		{"RandomizationFactor negative", Options{RandomizationFactor: -0.1}, "RandomizationFactor -0.1 is outside [0, 1]"},
+		{"RandomizationFactor just above 1", Options{RandomizationFactor: math.Nextafter(1, 2)}, "RandomizationFactor 1.0000000000000002 is outside [0, 1]"},
+		{"RandomizationFactor 2", Options{RandomizationFactor: 2}, "RandomizationFactor 2 is outside [0, 1]"},
+		{"RandomizationFactor NaN", Options{RandomizationFactor: nan}, "RandomizationFactor NaN is outside [0, 1]"},
+		{"RandomizationFactor +Inf", Options{RandomizationFactor: inf}, "RandomizationFactor +Inf is outside [0, 1]"},
+		{"RandomizationFactor -Inf", Options{RandomizationFactor: -inf}, "RandomizationFactor -Inf is outside [0, 1]"},
+		{"RetryBudget.Ratio NaN", Options{RetryBudget: RetryBudget{Ratio: nan}}, "RetryBudget.Ratio NaN"},
+		{"RetryBudget.Burst negative", Options{RetryBudget: RetryBudget{Burst: -1}}, "RetryBudget.Burst -1"},
+		{"KeyHeader with a space", Options{KeyHeader: "Idempotency Key"}, `KeyHeader "Idempotency Key" is not a valid header name`},
+		{"KeyHeader with a colon", Options{KeyHeader: "Idempotency-Key:"}, `KeyHeader "Idempotency-Key:" is not a valid header name`},
+		{"KeyHeader non-ASCII", Options{KeyHeader: "ключ"}, `KeyHeader "ключ" is not a valid header name`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "idem.journal")
+			for name, build := range map[string]func() (any, error){
+				"Open":         func() (any, error) { return Open(path, &tc.opts) },
+				"OpenJournal":  func() (any, error) { return OpenJournal(path, &tc.opts) },
+				"NewTransport": func() (any, error) { return NewTransport(nil, &tc.opts) },
+			} {
+				v, err := bounded(t, build)
+				require.ErrorIs(t, err, ErrInvalidOptions, name)
+				require.True(t, strings.HasPrefix(err.Error(), "idem: invalid options: "+tc.want), "%s: %v", name, err)
+				require.Nil(t, v, name)
+			}
+			_, err := os.Stat(path)
+			require.ErrorIs(t, err, os.ErrNotExist, "no journal file is created for refused options")
+		})
+	}
+}
+
+// Zero is not an error in Options: it means the documented default.
+func TestBadInputOptionsZeroMeansDefault(t *testing.T) {
+	tr, err := NewTransport(nil, &Options{})
+	require.NoError(t, err)
+	c := tr.cfg
+	require.Equal(t, DefaultKeyHeader, c.KeyHeader)
+	require.EqualValues(t, DefaultMaxBodyBytes, c.MaxBodyBytes)
+	require.Equal(t, DefaultKeyTTL, c.KeyTTL)
+	require.Equal(t, DefaultRetention, c.Retention)
+	require.Equal(t, DefaultOpenTimeout, c.OpenTimeout)
+	require.Equal(t, DefaultMaxAttempts, c.MaxAttempts)
+	require.Equal(t, DefaultInitialInterval, c.InitialInterval)
+	require.Equal(t, DefaultMultiplier, c.Multiplier)
+	require.Equal(t, DefaultRandomizationFactor, c.RandomizationFactor)
+	require.Equal(t, DefaultMaxInterval, c.MaxInterval)
+	require.Equal(t, DefaultMaxRetryAfter, c.MaxRetryAfter)
+	require.Zero(t, c.AttemptTimeout, "0 means no per-attempt limit")
+	require.Equal(t, DefaultResumeConcurrency, c.ResumeConcurrency)
+	require.Equal(t, DefaultResumeInterval, c.ResumeInterval)
+	require.Equal(t, DefaultCloseTimeout, c.CloseTimeout)
+
+	// And in use: MaxAttempts 0 makes DefaultMaxAttempts attempts, with the
+	// default backoff between them, then leaves the operation pending.
+	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 0}, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		reply(w, http.StatusServiceUnavailable)
+	})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-zero", 1)))
+	require.Nil(t, resp)
+	perr := pendingErr(t, err)
+	require.Equal(t, DefaultMaxAttempts, perr.Attempts)
+	require.Equal(t, DefaultMaxAttempts, srv.count())
+	sameKey(t, srv.requests())
+	sleeps := clk.Sleeps()
+	require.Len(t, sleeps, DefaultMaxAttempts-1, "no sleep after the last attempt")
+	lo := time.Duration(float64(DefaultInitialInterval) * (1 - DefaultRandomizationFactor))
+	hi := time.Duration(float64(DefaultInitialInterval) * (1 + DefaultRandomizationFactor))
+	require.GreaterOrEqual(t, sleeps[0], lo)
+	require.LessOrEqual(t, sleeps[0], hi)
+	require.Equal(t, Pending, onlyRecord(t, tr).State)
+}
+
+// RandomizationFactor 1, the top of [0, 1], never yields a wait of 0 or one
+// over MaxInterval, whatever the other settings (oddOptions, retry_test.go).
+func TestBadInputRandomizationFactorOne(t *testing.T) {
+	now := time.Date(2026, time.March, 2, 12, 0, 0, 0, time.UTC)
+	past := &http.Response{Header: http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}}
+	for name, odd := range oddOptions {
+		t.Run(name, func(t *testing.T) {
+			var opts Options
+			if odd != nil {
+				opts = *odd
+			}
+			opts.RandomizationFactor = 1
+			cfg, err := opts.config()
+			require.NoError(t, err)
+			require.Equal(t, 1.0, cfg.RandomizationFactor)
+			var lo, hi time.Duration
+			for client := 0; client < 50; client++ {
+				s := newSchedule(cfg, newFakeClock())
+				for n := 1; n <= 60; n++ {
+					d := s.backoff()
+					require.Greater(t, d, time.Duration(0), "attempt %d", n)
+					require.LessOrEqual(t, d, cfg.MaxInterval, "attempt %d", n)
+					if lo == 0 || d < lo {
+						lo = d
+					}
+					hi = max(hi, d)
+				}
+				d, fromServer := s.wait(past, now)
+				require.True(t, fromServer)
+				require.Greater(t, d, time.Duration(0))
+				require.LessOrEqual(t, d, min(cfg.InitialInterval, cfg.MaxInterval))
+			}
+			t.Logf("waits in [%v, %v], cap %v", lo, hi, cfg.MaxInterval)
+		})
+	}
+}

@@ -1,0 +1,212 @@
+// This file holds the retry budget: a token bucket per host that keeps
+// retries to a fraction of first attempts once a server keeps failing, so that
+// a fleet of clients does not multiply an outage. It follows gRPC retry
+// throttling (gRFC A6: failures spend tokens, answers earn them back) and the
+// AWS SDKs' retry quota (a retry costs a token, a retry that works refunds
+// it). The attempt loop (attempt.go) and Resume (resume.go) ask it before
+// every retry.
+
+package idem
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults used where a RetryBudget field is zero.
+const (
+	// DefaultRetryRatio lets retries add at most 10% to the request rate
+	// once the bucket is empty.
+	DefaultRetryRatio = 0.1
+	// DefaultRetryBurst is the bucket's capacity: the retries a host may get
+	// in a burst before the ratio limits them.
+	DefaultRetryBurst = 100
+)
+
+// RetryBudget limits retries per host (the URL's host:port), so that when a
+// server fails every request, clients do not answer its outage with
+// MaxAttempts times the load. Its zero value gives the defaults above.
+//
+// Each host has a bucket holding up to Burst tokens, full at first:
+//
+//   - every first attempt of a call adds Ratio tokens;
+//   - every retry takes one token, and is made only if a whole one is there;
+//   - every final response (the server answered: the call settles) adds one
+//     token, and gives back the token of the retry that got it.
+//
+// So while a server answers, retries pay for themselves; retries are
+// throttled once about two attempts in three fail; and when the server fails
+// everything, the bucket empties after about Burst retries, after which
+// retries add at most Ratio (10%) to the request rate.
+//
+// First attempts are never throttled. A retry counts as a retry whatever
+// made it (a retryable status, 409 in progress, Retry-After, a network
+// error), and so does Resume's re-sending of an operation already attempted:
+// otherwise the operations the budget left pending would come back through
+// Resume and amplify the outage all the same. A journaled operation denied a
+// retry stays pending: the call returns a *PendingError matching
+// ErrRetryBudgetExhausted, and a later Resume sends it; Resume reports the
+// operations it could not send for this reason the same way, without
+// sending or writing anything. An unjournaled request denied a retry returns
+// its last response, or its last error joined with ErrRetryBudgetExhausted.
+//
+// One exception keeps pending work moving when nothing else calls a host: a
+// host whose bucket is empty and which got no first attempt for a second
+// may still get one retry in that second (a probe). When the server is back,
+// the probe's answer earns two tokens, the next pass of Resume sends two,
+// and so on, doubling.
+//
+// Buckets live in memory, one per host a Transport has called; a fresh
+// process starts with full buckets.
+type RetryBudget struct {
+	// Ratio is the tokens a first attempt earns: once the bucket is empty,
+	// the retries allowed per first attempt. 0 means DefaultRetryRatio; it
+	// must lie in [0, 1000] (ErrInvalidOptions otherwise).
+	Ratio float64
+
+	// Burst is the bucket's capacity and initial content, in retries. 0 means
+	// DefaultRetryBurst; it must lie in [0, 2^30] (ErrInvalidOptions
+	// otherwise).
+	Burst int
+
+	// Disabled turns the budget off: each call retries up to its MaxAttempts.
+	Disabled bool
+}
+
+// maxBudgetHosts bounds the buckets kept; see makeRoom.
+const maxBudgetHosts = 1024
+
+// probeEvery is how often a host whose bucket is empty, and which gets no
+// first attempts, may still get a retry (see RetryBudget).
+const probeEvery = time.Second
+
+// token is one retry, in the fixed-point units the buckets count in, so that
+// ten first attempts at Ratio 0.1 make exactly one retry.
+const token = 1_000_000
+
+// budget is the per-host token buckets of one Transport. It is safe for
+// concurrent use.
+type budget struct {
+	ratio, burst int64 // in token units
+	disabled     bool
+
+	mu    sync.Mutex
+	hosts map[string]*bucket // a host not here has a full bucket
+}
+
+type bucket struct {
+	tokens int64     // in token units
+	quiet  time.Time // the last first attempt or probe: a probe may follow probeEvery after
+}
+
+func newBudget(b RetryBudget) *budget {
+	return &budget{ratio: int64(math.Round(b.Ratio * token)), burst: int64(b.Burst) * token,
+		disabled: b.Disabled, hosts: make(map[string]*bucket)}
+}
+
+// first records a first attempt to host at now, which earns Ratio.
+func (b *budget) first(host string, now time.Time) {
+	b.add(host, b.ratio, now)
+}
+
+// answered records a final response to a call; retried says whether it
+// answered a retry, whose token comes back.
+func (b *budget) answered(host string, retried bool) {
+	n := int64(token)
+	if retried {
+		n += token
+	}
+	b.add(host, n, time.Time{})
+}
+
+// retry reports whether a retry to host may be made at now, and if so takes
+// its token.
+func (b *budget) retry(host string, now time.Time) bool {
+	if b.disabled {
+		return true
+	}
+	host = strings.ToLower(host)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bk := b.hosts[host]
+	if bk == nil {
+		b.makeRoom()
+		bk = &bucket{tokens: b.burst, quiet: now}
+		b.hosts[host] = bk
+	}
+	switch {
+	case bk.tokens >= token:
+		bk.tokens -= token
+		return true
+	case now.Sub(bk.quiet) >= probeEvery:
+		bk.quiet = now
+		return true
+	}
+	return false
+}
+
+// add puts n token units in host's bucket and, if now is set, notes a first
+// attempt at now.
+func (b *budget) add(host string, n int64, now time.Time) {
+	if b.disabled {
+		return
+	}
+	host = strings.ToLower(host)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bk := b.hosts[host]
+	if bk == nil {
+		return // full already
+	}
+	if !now.IsZero() {
+		bk.quiet = now
+	}
+	if bk.tokens += n; bk.tokens >= b.burst {
+		delete(b.hosts, host) // full, like a host never seen
+	}
+}
+
+// available is the retries host's bucket holds, for tests and figures.
+func (b *budget) available(host string) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bk := b.hosts[strings.ToLower(host)]; bk != nil {
+		return float64(bk.tokens) / token
+	}
+	return float64(b.burst) / token
+}
+
+// makeRoom keeps the map bounded. Called with mu held, before a new host is
+// added. Full buckets are not stored, so this only runs when more than
+// maxBudgetHosts hosts are failing at once; it forgets one of them, whose
+// bucket is then full again.
+func (b *budget) makeRoom() {
+	if len(b.hosts) < maxBudgetHosts {
+		return
+	}
+	for h := range b.hosts { // an arbitrary one: the map's order is random
+		delete(b.hosts, h)
+		return
+	}
+}
+
+// check refuses a RetryBudget no bucket can follow. The bounds keep the
+// token arithmetic far from overflow.
+func (b RetryBudget) check() error {
+	// Written so that NaN fails too: every comparison with NaN is false.
+	if !(b.Ratio >= 0 && b.Ratio <= maxRetryRatio) {
+		return fmt.Errorf("%w: RetryBudget.Ratio %v is outside [0, %d]", ErrInvalidOptions, b.Ratio, maxRetryRatio)
+	}
+	if b.Burst < 0 || b.Burst > maxRetryBurst {
+		return fmt.Errorf("%w: RetryBudget.Burst %d is outside [0, %d]", ErrInvalidOptions, b.Burst, maxRetryBurst)
+	}
+	return nil
+}
+
+const (
+	maxRetryRatio = 1000
+	maxRetryBurst = 1 << 30
+)

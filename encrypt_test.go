@@ -1,0 +1,405 @@
+// Tests for Options.Encryption: key rotation, a key removed too early,
+// encryption turned on over a plaintext journal, tampered files, and
+// keyrings refused up front.
+
+package idem
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+// sealedFixture is a journal path and a server that answers 503 while
+// failing is set, 201 otherwise, recording what it receives.
+type sealedFixture struct {
+	path    string
+	srv     *recordingServer
+	failing atomic.Bool
+}
+
+func newSealedFixture(t *testing.T) *sealedFixture {
+	f := &sealedFixture{path: filepath.Join(t.TempDir(), "sealed.journal")}
+	f.failing.Store(true)
+	f.srv = newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if f.failing.Load() {
+			reply(w, http.StatusServiceUnavailable)
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	return f
+}
+
+// open opens the fixture's journal with kr (nil: no encryption) and a
+// Transport over it with a fake clock. The journal closes with the test, or
+// earlier by the caller.
+func (f *sealedFixture) open(t *testing.T, kr *Keyring) (*Journal, *Transport) {
+	t.Helper()
+	opts := Options{MaxAttempts: 1, Encryption: kr}
+	j, err := OpenJournal(f.path, &opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	tr, _ := transportOn(t, j, opts, f.srv.base(), time.Time{})
+	return j, tr
+}
+
+// leavePending sends one payment under operation ID op; the server is
+// failing, so it stays pending. It returns the body sent.
+func (f *sealedFixture) leavePending(t *testing.T, tr *Transport, op string) string {
+	t.Helper()
+	body := paymentBody(op+"-4111111111111111", 700)
+	req := newRequest(t, http.MethodPost, f.srv.URL+"/payments", body)
+	req = req.WithContext(WithOperationID(context.Background(), op))
+	req.Header.Set("X-Trace", "trace-"+op)
+	_, err := tr.RoundTrip(req)
+	pendingErr(t, err)
+	return body
+}
+
+// outcomesByOp moves tr's clock an hour on, so that every pending operation
+// is due, resumes them and returns the outcomes by operation ID.
+func outcomesByOp(t *testing.T, tr *Transport) map[string]Outcome {
+	t.Helper()
+	tr.clock.(*fakeClock).Advance(time.Hour)
+	outs := map[string]Outcome{}
+	for _, o := range resumeAll(t, tr) {
+		outs[o.Record.OperationID] = o
+	}
+	return outs
+}
+
+func keyIDs(t *testing.T, j *Journal) map[string]string {
+	t.Helper()
+	recs, err := j.Records()
+	require.NoError(t, err)
+	ids := map[string]string{}
+	for _, r := range recs {
+		ids[r.OperationID] = r.KeyID
+	}
+	return ids
+}
+
+func TestKeyRotation(t *testing.T) {
+	f := newSealedFixture(t)
+	ka, kb := newKey32(t), newKey32(t)
+	onlyA := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
+	rotated := &Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}
+	onlyB := &Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
+
+	j, tr := f.open(t, onlyA)
+	bodyA := f.leavePending(t, tr, "rot-a")
+	require.NoError(t, j.Close())
+
+	// Rotated: new records use B, the old one still reads under A.
+	j, tr = f.open(t, rotated)
+	bodyB := f.leavePending(t, tr, "rot-b")
+	require.Equal(t, map[string]string{"rot-a": "A", "rot-b": "B"}, keyIDs(t, j))
+	rec, err := j.Lookup("rot-a")
+	require.NoError(t, err)
+	require.Equal(t, bodyA, string(rec.Body))
+	require.Equal(t, "trace-rot-a", rec.Header.Get("X-Trace"))
+	require.NoError(t, j.Close())
+
+	// A removed while a record still needs it: that record is reported and
+	// stays pending; the other one is sent.
+	f.failing.Store(false)
+	sentBefore := len(f.srv.requests())
+	j, tr = f.open(t, onlyB)
+	outs := outcomesByOp(t, tr)
+	require.Len(t, outs, 2)
+	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownKeyID)
+	require.Contains(t, outs["rot-a"].Err.Error(), `"A"`, "the error names the key ID")
+	require.Nil(t, outs["rot-a"].Response)
+	require.NoError(t, outs["rot-b"].Err)
+	require.Equal(t, http.StatusCreated, outs["rot-b"].Response.StatusCode)
+	seen := f.srv.requests()
+	require.Len(t, seen, sentBefore+1, "only rot-b was sent")
+	require.Equal(t, bodyB, string(seen[len(seen)-1].Body))
+
+	_, err = j.Lookup("rot-a")
+	require.ErrorIs(t, err, ErrUnknownKeyID)
+	recs, err := j.Records()
+	require.NoError(t, err, "a listing shows what it cannot open")
+	require.Len(t, recs, 2)
+	require.Equal(t, "rot-a", recs[0].OperationID)
+	require.Equal(t, Pending, recs[0].State)
+	require.True(t, recs[0].Sealed)
+	require.Nil(t, recs[0].Body)
+	require.Nil(t, recs[0].Header)
+	require.False(t, recs[1].Sealed)
+
+	// A new call with the operation ID sends nothing either.
+	req := newRequest(t, http.MethodPost, f.srv.URL+"/payments", bodyA)
+	_, err = tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), "rot-a")))
+	require.ErrorIs(t, err, ErrUnknownKeyID)
+	require.Len(t, f.srv.requests(), sentBefore+1)
+	require.NoError(t, j.Close())
+
+	// No keyring at all: the same typed error, not garbage.
+	j, tr = f.open(t, nil)
+	outs = outcomesByOp(t, tr)
+	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownKeyID)
+	require.Len(t, f.srv.requests(), sentBefore+1)
+	require.NoError(t, j.Close())
+
+	// A back: the operation was never dropped, and goes out as journaled.
+	_, tr = f.open(t, rotated)
+	outs = outcomesByOp(t, tr)
+	require.Len(t, outs, 1)
+	require.NoError(t, outs["rot-a"].Err)
+	seen = f.srv.requests()
+	require.Len(t, seen, sentBefore+2)
+	require.Equal(t, bodyA, string(seen[len(seen)-1].Body))
+	require.Equal(t, seen[0].Header.Get(DefaultKeyHeader), seen[len(seen)-1].Header.Get(DefaultKeyHeader),
+		"the key of rot-a's first attempt")
+	require.Equal(t, "trace-rot-a", seen[len(seen)-1].Header.Get("X-Trace"))
+}
+
+// journalVersion reads the version a journal file records.
+func journalVersion(t *testing.T, path string) string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	var v string
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		v = string(tx.Bucket(bucketMeta).Get(metaVersion))
+		return nil
+	}))
+	return v
+}
+
+func TestEncryptionTurnedOnLater(t *testing.T) {
+	f := newSealedFixture(t)
+	kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+
+	j, tr := f.open(t, nil)
+	plainBody := f.leavePending(t, tr, "before")
+	require.NoError(t, j.Close())
+	require.Equal(t, "idem-journal-3", journalVersion(t, f.path), "no encryption, no new version")
+
+	j, tr = f.open(t, kr)
+	f.leavePending(t, tr, "after")
+	require.Equal(t, map[string]string{"before": "", "after": "k"}, keyIDs(t, j))
+	rec, err := j.Lookup("before")
+	require.NoError(t, err)
+	require.Equal(t, plainBody, string(rec.Body))
+	require.NoError(t, j.Close())
+	require.Equal(t, "idem-journal-4", journalVersion(t, f.path),
+		"marked, so that an idem without sealed records refuses the file")
+
+	// Read-only, without keys: listed, the sealed one as such.
+	ro, err := OpenJournalReadOnly(f.path, 0)
+	require.NoError(t, err)
+	recs, err := ro.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.False(t, recs[0].Sealed)
+	require.True(t, recs[1].Sealed)
+	require.Equal(t, "k", recs[1].KeyID)
+	require.Equal(t, f.srv.URL+"/payments", recs[1].URL, "scheme, host and path stay readable")
+	require.NoError(t, ro.Close())
+
+	f.failing.Store(false)
+	_, tr = f.open(t, kr)
+	outs := outcomesByOp(t, tr)
+	require.Len(t, outs, 2)
+	for op, o := range outs {
+		require.NoError(t, o.Err, op)
+		require.Equal(t, http.StatusCreated, o.Response.StatusCode, op)
+	}
+}
+
+// tamper changes the stored record of operation op, in a closed journal.
+func tamper(t *testing.T, path, op string, change func(tx *bolt.Tx, id []byte)) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketIndex).Get([]byte("o\x00" + op))
+		require.NotNil(t, id)
+		change(tx, bytes.Clone(id))
+		return nil
+	}))
+}
+
+// editMeta rewrites a record's stored metadata as a JSON object.
+func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any)) {
+	b := tx.Bucket(bucketPending)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b.Get(id), &m))
+	edit(m)
+	v, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, b.Put(id, v))
+}
+
+func flipLast(b []byte) []byte {
+	b = bytes.Clone(b)
+	b[len(b)-1] ^= 0x01
+	return b
+}
+
+func TestSealedRecordTampered(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, tx *bolt.Tx, id1, id2 []byte)
+	}{
+		{"body byte flipped", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
+			b := tx.Bucket(bucketBodies)
+			require.NoError(t, b.Put(id1, flipLast(b.Get(id1))))
+		}},
+		{"body truncated", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
+			require.NoError(t, tx.Bucket(bucketBodies).Put(id1, []byte{1, 2, 3}))
+		}},
+		{"bodies swapped", func(t *testing.T, tx *bolt.Tx, id1, id2 []byte) {
+			b := tx.Bucket(bucketBodies)
+			b1, b2 := bytes.Clone(b.Get(id1)), bytes.Clone(b.Get(id2))
+			require.NoError(t, b.Put(id1, b2))
+			require.NoError(t, b.Put(id2, b1))
+		}},
+		{"sealed part flipped", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
+			editMeta(t, tx, id1, func(m map[string]any) {
+				box, err := base64.StdEncoding.DecodeString(m["sealed"].(string))
+				require.NoError(t, err)
+				box[len(box)/2] ^= 0x01
+				m["sealed"] = box
+			})
+		}},
+		{"path retargeted", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
+			editMeta(t, tx, id1, func(m map[string]any) {
+				m["url"] = strings.Replace(m["url"].(string), "/payments", "/refunds", 1)
+			})
+		}},
+		{"key changed", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
+			editMeta(t, tx, id1, func(m map[string]any) { m["key"] = "another-key" })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newSealedFixture(t)
+			kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+			j, tr := f.open(t, kr)
+			f.leavePending(t, tr, "t1")
+			f.leavePending(t, tr, "t2")
+			require.NoError(t, j.Close())
+			tamper(t, f.path, "t1", func(tx *bolt.Tx, id1 []byte) {
+				id2 := tx.Bucket(bucketIndex).Get([]byte("o\x00t2"))
+				tc.change(t, tx, id1, bytes.Clone(id2))
+			})
+
+			f.failing.Store(false)
+			sent := len(f.srv.requests())
+			j, tr = f.open(t, kr)
+			_, err := j.Lookup("t1")
+			require.ErrorIs(t, err, ErrDecrypt)
+			outs := outcomesByOp(t, tr)
+			require.ErrorIs(t, outs["t1"].Err, ErrDecrypt)
+			require.NotErrorIs(t, outs["t1"].Err, ErrUnknownKeyID)
+			wantSent := 1
+			if tc.name == "bodies swapped" {
+				require.ErrorIs(t, outs["t2"].Err, ErrDecrypt, "a body moved between records does not open")
+				wantSent = 0
+			} else {
+				require.NoError(t, outs["t2"].Err)
+			}
+			require.Len(t, f.srv.requests(), sent+wantSent, "nothing tampered is sent")
+			recs, err := j.Records()
+			require.NoError(t, err)
+			require.Equal(t, Pending, recs[0].State, "it stays pending")
+			require.True(t, recs[0].Sealed)
+		})
+	}
+}
+
+func TestSealedRecordWithPlaintextRequestIsCorrupt(t *testing.T) {
+	// Headers added in plaintext beside a sealed part would be sent
+	// unauthenticated: such a record is not one idem wrote.
+	f := newSealedFixture(t)
+	kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+	j, tr := f.open(t, kr)
+	f.leavePending(t, tr, "t1")
+	require.NoError(t, j.Close())
+	tamper(t, f.path, "t1", func(tx *bolt.Tx, id []byte) {
+		editMeta(t, tx, id, func(m map[string]any) {
+			m["header"] = map[string]any{"X-Injected": []string{"1"}}
+		})
+	})
+	j, _ = f.open(t, kr)
+	_, err := j.Lookup("t1")
+	require.ErrorIs(t, err, ErrJournalCorrupt)
+}
+
+func TestEncryptionInvalidKeyring(t *testing.T) {
+	good := newKey32(t)
+	for _, tc := range []struct {
+		name string
+		kr   *Keyring
+	}{
+		{"no keys", &Keyring{Current: "k"}},
+		{"current missing", &Keyring{Current: "x", Keys: map[string][]byte{"k": good}}},
+		{"empty current", &Keyring{Keys: map[string][]byte{"k": good}}},
+		{"empty key ID", &Keyring{Current: "", Keys: map[string][]byte{"": good}}},
+		{"key ID with a space", &Keyring{Current: "k 1", Keys: map[string][]byte{"k 1": good}}},
+		{"key too short", &Keyring{Current: "k", Keys: map[string][]byte{"k": good[:16]}}},
+		{"key too long", &Keyring{Current: "k", Keys: map[string][]byte{"k": append(bytes.Clone(good), 0)}}},
+		{"old key bad", &Keyring{Current: "k", Keys: map[string][]byte{"k": good, "old": {1, 2, 3}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := &Options{Encryption: tc.kr}
+			path := filepath.Join(t.TempDir(), "bad.journal")
+			_, err := OpenJournal(path, opts)
+			require.ErrorIs(t, err, ErrInvalidOptions)
+			require.Contains(t, err.Error(), "Encryption")
+			_, err = Open(path, opts)
+			require.ErrorIs(t, err, ErrInvalidOptions)
+			_, err = NewTransport(nil, opts)
+			require.ErrorIs(t, err, ErrInvalidOptions)
+			_, statErr := os.Stat(path)
+			require.ErrorIs(t, statErr, os.ErrNotExist, "nothing written")
+		})
+	}
+}
+
+func TestNewTransportKeyringMustMatchJournal(t *testing.T) {
+	ka, kb := newKey32(t), newKey32(t)
+	a := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
+	plain, _ := testJournal(t)
+	_, err := NewTransport(plain, &Options{Encryption: a})
+	require.ErrorIs(t, err, ErrInvalidOptions, "records would be written in plaintext")
+
+	sealed, err := OpenJournal(filepath.Join(t.TempDir(), "a.journal"), &Options{Encryption: a})
+	require.NoError(t, err)
+	t.Cleanup(func() { sealed.Close() })
+	_, err = NewTransport(sealed, &Options{Encryption: &Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}})
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = NewTransport(sealed, nil)
+	require.NoError(t, err, "the journal seals; the Transport need not know")
+	_, err = NewTransport(sealed, &Options{Encryption: a})
+	require.NoError(t, err)
+}
+
+func TestKeyringCopiedWhenOpened(t *testing.T) {
+	f := newSealedFixture(t)
+	key := newKey32(t)
+	kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": key}}
+	j, tr := f.open(t, kr)
+	body := f.leavePending(t, tr, "c1")
+	clear(key) // the caller wipes its copy
+	kr.Current = "gone"
+	rec, err := j.Lookup("c1")
+	require.NoError(t, err)
+	require.Equal(t, body, string(rec.Body))
+}

@@ -1,0 +1,135 @@
+// This file holds how a Record is stored (journal.go holds the layout): its
+// metadata as JSON, its body apart. When the record names a key ID
+// (Options.Encryption, encrypt.go), what it holds of the request itself —
+// headers, the URL's query and fragment, the body's SHA-256, and the body —
+// is sealed; what Resume and listings need to schedule and name it (key,
+// operation ID, method, scheme, host and path, state, times) stays readable.
+
+package idem
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// storedRecord is a record's metadata as written. A sealed record (KeyID
+// set) keeps its headers, the rest of its URL and its body hash in Box, and
+// leaves those fields of the Record empty.
+type storedRecord struct {
+	*Record
+	Box []byte `json:"sealed,omitempty"`
+}
+
+// sealedPart is what a Box holds once opened.
+type sealedPart struct {
+	Header     http.Header `json:"header,omitempty"`
+	URLRest    string      `json:"url_rest,omitempty"` // the URL from its first '?' or '#' on
+	BodySHA256 string      `json:"sha256"`
+}
+
+// errStored marks stored bytes that no version of idem writes.
+var errStored = errors.New("malformed record")
+
+// splitURL cuts a journaled URL before its query or fragment: the part a
+// sealed record leaves readable, and the part it seals.
+func splitURL(u string) (plain, rest string) {
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		return u[:i], u[i:]
+	}
+	return u, ""
+}
+
+// encodeMeta returns r's metadata as stored: JSON, its request part sealed
+// under r.KeyID when that is set.
+func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
+	if r.KeyID == "" {
+		return json.Marshal(r)
+	}
+	plain, rest := splitURL(r.URL)
+	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256})
+	if err != nil {
+		return nil, err
+	}
+	box, err := k.seal(r.KeyID, secret, additionalData("meta", r, plain))
+	if err != nil {
+		return nil, err
+	}
+	c := *r
+	c.URL, c.Header, c.BodySHA256 = plain, nil, ""
+	return json.Marshal(storedRecord{Record: &c, Box: box})
+}
+
+// encodeBody returns r's body as stored: itself, not copied, or sealed under
+// r.KeyID. An empty body is not stored.
+func (k *keyring) encodeBody(r *Record) ([]byte, error) {
+	if r.KeyID == "" || len(r.Body) == 0 {
+		return r.Body, nil
+	}
+	plain, _ := splitURL(r.URL)
+	return k.seal(r.KeyID, r.Body, additionalData("body", r, plain))
+}
+
+// decodeStored reads a record from its stored metadata and body (nil for
+// none, or not wanted), the inverse of encodeMeta and encodeBody. err says
+// the bytes are not a record. sealErr (ErrUnknownKeyID or ErrDecrypt) says
+// the record is one, but its sealed part stays closed: rec is then Sealed,
+// without that part and without its body.
+func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err error) {
+	s := storedRecord{Record: new(Record)}
+	if err := json.Unmarshal(meta, &s); err != nil {
+		return nil, nil, err
+	}
+	rec = s.Record
+	if rec.KeyID == "" {
+		if len(s.Box) > 0 {
+			return nil, nil, fmt.Errorf("%w: sealed part without a key ID", errStored)
+		}
+		if len(body) > 0 {
+			rec.Body = bytes.Clone(body)
+		}
+		return rec, nil, nil
+	}
+	// Fields that a sealed record keeps in its box must be empty outside it:
+	// anything there was not written by idem, and is not authenticated.
+	if len(s.Box) == 0 || len(rec.Header) > 0 || rec.BodySHA256 != "" || strings.ContainsAny(rec.URL, "?#") {
+		return nil, nil, fmt.Errorf("%w: sealed record with its request in plaintext, or without its sealed part", errStored)
+	}
+	rec.Header = nil
+	plain := rec.URL
+	if err := k.openMeta(rec, s.Box); err != nil {
+		rec.Sealed = true
+		return rec, err, nil
+	}
+	if len(body) > 0 {
+		b, err := k.open(rec.KeyID, body, additionalData("body", rec, plain))
+		if err != nil {
+			rec.Sealed = true
+			return rec, err, nil
+		}
+		rec.Body = b
+	}
+	return rec, nil, nil
+}
+
+// openMeta puts a sealed record's box back into its fields. rec.URL is the
+// readable part of the URL.
+func (k *keyring) openMeta(rec *Record, box []byte) error {
+	secret, err := k.open(rec.KeyID, box, additionalData("meta", rec, rec.URL))
+	if err != nil {
+		return err
+	}
+	var p sealedPart
+	if err := json.Unmarshal(secret, &p); err != nil {
+		return fmt.Errorf("%w: sealed part under key %q: %w", ErrDecrypt, rec.KeyID, err)
+	}
+	if p.URLRest != "" && p.URLRest[0] != '?' && p.URLRest[0] != '#' {
+		return fmt.Errorf("%w: sealed part under key %q: URL rest %q", ErrDecrypt, rec.KeyID, p.URLRest)
+	}
+	rec.URL += p.URLRest
+	rec.Header, rec.BodySHA256 = p.Header, p.BodySHA256
+	return nil
+}
