@@ -115,11 +115,23 @@ func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 		}
 		return time.Duration(secs) * time.Second, true
 	}
-	t, err := http.ParseTime(v)
+	t, err := parseHTTPDate(v)
 	if err != nil {
 		return 0, false
 	}
 	return max(t.Sub(now), 0), true
+}
+
+// parseHTTPDate is http.ParseTime read in UTC: http.ParseTime's RFC 850 layout
+// takes any zone abbreviation and looks it up in time.Local, so "EST" would
+// mean UTC-5 on a machine in New York and UTC elsewhere.
+func parseHTTPDate(v string) (t time.Time, err error) {
+	for _, layout := range []string{http.TimeFormat, time.RFC850, time.ANSIC} {
+		if t, err = time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return t, err
 }
 
 func isDigits(s string) bool {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // payment is the resource POST /payments creates.
@@ -40,8 +41,11 @@ func parsePayment(body []byte) (payment, [sha256.Size]byte, error) {
 	if err != nil {
 		return payment{}, [sha256.Size]byte{}, err
 	}
+	// Decoded from the canonical form, so one fingerprint is one payment: encoding/json
+	// matches names case-insensitively and lets the last duplicate win, so {"amount": 5,
+	// "Amount": 6} read as written would ask for another amount than its reordering.
 	var req paymentRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := json.Unmarshal(canon, &req); err != nil {
 		return payment{}, [sha256.Size]byte{}, fmt.Errorf("testserver: payment body: %w", err)
 	}
 	switch {
@@ -61,8 +65,13 @@ func parsePayment(body []byte) (payment, [sha256.Size]byte, error) {
 
 // canonicalJSON re-encodes the single JSON value in body with object keys sorted (as
 // encoding/json does for maps) and numbers kept verbatim, so that key order and white space
-// do not change a fingerprint.
+// do not change a fingerprint. A body that is not UTF-8 is refused (RFC 8259 section 8.1):
+// encoding/json would turn each invalid byte into U+FFFD, so different bodies would share a
+// fingerprint.
 func canonicalJSON(body []byte) ([]byte, error) {
+	if !utf8.Valid(body) {
+		return nil, errors.New("testserver: payment body is not UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
