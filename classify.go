@@ -66,6 +66,7 @@ type Classifier func(Attempt) Class
 //	the server may have acted (reset, EOF, timeout)        RetryIfSafe
 //	408, 425, 429, 500, 502, 503, 504; 409 when keyed      Retry
 //	certificate errors, ErrInvalidRequest, ErrBodyTooLarge Permanent
+//	a status outside 100..599 (as 500: RFC 9110 section 15) Retry
 //	any other status (2xx, 3xx, other 4xx, 501, 505)       Final
 //
 // Errors are matched with errors.Is and errors.As, never by their text.
@@ -73,7 +74,13 @@ func DefaultClassifier(a Attempt) Class {
 	if a.Err != nil {
 		return classifyError(a.Err, a.Wrote)
 	}
-	switch a.Response.StatusCode {
+	code := a.Response.StatusCode
+	if code < 100 || code > 599 {
+		// RFC 9110 section 15: a client processes an invalid status code as
+		// a 5xx, so as 500.
+		return Retry
+	}
+	switch code {
 	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
 		http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:

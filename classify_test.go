@@ -92,6 +92,12 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 		{504, Retry, Retry},
 		// The IETF Idempotency-Key draft's "request in progress".
 		{409, Retry, Final},
+		// Invalid codes are processed as 500 (RFC 9110 section 15); net/http
+		// parses any three digits ("099" was found by FuzzTransportResponse).
+		{99, Retry, Retry},
+		{0, Retry, Retry},
+		{600, Retry, Retry},
+		{999, Retry, Retry},
 
 		{200, Final, Final},
 		{201, Final, Final},
