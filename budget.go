@@ -40,13 +40,15 @@ const (
 // So while a server answers, retries pay for themselves; retries are
 // throttled once about two attempts in three fail; and when the server fails
 // everything, the bucket empties after about Burst retries, after which
-// retries add at most Ratio (10%) to the request rate.
+// retries add at most Ratio (10%) to the request rate, plus the probes below
+// when a host gets less than one first attempt a second.
 //
 // First attempts are never throttled. A retry counts as a retry whatever
 // made it (a retryable status, 409 in progress, Retry-After, a network
-// error), and so does Resume's re-sending of an operation already attempted:
-// otherwise the operations the budget left pending would come back through
-// Resume and amplify the outage all the same. A journaled operation denied a
+// error), and so does the re-sending of a pending operation already
+// attempted, by Resume or by a call with its operation ID: otherwise the
+// operations the budget left pending would come back that way and amplify
+// the outage all the same. A journaled operation denied a
 // retry stays pending: the call returns a *PendingError matching
 // ErrRetryBudgetExhausted, and a later Resume sends it; Resume reports the
 // operations it could not send for this reason the same way, without
@@ -123,10 +125,21 @@ func (b *budget) answered(host string, retried bool) {
 }
 
 // retry reports whether a retry to host may be made at now, and if so takes
-// its token.
+// its token (or its probe).
 func (b *budget) retry(host string, now time.Time) bool {
+	return b.take(host, now).ok
+}
+
+// grant is what take gave: a token, a probe, or nothing.
+type grant struct {
+	ok, probe bool
+	quiet     time.Time // a probe's bucket's quiet time before it
+}
+
+// take is retry, saying what it gave so that undo can give it back.
+func (b *budget) take(host string, now time.Time) grant {
 	if b.disabled {
-		return true
+		return grant{ok: true}
 	}
 	host = strings.ToLower(host)
 	b.mu.Lock()
@@ -140,12 +153,29 @@ func (b *budget) retry(host string, now time.Time) bool {
 	switch {
 	case bk.tokens >= token:
 		bk.tokens -= token
-		return true
+		return grant{ok: true}
 	case now.Sub(bk.quiet) >= probeEvery:
+		g := grant{ok: true, probe: true, quiet: bk.quiet}
 		bk.quiet = now
-		return true
+		return g
 	}
-	return false
+	return grant{}
+}
+
+// undo gives back what take granted for a retry that was not sent after all:
+// a token, or the probe (which earns nothing).
+func (b *budget) undo(host string, g grant) {
+	switch {
+	case !g.ok || b.disabled:
+	case g.probe:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if bk := b.hosts[strings.ToLower(host)]; bk != nil && g.quiet.Before(bk.quiet) {
+			bk.quiet = g.quiet
+		}
+	default:
+		b.add(host, token, time.Time{})
+	}
 }
 
 // add puts n token units in host's bucket and, if now is set, notes a first

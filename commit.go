@@ -11,6 +11,8 @@
 package idem
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -72,6 +74,10 @@ func (c *committer) init() {
 // the queue: the commit's critical section does no cryptography.
 func (j *Journal) insert(rec *Record, callerKey bool) error {
 	rec.CallerKey = callerKey
+	if rec.BodySHA256 == "" { // reads check the body against it (bodyMatches)
+		sum := sha256.Sum256(rec.Body)
+		rec.BodySHA256 = hex.EncodeToString(sum[:])
+	}
 	rec.KeyID = j.keys.currentID()
 	data, err := j.keys.encodeMeta(rec)
 	if err != nil {

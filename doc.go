@@ -71,7 +71,7 @@
 // sends nothing until Options.PrepareResume has put them back
 // (ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing). With
 // Options.Encryption, what the journal does keep of each request (body,
-// headers, URL query and fragment, body hash) is sealed with AES-256-GCM
+// headers, URL query, body hash) is sealed with AES-256-GCM
 // under a Keyring key the record names, so that, say, card data in a
 // payment body cannot be read from the file; the key, operation ID, method,
 // scheme, host, path, state and times stay readable, for Resume and

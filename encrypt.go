@@ -18,7 +18,7 @@ const KeySize = 32
 
 // Keyring holds the keys that seal what the journal stores of each request:
 // its body, its headers (sensitive ones are never stored at all), its URL's
-// query and fragment, and the body's SHA-256. Each record is sealed with
+// query, and the body's SHA-256. Each record is sealed with
 // AES-256-GCM (a fresh random 96-bit nonce per write) under one key and names
 // that key's ID, in plaintext, so that keys can be rotated: add a new key,
 // make it Current, and keep the old one for as long as records sealed under

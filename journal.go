@@ -204,6 +204,11 @@ func (j *Journal) init() error {
 			if err := meta.Put(metaVersion, version4); err != nil {
 				return err
 			}
+		case string(v) == string(version4) && j.keys == nil && !j.readOnly:
+			// Written to without its Keyring, it would take new bodies in
+			// plaintext: one forgotten option would put card data on disk.
+			return fmt.Errorf("%w: %s holds encrypted records: open it with Options.Encryption (or read-only)",
+				ErrInvalidOptions, j.path)
 		case string(v) != string(version3) && string(v) != string(version4):
 			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
 		}

@@ -6,7 +6,9 @@ package idem
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"iter"
 	"time"
@@ -72,7 +74,19 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	if err == nil {
 		err = sealErr
 	}
+	if err == nil && rec.State != Settled && !bodyMatches(rec) {
+		// A lost or altered body entry, or a sealed record stripped of its
+		// seal: sending it would put other bytes under the operation's key.
+		return nil, fmt.Errorf("%w: %s: record %d (operation %q): body does not match its SHA-256",
+			ErrJournalCorrupt, j.path, rec.ID, rec.OperationID)
+	}
 	return rec, err
+}
+
+// bodyMatches reports whether rec's body hashes to its BodySHA256.
+func bodyMatches(rec *Record) bool {
+	sum := sha256.Sum256(rec.Body)
+	return hex.EncodeToString(sum[:]) == rec.BodySHA256
 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of

@@ -80,15 +80,17 @@ type Options struct {
 	// stays pending and Resume reports ErrSensitiveQueryMissing. The
 	// operation's fingerprint (ErrKeyReuse) uses the URL without them: a call
 	// that repeats an operation ID with a fresh token is the same operation.
-	// Nil, the default, names none.
+	// Nil, the default, names none; an empty name is ErrInvalidOptions. (The
+	// URL's fragment is never journaled: net/http never sends it.)
 	SensitiveQueryParams []string
 
 	// Encryption, if set, seals what each new journal record holds of its
-	// request (the body, the non-sensitive headers, the URL's query and
-	// fragment, the body's SHA-256) with AES-256-GCM under the Keyring's
-	// Current key, and opens records sealed under any of its Keys; see
-	// Keyring for rotation. Nil stores them in plaintext, and leaves sealed
-	// records unreadable (ErrUnknownKeyID). The journal does the sealing:
+	// request (the body, the non-sensitive headers, the URL's query, the
+	// body's SHA-256) with AES-256-GCM under the Keyring's Current key, and
+	// opens records sealed under any of its Keys; see Keyring for rotation.
+	// Nil stores them in plaintext; a journal that holds sealed records is
+	// then opened only read-only (OpenJournal and Open fail with
+	// ErrInvalidOptions), where they read as sealed (ErrUnknownKeyID). The journal does the sealing:
 	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
 	// that is empty or not visible ASCII, or a key that is not KeySize (32)
 	// bytes fails Open, OpenJournal and NewTransport with ErrInvalidOptions

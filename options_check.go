@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,11 @@ func (o *Options) check() error {
 	}
 	if f := o.RandomizationFactor; !(f >= 0 && f <= 1) {
 		return fmt.Errorf("%w: RandomizationFactor %v is outside [0, 1]", ErrInvalidOptions, f)
+	}
+	// An empty name would match the empty parts of a query ("a=1&&b=2"),
+	// which no PrepareResume can put back: the operation could never resume.
+	if slices.Contains(o.SensitiveQueryParams, "") {
+		return fmt.Errorf("%w: SensitiveQueryParams holds an empty name", ErrInvalidOptions)
 	}
 	// net/http refuses such a header on every attempt, after the write-ahead:
 	// each journaled call would stay pending for good.

@@ -1,7 +1,7 @@
 // This file holds how a Record is stored (journal.go holds the layout): its
 // metadata as JSON, its body apart. When the record names a key ID
 // (Options.Encryption, encrypt.go), what it holds of the request itself —
-// headers, the URL's query and fragment, the body's SHA-256, and the body —
+// headers, the URL's query, the body's SHA-256, and the body —
 // is sealed; what Resume and listings need to schedule and name it (key,
 // operation ID, method, scheme, host and path, state, times) stays readable.
 

@@ -119,20 +119,27 @@ launch:
 		// Re-sending an operation already attempted is a retry: it needs a
 		// token of the retry budget, taken here so that a pass stops sending
 		// to a failing host instead of queueing its whole backlog.
-		host, isRetry := recordHost(rec), rec.Attempts > 0
-		if isRetry && !t.budget.retry(host, t.clock.Now()) {
-			t.locks.unlock(name)
-			denied.Store(true)
-			report(Outcome{Record: rec, Err: t.resumeDenied(ctx, rec, host)})
-			continue
+		// One past KeyTTL is only marked expired: nothing is sent.
+		now := t.clock.Now()
+		host, isRetry := recordHost(rec), rec.Attempts > 0 && now.Sub(rec.Created) <= t.cfg.KeyTTL
+		var g grant
+		if isRetry {
+			if g = t.budget.take(host, now); !g.ok {
+				t.locks.unlock(name)
+				denied.Store(true)
+				report(Outcome{Record: rec, Err: t.resumeDenied(ctx, rec, host)})
+				continue
+			}
 		}
 		select {
 		case sem <- struct{}{}:
 		case <-stop:
 			t.locks.unlock(name)
+			t.budget.undo(host, g)
 			break launch
 		case <-ctx.Done():
 			t.locks.unlock(name)
+			t.budget.undo(host, g)
 			break launch
 		}
 		wg.Add(1)
@@ -140,7 +147,7 @@ launch:
 			defer func() { t.locks.unlock(name); <-sem; wg.Done() }()
 			resp, err := t.resume(ctx, rec, lim, isRetry)
 			if isRetry && resp == nil && !errors.As(err, new(*PendingError)) {
-				t.budget.add(host, token, time.Time{}) // not sent after all
+				t.budget.undo(host, g) // not sent after all
 			}
 			if errors.Is(err, errNotPending) {
 				return

@@ -23,7 +23,8 @@ func TestStoredURLStripsSensitiveQuery(t *testing.T) {
 		{"https://api.test/p?sig=s&token=t1&token=t2", "https://api.test/p", []string{"sig", "token"}},
 		{"https://api.test/p?to%6Ben=t1&z=%20", "https://api.test/p?z=%20", []string{"token"}}, // decoded name
 		{"https://api.test/p?Token=t1&tokens=2", "https://api.test/p?Token=t1&tokens=2", nil},  // exact match only
-		{"https://api.test/p?b=2&a=1&b=1#frag", "https://api.test/p?b=2&a=1&b=1#frag", nil},    // order and bytes kept
+		{"https://api.test/p?b=2&a=1&b=1", "https://api.test/p?b=2&a=1&b=1", nil},              // order and bytes kept
+		{"https://api.test/p?a=1#access_token=t1", "https://api.test/p?a=1", nil},              // the fragment is never sent
 		{"https://api.test/p?a=1&&token=t1", "https://api.test/p?a=1&", []string{"token"}},
 		{"https://u:pw@api.test/p?token=t1&a=1", "https://api.test/p?a=1", []string{"token"}},
 		{"https://api.test/p?%zz=1&token=t1", "https://api.test/p?%zz=1", []string{"token"}},

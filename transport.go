@@ -253,8 +253,16 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		}
 		t.stateChanged(Failed, Pending)
 	}
+	// A call that sends a pending operation again is a retry, as a resume
+	// is: otherwise an application re-calling its pending work would amplify
+	// an outage around the retry budget.
+	retry := rec.State == Pending && rec.Attempts > 0
+	if retry && !t.budget.retry(req.URL.Host, t.clock.Now()) {
+		return nil, &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+			LastStatus: rec.Status, Err: budgetError(req.URL.Host, nil), NextAttempt: t.clock.Now().Add(probeEvery)}
+	}
 	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf,
-		maybeSent: maybeSent, limits: lim})
+		maybeSent: maybeSent, limits: lim, retryToken: retry})
 }
 
 // writeAhead commits a new record before anything is sent, and tells the

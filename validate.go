@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -38,6 +39,11 @@ func (t *Transport) validRequest(req *http.Request) error {
 		}
 		return fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
 	}
+	if p := req.URL.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: invalid port %q", ErrInvalidRequest, p)
+		}
+	}
 	for name, values := range req.Header {
 		if strings.EqualFold(name, t.cfg.KeyHeader) {
 			continue
@@ -46,13 +52,24 @@ func (t *Transport) validRequest(req *http.Request) error {
 			return fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, name)
 		}
 		for _, v := range values {
-			// RFC 9110 section 5.5: CR, LF and NUL are never valid in a field value.
-			if strings.ContainsAny(v, "\r\n\x00") {
+			if !validFieldValue(v) {
 				return fmt.Errorf("%w: invalid value for header %q", ErrInvalidRequest, name)
 			}
 		}
 	}
 	return nil
+}
+
+// validFieldValue reports whether v may be a field value: RFC 9110 section
+// 5.5 allows visible characters, space, tab and obs-text (0x80-0xFF), so
+// never another control character or DEL. net/http refuses the same.
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // method is the request method; "" means GET, as in net/http.
@@ -74,20 +91,22 @@ func isToken(s string) bool {
 }
 
 // storedURL is the request URL as journaled: without userinfo, which may
-// hold a password, nor the query parameters named in sensitive
+// hold a password, nor the fragment, nor the query parameters named in sensitive
 // (Options.SensitiveQueryParams), whose names it returns, sorted. The result
 // is parsed again so that userinfo or a query hidden in an opaque URL is
 // dropped too.
 func storedURL(u *url.URL, sensitive map[string]bool) (string, []string) {
 	c := *u
-	c.User = nil
+	// net/http never sends the fragment, and it may hold a token (OAuth's
+	// implicit flow puts access_token there): it is not journaled.
+	c.User, c.Fragment, c.RawFragment = nil, "", ""
 	var dropped []string
 	c.RawQuery, dropped = stripQuery(c.RawQuery, sensitive)
 	s := c.String()
 	if p, err := url.Parse(s); err == nil {
 		q, more := stripQuery(p.RawQuery, sensitive)
-		if p.User != nil || more != nil {
-			p.User, p.RawQuery = nil, q
+		if p.User != nil || more != nil || p.Fragment != "" {
+			p.User, p.RawQuery, p.Fragment, p.RawFragment = nil, q, "", ""
 			s = p.String()
 			dropped = append(dropped, more...)
 			slices.Sort(dropped)

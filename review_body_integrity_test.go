@@ -1,0 +1,66 @@
+// Review (issue 5, item 3), fixed: the body a pending record resumed with
+// was never checked against the record's BodySHA256. A sealed record's body
+// was authenticated only when it was there, and the key ID that says
+// "sealed" is itself unauthenticated, so a lost body entry, or a record
+// whose "kid" and "sealed" fields were gone, was resumed with the wrong bytes
+// under the operation's real idempotency key. Now Journal.load refuses a
+// record whose body does not hash to its BodySHA256 (ErrJournalCorrupt):
+// nothing is sent and it stays pending.
+
+package idem
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sealed bool
+		change func(t *testing.T, tx *bolt.Tx, id []byte)
+	}{
+		{"sealed record, body entry lost", true, func(t *testing.T, tx *bolt.Tx, id []byte) {
+			require.NoError(t, tx.Bucket(bucketBodies).Delete(id))
+		}},
+		{"sealed record, kid and sealed part stripped", true, func(t *testing.T, tx *bolt.Tx, id []byte) {
+			editMeta(t, tx, id, func(m map[string]any) { delete(m, "kid"); delete(m, "sealed") })
+		}},
+		{"plaintext record, body entry lost", false, func(t *testing.T, tx *bolt.Tx, id []byte) {
+			require.NoError(t, tx.Bucket(bucketBodies).Delete(id))
+		}},
+		{"plaintext record, body altered", false, func(t *testing.T, tx *bolt.Tx, id []byte) {
+			b := tx.Bucket(bucketBodies)
+			require.NoError(t, b.Put(id, []byte(`{"amount":999999,"currency":"eur","reference":"x"}`)))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newSealedFixture(t)
+			var kr *Keyring
+			if tc.sealed {
+				kr = &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+			}
+			j, tr := f.open(t, kr)
+			body := f.leavePending(t, tr, "t1")
+			require.NoError(t, j.Close())
+			tamper(t, f.path, "t1", func(tx *bolt.Tx, id []byte) { tc.change(t, tx, id) })
+
+			f.failing.Store(false)
+			sent := len(f.srv.requests())
+			j, tr = f.open(t, kr)
+			outs := outcomesByOp(t, tr)
+			o := outs["t1"]
+			if o.Response != nil {
+				got := f.srv.requests()
+				t.Errorf("resumed with body %q (journaled: %q), status %d", got[len(got)-1].Body, body, o.Response.StatusCode)
+			}
+			require.Error(t, o.Err, "a body that does not match its hash is a clear error")
+			require.Len(t, f.srv.requests(), sent, "nothing sent")
+			recs, err := j.Records()
+			require.NoError(t, err)
+			require.Equal(t, Pending, recs[0].State, "it stays pending")
+		})
+	}
+}
