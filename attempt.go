@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,15 @@ func idempotent(method string) bool {
 // attempt sends attempt n of maxN. wrote reports whether the request headers
 // reached a connection.
 func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http.Response, wrote bool, err error) {
-	actx, cancel := context.WithCancel(ctx)
+	// Only an attempt timeout needs a context of the attempt's own; without
+	// one, net/http ends the attempt with ctx.
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	d := o.limits.attemptTimeout
+	if d > 0 {
+		var stop context.CancelFunc
+		actx, stop = context.WithCancel(ctx)
+		cancel = stop
+	}
 	var written atomic.Bool
 	trace := &httptrace.ClientTrace{WroteHeaders: func() { written.Store(true) }}
 	if t.crashAt != nil {
@@ -155,13 +164,12 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	actx = httptrace.WithClientTrace(actx, trace)
 	var timedOut atomic.Bool
 	var timer *time.Timer
-	d := o.limits.attemptTimeout
 	if d > 0 {
 		timer = time.AfterFunc(d, func() { timedOut.Store(true); cancel() })
 	}
 	req := o.newRequest(actx, t.cfg.KeyHeader)
 	if !t.cfg.DisableAttemptHeader {
-		setHeader(req.Header, AttemptHeader, fmt.Sprintf("attempt=%d; max=%d", n, maxN))
+		setHeader(req.Header, AttemptHeader, attemptHeader(n, maxN))
 	}
 	resp, err = t.base().RoundTrip(req)
 	if timer != nil {
@@ -183,8 +191,20 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		}
 		return nil, written.Load(), err
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	if d > 0 {
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	}
 	return resp, written.Load(), nil
+}
+
+// attemptHeader is the AttemptHeader's value for attempt n of maxN.
+func attemptHeader(n, maxN int) string {
+	b := make([]byte, 0, 24)
+	b = append(b, "attempt="...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, "; max="...)
+	b = strconv.AppendInt(b, int64(maxN), 10)
+	return string(b)
 }
 
 // newRequest builds one attempt: the caller's request with a fresh reader over

@@ -6,6 +6,7 @@
 package idem
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -125,7 +126,9 @@ func (j *Journal) unsavedIDs() map[uint64]bool {
 // deleted; a failed or expired one keeps it, for reconciling or resending.
 func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
-	if pending.Get(id) == nil {
+	// One search finds the record and, for a settle, deletes it there.
+	cur := pending.Cursor()
+	if k, _ := cur.Seek(id); !bytes.Equal(k, id) {
 		// Finished already (repend makes a failed record pending again,
 		// durably, before it is re-sent), or pruned: never resurrect it, nor
 		// write a record without its body and index entries.
@@ -137,7 +140,7 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 	if d.rec.State == Pending {
 		return pending.Put(id, d.data)
 	}
-	if err := pending.Delete(id); err != nil {
+	if err := cur.Delete(); err != nil {
 		return err
 	}
 	if d.rec.State == Settled {

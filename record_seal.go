@@ -47,7 +47,7 @@ func splitURL(u string) (plain, rest string) {
 // under r.KeyID when that is set.
 func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	if r.KeyID == "" {
-		return json.Marshal(r)
+		return r.appendJSON(make([]byte, 0, 512), nil)
 	}
 	plain, rest := splitURL(r.URL)
 	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256})
@@ -60,7 +60,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	}
 	c := *r
 	c.URL, c.Header, c.BodySHA256 = plain, nil, ""
-	return json.Marshal(storedRecord{Record: &c, Box: box})
+	return c.appendJSON(make([]byte, 0, 512+len(box)*4/3), box)
 }
 
 // encodeBody returns r's body as stored: itself, not copied, or sealed under

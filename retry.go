@@ -51,27 +51,30 @@ func (realClock) After(d time.Duration) (<-chan time.Time, func()) {
 // each call makes its own.
 type schedule struct {
 	cfg *config
-	b   *backoff.ExponentialBackOff
+	clk clock
+	b   *backoff.ExponentialBackOff // made at the first backoff: most calls never wait
 }
 
 func newSchedule(cfg *config, clk clock) *schedule {
-	// Jitter multiplies an interval by up to (1 + RandomizationFactor); capping
-	// the interval below MaxInterval by that factor keeps every jittered wait
-	// within MaxInterval and still spread out at the cap.
-	capped := time.Duration(float64(cfg.MaxInterval) / (1 + cfg.RandomizationFactor))
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(min(cfg.InitialInterval, capped)),
-		backoff.WithMultiplier(cfg.Multiplier),
-		backoff.WithRandomizationFactor(cfg.RandomizationFactor),
-		backoff.WithMaxInterval(capped),
-		backoff.WithMaxElapsedTime(0),
-		backoff.WithClockProvider(clk),
-	)
-	return &schedule{cfg: cfg, b: b}
+	return &schedule{cfg: cfg, clk: clk}
 }
 
 // backoff returns the next backoff wait, always in (0, MaxInterval].
 func (s *schedule) backoff() time.Duration {
+	if s.b == nil {
+		// Jitter multiplies an interval by up to (1 + RandomizationFactor);
+		// capping the interval below MaxInterval by that factor keeps every
+		// jittered wait within MaxInterval and still spread out at the cap.
+		capped := time.Duration(float64(s.cfg.MaxInterval) / (1 + s.cfg.RandomizationFactor))
+		s.b = backoff.NewExponentialBackOff(
+			backoff.WithInitialInterval(min(s.cfg.InitialInterval, capped)),
+			backoff.WithMultiplier(s.cfg.Multiplier),
+			backoff.WithRandomizationFactor(s.cfg.RandomizationFactor),
+			backoff.WithMaxInterval(capped),
+			backoff.WithMaxElapsedTime(0),
+			backoff.WithClockProvider(s.clk),
+		)
+	}
 	return clampWait(s.b.NextBackOff(), s.cfg.MaxInterval)
 }
 
