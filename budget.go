@@ -28,7 +28,9 @@ const (
 
 // RetryBudget limits retries per host (the URL's host:port), so that when a
 // server fails every request, clients do not answer its outage with
-// MaxAttempts times the load. Its zero value gives the defaults above.
+// MaxAttempts times the load. Its zero value gives DefaultRetryRatio (0.1)
+// and DefaultRetryBurst (100). (So Ratio 0 is the default, not "no retries
+// once the bucket is empty": for that, a tiny Ratio such as 1e-6.)
 //
 // Each host has a bucket holding up to Burst tokens, full at first:
 //

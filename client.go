@@ -35,7 +35,8 @@ type Client struct {
 // older than Options.Retention, and returns a Client that journals through it.
 // It fails with ErrJournalLocked if another
 // process holds the file, ErrJournalCorrupt if the file is not a journal,
-// ErrInvalidOptions for invalid Options, or the file system's error (naming the
+// ErrInvalidOptions for invalid Options (or for a journal holding encrypted
+// records without Options.Encryption), or the file system's error (naming the
 // path) for a path it cannot open for writing.
 func Open(path string, opts *Options) (*Client, error) {
 	if _, err := opts.config(); err != nil {
@@ -44,6 +45,10 @@ func Open(path string, opts *Options) (*Client, error) {
 	j, err := OpenJournal(path, opts)
 	if err != nil {
 		return nil, err
+	}
+	if j.sealedFile {
+		// A Client is for making calls, and every new one would be refused.
+		return nil, errors.Join(j.errNeedsKeyring(), j.Close())
 	}
 	t, err := NewTransport(j, opts)
 	if err == nil {

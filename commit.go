@@ -73,6 +73,9 @@ func (c *committer) init() {
 // With a Keyring, the record is sealed under its Current key, here, before
 // the queue: the commit's critical section does no cryptography.
 func (j *Journal) insert(rec *Record, callerKey bool) error {
+	if j.sealedFile {
+		return j.errNeedsKeyring()
+	}
 	rec.CallerKey = callerKey
 	if rec.BodySHA256 == "" { // reads check the body against it (bodyMatches)
 		sum := sha256.Sum256(rec.Body)
@@ -94,6 +97,12 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	rec.ID = w.id
 	j.writeAheads.Add(1)
 	return nil
+}
+
+// errNeedsKeyring refuses a new record in a journal of sealed records
+// opened without Options.Encryption: it would go to disk in plaintext.
+func (j *Journal) errNeedsKeyring() error {
+	return fmt.Errorf("%w: %s holds encrypted records: new ones need Options.Encryption", ErrInvalidOptions, j.path)
 }
 
 // errRepend means a failed record was pruned before it could be sent again.

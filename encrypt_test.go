@@ -147,16 +147,18 @@ func TestKeyRotation(t *testing.T) {
 	require.Len(t, f.srv.requests(), sentBefore+1)
 	require.NoError(t, j.Close())
 
-	// No keyring at all: an encrypted journal is not opened for writing
-	// (new records would be plaintext); read-only, a record reads as sealed.
-	_, err = OpenJournal(f.path, &Options{MaxAttempts: 1})
+	// No keyring at all: a Client is refused (its new records would be
+	// plaintext); a journal opened without one takes no new record, and
+	// Resume reports rot-a with the same typed error.
+	_, err = Open(f.path, &Options{MaxAttempts: 1})
 	require.ErrorIs(t, err, ErrInvalidOptions)
-	ro, err := OpenJournalReadOnly(f.path, time.Second)
-	require.NoError(t, err)
-	_, err = ro.Lookup("rot-a")
-	require.ErrorIs(t, err, ErrUnknownKeyID)
-	require.NoError(t, ro.Close())
+	j, tr = f.open(t, nil)
+	outs = outcomesByOp(t, tr)
+	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownKeyID)
+	_, err = tr.RoundTrip(newRequest(t, http.MethodPost, f.srv.URL+"/payments", paymentBody("plain", 1)))
+	require.ErrorIs(t, err, ErrInvalidOptions, "no plaintext record in a sealed journal")
 	require.Len(t, f.srv.requests(), sentBefore+1)
+	require.NoError(t, j.Close())
 
 	// A back: the operation was never dropped, and goes out as journaled.
 	_, tr = f.open(t, rotated)

@@ -13,7 +13,7 @@ var (
 	// ErrJournalLocked is returned by Open and OpenJournal when another process (or
 	// another handle in this process) holds the journal file. The wrapping error
 	// names the path.
-	ErrJournalLocked = errors.New("idem: journal locked by another process")
+	ErrJournalLocked = errors.New("idem: journal locked")
 
 	// ErrJournalCorrupt is returned when the journal file is not a bbolt file,
 	// is damaged, or holds records idem cannot decode. The wrapping error names the
@@ -143,8 +143,15 @@ func (e *PendingError) Error() string {
 	case e.LastStatus != 0:
 		cause = fmt.Sprintf("last status %d", e.LastStatus)
 	}
-	return fmt.Sprintf("idem: operation %q (key %s) pending after %d attempt(s): %s",
-		e.OperationID, e.Key, e.Attempts, cause)
+	op := "operation"
+	if e.OperationID != "" {
+		op = fmt.Sprintf("operation %q", e.OperationID)
+	}
+	next := ""
+	if !e.NextAttempt.IsZero() {
+		next = "; next attempt not before " + e.NextAttempt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("idem: %s (key %s) pending after %d attempt(s): %s%s", op, e.Key, e.Attempts, cause, next)
 }
 
 func (e *PendingError) Unwrap() error { return e.Err }

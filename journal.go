@@ -60,7 +60,10 @@ type Journal struct {
 	abs      string
 	readOnly bool
 	keys     *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
-	now      func() time.Time
+	// sealedFile is set when the file holds sealed records and keys is nil:
+	// no new record is written then (errNeedsKeyring).
+	sealedFile bool
+	now        func() time.Time
 
 	commit    committer
 	retention time.Duration  // for the periodic prune; 0 for read-only
@@ -111,7 +114,7 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 		return nil, fmt.Errorf("idem: journal %s: %w", path, err)
 	}
 	if _, busy := openPaths.LoadOrStore(abs, struct{}{}); busy {
-		return nil, fmt.Errorf("%w: %s is already open in this process", ErrJournalLocked, path)
+		return nil, fmt.Errorf("%w: %s is already open in this process (share one Client)", ErrJournalLocked, path)
 	}
 	defer func() {
 		if err != nil {
@@ -204,11 +207,11 @@ func (j *Journal) init() error {
 			if err := meta.Put(metaVersion, version4); err != nil {
 				return err
 			}
-		case string(v) == string(version4) && j.keys == nil && !j.readOnly:
+		case string(v) == string(version4) && j.keys == nil:
 			// Written to without its Keyring, it would take new bodies in
 			// plaintext: one forgotten option would put card data on disk.
-			return fmt.Errorf("%w: %s holds encrypted records: open it with Options.Encryption (or read-only)",
-				ErrInvalidOptions, j.path)
+			// It can still be read, pruned and resumed (insert refuses).
+			j.sealedFile = true
 		case string(v) != string(version3) && string(v) != string(version4):
 			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
 		}

@@ -48,7 +48,8 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
 var DefaultSensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
 
 // Options configures a Client or Transport. The zero value (or a nil *Options)
-// gives the defaults above: a zero field means its default, never "none". A
+// gives the defaults, the Default... constants (DefaultMaxAttempts 6,
+// DefaultKeyTTL 24h, ...): a zero field means its default, never "none". A
 // negative duration, size or count, or a value outside a field's stated range,
 // makes Open, OpenJournal and NewTransport fail with ErrInvalidOptions naming
 // the field. Options are read once, when the Client, Transport or Journal is
@@ -88,9 +89,10 @@ type Options struct {
 	// request (the body, the non-sensitive headers, the URL's query, the
 	// body's SHA-256) with AES-256-GCM under the Keyring's Current key, and
 	// opens records sealed under any of its Keys; see Keyring for rotation.
-	// Nil stores them in plaintext; a journal that holds sealed records is
-	// then opened only read-only (OpenJournal and Open fail with
-	// ErrInvalidOptions), where they read as sealed (ErrUnknownKeyID). The journal does the sealing:
+	// Nil stores them in plaintext; a journal that holds sealed records then
+	// takes no new record (Open, and a write-ahead through OpenJournal, fail
+	// with ErrInvalidOptions), and its sealed records read as sealed
+	// (ErrUnknownKeyID): it can still be listed, pruned and resumed. The journal does the sealing:
 	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
 	// that is empty or not visible ASCII, or a key that is not KeySize (32)
 	// bytes fails Open, OpenJournal and NewTransport with ErrInvalidOptions
@@ -182,7 +184,7 @@ type Options struct {
 	// Error if expired). Nil means silent. Records carry the method, the URL
 	// without userinfo or query, the idempotency key and operation ID; never
 	// a body or a header value, and error texts have the URL's userinfo and
-	// sensitive header values masked.
+	// query and the sensitive header values masked.
 	Logger *slog.Logger
 
 	// Observer receives every attempt, retry, write-ahead and operation

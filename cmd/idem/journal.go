@@ -243,6 +243,7 @@ func journalShow(args []string) error {
 		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(r.ID) == args[1] {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false) // "<encrypted key=ID>" as written, for grep
 			return enc.Encode(recordJSON(r, true))
 		}
 	}

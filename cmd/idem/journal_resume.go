@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -44,6 +45,28 @@ func (h headerFlags) Set(s string) error {
 	return nil
 }
 
+// queryFlags collects repeated -Q 'name=value' flags: query parameters the
+// journal never keeps (Options.SensitiveQueryParams). Values are never
+// printed.
+type queryFlags url.Values
+
+func (q queryFlags) String() string {
+	names := make([]string, 0, len(q))
+	for k := range q {
+		names = append(names, k)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (q queryFlags) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return errors.New(`want "name=value"`)
+	}
+	url.Values(q).Add(name, value)
+	return nil
+}
+
 // resumeLine is one outcome as -json prints it.
 type resumeLine struct {
 	ID          uint64 `json:"id"`
@@ -58,6 +81,8 @@ func journalResume(args []string) error {
 	fs := flag.NewFlagSet("journal resume", flag.ContinueOnError)
 	headers := headerFlags{}
 	fs.Var(headers, "H", "add a header to every resumed request, as `'Name: value'` (repeatable)")
+	query := queryFlags{}
+	fs.Var(query, "Q", "add a query parameter the journal does not keep (Options.SensitiveQueryParams) to every resumed request, as `name=value` (repeatable)")
 	keyTTL := fs.Duration("key-ttl", idem.DefaultKeyTTL, "how long the server keeps a key: older pending operations expire instead of being sent (use the application's KeyTTL)")
 	maxAttempts := fs.Int("max-attempts", idem.DefaultMaxAttempts, "attempts per operation")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this long; unfinished operations stay pending")
@@ -76,6 +101,9 @@ func journalResume(args []string) error {
 		PrepareResume: func(r *http.Request) error {
 			for k, vs := range headers {
 				r.Header[k] = append([]string(nil), vs...)
+			}
+			if len(query) > 0 { // after the journaled query, which keeps its bytes
+				r.URL.RawQuery = strings.TrimPrefix(r.URL.RawQuery+"&"+url.Values(query).Encode(), "&")
 			}
 			return nil
 		}}

@@ -53,3 +53,52 @@ func TestJournalShowSealed(t *testing.T) {
 	require.NotContains(t, out, "4111111111111111")
 	require.NotContains(t, out, "mode=x")
 }
+
+// Without keys, resume reports a sealed operation as not sent, and prune
+// works; -Q puts back a query parameter the journal never kept.
+func TestJournalResumeAndPruneSealed(t *testing.T) {
+	bin := idemBinary(t)
+	srv := testserver.NewServer(nil)
+	t.Cleanup(srv.Close)
+	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: 503},
+		testserver.Fault{Kind: testserver.FaultStatus, Status: 503})
+	path := filepath.Join(t.TempDir(), "sealed.journal")
+	soon := time.Millisecond // the next attempt is due at once
+	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
+		Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.KeySize)}}})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), "sealed-p"), http.MethodPost,
+		srv.URL+"/payments", strings.NewReader(`{"amount":5,"currency":"eur","reference":"sealed-p"}`))
+	require.NoError(t, err)
+	_, err = c.HTTPClient().Do(req)
+	require.ErrorAs(t, err, new(*idem.PendingError))
+	require.NoError(t, c.Close())
+
+	out, err := runIdem(t, bin, 30*time.Second, "journal", "resume", path)
+	require.Error(t, err, out)
+	require.Contains(t, out, "not sent")
+	require.Contains(t, out, "sealed-p")
+	out, err = runIdem(t, bin, 30*time.Second, "journal", "prune", path)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "pruned 0 record(s)")
+	require.Zero(t, srv.Ledger().Payments(), "nothing sent")
+
+	// A plain journal whose token was cut: -Q puts it back.
+	plain := filepath.Join(t.TempDir(), "plain.journal")
+	c, err = idem.Open(plain, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
+		SensitiveQueryParams: []string{"api_key"}})
+	require.NoError(t, err)
+	req, err = http.NewRequestWithContext(idem.WithOperationID(context.Background(), "query-p"), http.MethodPost,
+		srv.URL+"/payments?api_key=secret-123&mode=x", strings.NewReader(`{"amount":5,"currency":"eur","reference":"query-p"}`))
+	require.NoError(t, err)
+	_, err = c.HTTPClient().Do(req)
+	require.ErrorAs(t, err, new(*idem.PendingError))
+	require.NoError(t, c.Close())
+	out, err = runIdem(t, bin, 30*time.Second, "journal", "resume", plain)
+	require.Error(t, err, out)
+	require.Contains(t, out, "not sent")
+	out, err = runIdem(t, bin, 30*time.Second, "journal", "resume", plain, "-Q", "api_key=secret-123")
+	require.NoError(t, err, out)
+	require.NotContains(t, out, "secret-123")
+	require.NoError(t, srv.Ledger().Check([]string{"query-p"}))
+}
