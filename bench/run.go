@@ -49,12 +49,17 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("fsync figure: %w", err)
 	}
-	commit, err := measureBoltCommit(dir, cfg.fsyncs)
+	commit, err := measureBoltCommit(dir, cfg.fsyncs, nil)
+	if err != nil {
+		return fmt.Errorf("bbolt commit figure: %w", err)
+	}
+	post := set.rows[rowIndex(set.rows, "net/http POST")].do
+	between, err := measureBoltCommit(dir, cfg.fsyncs, func() error { return post(ctx) })
 	if err != nil {
 		return fmt.Errorf("bbolt commit figure: %w", err)
 	}
 	rep.ratios()
-	rep.latency(fsync, commit)
+	rep.latency(fsync, commit, between)
 
 	if cfg.resume > 0 {
 		rr, err := runResume(ctx, cfg, srv, dir, progress)
