@@ -21,7 +21,7 @@ func runChaos(args []string) error {
 		fmt.Fprint(fs.Output(), "usage: idem chaos [flags]\n\n"+
 			"Proves exactly-once at scale: many payments through the mixed fault plan, the worker\n"+
 			"SIGKILLed at many random moments. Exits non-zero unless every payment has exactly one\n"+
-			"effect on the server's ledger and every kill happened. Takes about half a minute at its defaults.\n\n")
+			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
