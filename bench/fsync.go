@@ -52,6 +52,9 @@ func measureFsync(dir string, n int) (spread, error) {
 	return spreadOf(ds), nil
 }
 
+// floorPerRound is how many commits each c=1 round times for its floor.
+const floorPerRound = 50
+
 // measureBoltCommit times n db.Update transactions of one 200-byte put each
 // in a scratch bbolt file. If between is not nil, it runs (untimed) before
 // each commit: on the project's VMs an fsync that follows other work takes

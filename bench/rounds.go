@@ -16,9 +16,14 @@ import (
 type levelResult struct {
 	conc     int
 	byClient [][]*sample
+	// floor[r] is the bbolt commit timed in round r, after the clients, when
+	// runLevel was given a floor function (at c=1): the disk's fsync latency
+	// drifts, so the added latency is compared with a commit of the same
+	// minute.
+	floor []spread
 }
 
-func runLevel(ctx context.Context, cfg config, rows []client, conc int, progress io.Writer) (*levelResult, error) {
+func runLevel(ctx context.Context, cfg config, rows []client, conc int, floor func() (spread, error), progress io.Writer) (*levelResult, error) {
 	res := &levelResult{conc: conc, byClient: make([][]*sample, len(rows))}
 	for i := range rows {
 		res.byClient[i] = make([]*sample, cfg.rounds)
@@ -36,6 +41,13 @@ func runLevel(ctx context.Context, cfg config, rows []client, conc int, progress
 				return nil, fmt.Errorf("%s at concurrency %d: no request succeeded: %v", rows[i].name, conc, s.firstErr)
 			}
 			res.byClient[i][r] = s
+		}
+		if floor != nil {
+			f, err := floor()
+			if err != nil {
+				return nil, fmt.Errorf("bbolt commit figure: %w", err)
+			}
+			res.floor = append(res.floor, f)
 		}
 	}
 	return res, nil

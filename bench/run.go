@@ -33,8 +33,16 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 
 	rep := &report{w: out, cfg: cfg, rows: set.rows}
 	rep.header(srv, dir)
+	post := set.rows[rowIndex(set.rows, "net/http POST")].do
+	afterPost := func() (spread, error) {
+		return measureBoltCommit(dir, floorPerRound, func() error { return post(ctx) })
+	}
 	for _, c := range cfg.conc {
-		lvl, err := runLevel(ctx, cfg, set.rows, c, progress)
+		var floor func() (spread, error)
+		if c == 1 {
+			floor = afterPost
+		}
+		lvl, err := runLevel(ctx, cfg, set.rows, c, floor, progress)
 		if err != nil {
 			return err
 		}
@@ -53,8 +61,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("bbolt commit figure: %w", err)
 	}
-	post := set.rows[rowIndex(set.rows, "net/http POST")].do
-	between, err := measureBoltCommit(dir, cfg.fsyncs, func() error { return post(ctx) })
+	between, err := afterPost()
 	if err != nil {
 		return fmt.Errorf("bbolt commit figure: %w", err)
 	}
