@@ -62,7 +62,7 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		maxAttempts = 1
 	}
 	var last outcome
-	host := o.req.URL.Host
+	host := budgetHost(o.req.URL)
 	retried := o.retryToken // this call took a retry token
 	if !retried {
 		t.budget.first(host, t.clock.Now())
@@ -110,7 +110,8 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
 			return t.giveUp(ctx, o, last, now.Add(wait))
 		}
-		if !t.budget.retry(host, now) {
+		g := t.budget.take(host, now)
+		if !g.ok {
 			return t.denied(ctx, o, n, class, last, now.Add(wait))
 		}
 		retried = true
@@ -120,6 +121,7 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		t.cfg.observer.Retry(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
 			N: n, Status: last.status, Class: class, Wait: wait, RetryAfter: fromServer})
 		if err := t.clock.Sleep(ctx, wait); err != nil {
+			t.budget.undo(host, g) // the retry was never sent
 			return t.giveUp(ctx, o, outcome{err: err, status: last.status}, now.Add(wait))
 		}
 	}
@@ -296,7 +298,7 @@ func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 // denied ends a call whose retry the RetryBudget refused after attempt n
 // (of the given class), like giveUp.
 func (t *Transport) denied(ctx context.Context, o *op, n int, class Class, last outcome, next time.Time) (*http.Response, error) {
-	host := o.req.URL.Host
+	host := budgetHost(o.req.URL)
 	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
 		N: n, Status: last.status, Class: class, Wait: next.Sub(t.clock.Now())})
 	t.log(ctx, slog.LevelInfo, "idem: retry denied by the retry budget", o, "attempt", n,

@@ -9,8 +9,11 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +29,8 @@ const (
 	DefaultRetryBurst = 100
 )
 
-// RetryBudget limits retries per host (the URL's host:port), so that when a
+// RetryBudget limits retries per host (the URL's host and port, the scheme's
+// default port if none), so that when a
 // server fails every request, clients do not answer its outage with
 // MaxAttempts times the load. Its zero value gives DefaultRetryRatio (0.1)
 // and DefaultRetryBurst (100). (So Ratio 0 is the default, not "no retries
@@ -48,7 +52,7 @@ const (
 // First attempts are never throttled. A retry counts as a retry whatever
 // made it (a retryable status, 409 in progress, Retry-After, a network
 // error), and so does the re-sending of a pending operation already
-// attempted, by Resume or by a call with its operation ID: otherwise the
+// attempted, by Resume or by a call with its operation ID or key: otherwise the
 // operations the budget left pending would come back that way and amplify
 // the outage all the same. A journaled operation denied a
 // retry stays pending: the call returns a *PendingError matching
@@ -213,16 +217,46 @@ func (b *budget) available(host string) float64 {
 
 // makeRoom keeps the map bounded. Called with mu held, before a new host is
 // added. Full buckets are not stored, so this only runs when more than
-// maxBudgetHosts hosts are failing at once; it forgets one of them, whose
-// bucket is then full again.
+// maxBudgetHosts hosts have spent tokens they have not earned back; it
+// forgets the fullest of them, the one least held back, whose bucket is
+// then full again.
 func (b *budget) makeRoom() {
 	if len(b.hosts) < maxBudgetHosts {
 		return
 	}
-	for h := range b.hosts { // an arbitrary one: the map's order is random
-		delete(b.hosts, h)
-		return
+	var fullest string
+	for h, bk := range b.hosts {
+		if fullest == "" || bk.tokens > b.hosts[fullest].tokens {
+			fullest = h
+		}
 	}
+	delete(b.hosts, fullest)
+}
+
+// budgetHost names u's bucket: its host and port, lower case, the scheme's
+// default port made explicit, so "https://a" and "https://A:443" share one.
+func budgetHost(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
+}
+
+// resendDenied reports a re-send of a pending operation (by Resume, or by a
+// call with its operation ID or key) that host's budget did not allow, and
+// returns the *PendingError for it: nothing is sent or written, and the
+// operation may be tried again a probe's interval from now.
+func (t *Transport) resendDenied(ctx context.Context, rec *Record, host string, resumed bool) *PendingError {
+	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: rec.Method, Journaled: true, Resumed: resumed,
+		Status: rec.Status, Class: Retry, Wait: probeEvery})
+	return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+		LastStatus: rec.Status, Err: budgetError(host, nil), NextAttempt: t.clock.Now().Add(probeEvery)}
 }
 
 // check refuses a RetryBudget no bucket can follow. The bounds keep the

@@ -1,8 +1,12 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +94,33 @@ func TestRetryBudgetOptions(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidOptions, "%+v", bad)
 		require.ErrorContains(t, err, "RetryBudget.")
 	}
+}
+
+func TestBudgetHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://API.example/p":     "api.example:443",
+		"https://api.example:443/p": "api.example:443",
+		"http://api.example/p":      "api.example:80",
+		"http://api.example:8080/p": "api.example:8080",
+		"https://[::1]/p":           "[::1]:443",
+		"http://127.0.0.1:5555/pay": "127.0.0.1:5555",
+	} {
+		u, err := url.Parse(in)
+		require.NoError(t, err)
+		require.Equal(t, want, budgetHost(u), in)
+	}
+}
+
+// An unsent retry gives its token back: a call whose context ends during
+// the backoff wait.
+func TestRetryBudgetUndoOnCancelledWait(t *testing.T) {
+	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 3, RetryBudget: RetryBudget{Burst: 2}},
+		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusServiceUnavailable) })
+	ctx, cancel := context.WithCancel(context.Background())
+	clk.onSleep = func(time.Duration) { cancel() }
+	req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("undo", 1)).WithContext(ctx)
+	_, err := tr.RoundTrip(req)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 1, srv.count())
+	require.Equal(t, 2.0, tr.budget.available(strings.TrimPrefix(srv.URL, "http://")), "the token came back")
 }

@@ -35,8 +35,8 @@ type Client struct {
 // older than Options.Retention, and returns a Client that journals through it.
 // It fails with ErrJournalLocked if another
 // process holds the file, ErrJournalCorrupt if the file is not a journal,
-// ErrInvalidOptions for invalid Options (or for a journal holding encrypted
-// records without Options.Encryption), or the file system's error (naming the
+// ErrInvalidOptions for invalid Options (or, without Options.Encryption, for a
+// journal once opened with it), or the file system's error (naming the
 // path) for a path it cannot open for writing.
 func Open(path string, opts *Options) (*Client, error) {
 	if _, err := opts.config(); err != nil {

@@ -11,8 +11,6 @@
 package idem
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -78,8 +76,7 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	}
 	rec.CallerKey = callerKey
 	if rec.BodySHA256 == "" { // reads check the body against it (bodyMatches)
-		sum := sha256.Sum256(rec.Body)
-		rec.BodySHA256 = hex.EncodeToString(sum[:])
+		rec.BodySHA256 = bodySum(rec.Body)
 	}
 	rec.KeyID = j.keys.currentID()
 	data, err := j.keys.encodeMeta(rec)
@@ -99,10 +96,12 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	return nil
 }
 
-// errNeedsKeyring refuses a new record in a journal of sealed records
-// opened without Options.Encryption: it would go to disk in plaintext.
+// errNeedsKeyring refuses a new record in a journal once opened with
+// Options.Encryption and now opened without it: it would go to disk in
+// plaintext.
 func (j *Journal) errNeedsKeyring() error {
-	return fmt.Errorf("%w: %s holds encrypted records: new ones need Options.Encryption", ErrInvalidOptions, j.path)
+	return fmt.Errorf("%w: %s was written with Options.Encryption (it is marked %s): new records need it too",
+		ErrInvalidOptions, j.path, version4)
 }
 
 // errRepend means a failed record was pruned before it could be sent again.

@@ -67,7 +67,9 @@ func WithKey(ctx context.Context, k string) context.Context {
 // WithOperationID returns a context that binds the request to the caller's
 // business operation id (for example "order-4827/charge"). Calls with the same
 // id, in this process or after a restart, reuse one idempotency key and journal
-// record; a different request under the same id fails with ErrKeyReuse.
+// record; a different request under the same id (method, journaled URL, body:
+// Options.SensitiveQueryParams do not count) fails with ErrKeyReuse. A call
+// that sends a still-pending operation again is a retry for the RetryBudget.
 func WithOperationID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, opIDCtx, id)
 }

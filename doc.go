@@ -109,8 +109,9 @@
 //     amz-sdk-request: it names no secret, is never journaled, and lets a
 //     server see retries in its access log. Options.DisableAttemptHeader
 //     turns it off for a server that refuses unknown headers.
-//   - Resume's re-send of an operation already attempted spends a retry
-//     token, like any retry: an outage must not come back through Resume.
+//   - Re-sending a pending operation already attempted, by Resume or by a
+//     call with its operation ID or key, spends a retry token, like any
+//     retry: an outage must not come back that way.
 //   - Close waits for a background resumer's sends up to Options.CloseTimeout,
 //     not for calls in flight: those keep their operations pending, to be
 //     resumed by the next Open.

@@ -10,9 +10,9 @@ import (
 )
 
 var (
-	// ErrJournalLocked is returned by Open and OpenJournal when another process (or
-	// another handle in this process) holds the journal file. The wrapping error
-	// names the path.
+	// ErrJournalLocked is returned by Open, OpenJournal and OpenJournalReadOnly
+	// when another process (or another handle in this process) holds the
+	// journal file. The wrapping error names the path.
 	ErrJournalLocked = errors.New("idem: journal locked")
 
 	// ErrJournalCorrupt is returned when the journal file is not a bbolt file,
@@ -51,9 +51,12 @@ var (
 	// an Options field holds a value with no meaning: a negative duration,
 	// size or count, a Multiplier below 1 or not finite, a
 	// RandomizationFactor outside [0, 1], a KeyHeader that is not a valid
-	// header name, or an Encryption Keyring that cannot be used (see
+	// header name, an empty name in SensitiveQueryParams, a RetryBudget out
+	// of its ranges, or an Encryption Keyring that cannot be used (see
 	// Options.Encryption). The wrapping error names the field and its value.
-	// (Zero is never an error: it means the field's default.)
+	// (Zero is never an error: it means the field's default.) Open, and a
+	// write-ahead (RoundTrip), also return it for a journal once opened with
+	// Options.Encryption and now opened without it.
 	ErrInvalidOptions = errors.New("idem: invalid options")
 
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in
@@ -122,17 +125,20 @@ var (
 )
 
 // PendingError is returned by RoundTrip when a journaled operation's outcome is
-// still unknown after its attempts or time ran out, or after the caller's
-// context ended. The operation stays pending in the journal and will be
-// resumed. It unwraps to the last cause (a context error, a network error, or
-// nil if the last attempt got a retryable status).
+// still unknown after its attempts or time ran out, after the caller's
+// context ended, when the RetryBudget denied a retry (or the re-send of a
+// pending operation), or when a call repeats a pending operation before its
+// next-attempt time. The operation stays pending in the journal and will be
+// resumed. It unwraps to the last cause: a context error, a network error,
+// an error matching ErrRetryBudgetExhausted, or nil if the last attempt got a
+// retryable status.
 type PendingError struct {
 	Key         string    // the idempotency key sent on every attempt
 	OperationID string    // the caller's operation ID, or ""
 	Attempts    int       // attempts recorded so far, across process lifetimes (see Record.Attempts)
 	LastStatus  int       // status of the last response, or 0 if none
 	Err         error     // last error or the context's error; may be nil
-	NextAttempt time.Time // earliest time a new attempt may be made (Retry-After)
+	NextAttempt time.Time // earliest time a new attempt may be made: the backoff, the server's Retry-After, or the retry budget's probe
 }
 
 func (e *PendingError) Error() string {

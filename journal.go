@@ -60,8 +60,9 @@ type Journal struct {
 	abs      string
 	readOnly bool
 	keys     *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
-	// sealedFile is set when the file holds sealed records and keys is nil:
-	// no new record is written then (errNeedsKeyring).
+	// sealedFile is set when the file was once opened with Options.Encryption
+	// (marked version4, for good) and keys is nil: no new record is written
+	// then (errNeedsKeyring).
 	sealedFile bool
 	now        func() time.Time
 

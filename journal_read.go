@@ -6,9 +6,7 @@ package idem
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"iter"
 	"time"
@@ -19,7 +17,8 @@ import (
 // Lookup returns the record of the operation with the given operation ID, or
 // nil if the journal has none (never had, or pruned it). For a sealed record
 // the journal cannot open it returns an error matching ErrUnknownKeyID or
-// ErrDecrypt.
+// ErrDecrypt; for a record not yet settled whose body does not match its
+// BodySHA256 (a damaged file), ErrJournalCorrupt.
 func (j *Journal) Lookup(operationID string) (*Record, error) {
 	return j.find("o\x00" + operationID)
 }
@@ -59,7 +58,9 @@ func (j *Journal) get(id uint64) (rec *Record, err error) {
 	return rec, err
 }
 
-// load reads record id, body included, from whichever bucket holds it. A
+// load reads record id, body included, from whichever bucket holds it, and
+// refuses (ErrJournalCorrupt) one not yet settled whose body does not hash
+// to its BodySHA256: it is about to be sent. A
 // sealed record it cannot open is an error (ErrUnknownKeyID, ErrDecrypt):
 // whoever asks for one record means to use it.
 func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
@@ -84,10 +85,7 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 }
 
 // bodyMatches reports whether rec's body hashes to its BodySHA256.
-func bodyMatches(rec *Record) bool {
-	sum := sha256.Sum256(rec.Body)
-	return hex.EncodeToString(sum[:]) == rec.BodySHA256
-}
+func bodyMatches(rec *Record) bool { return bodySum(rec.Body) == rec.BodySHA256 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of
 // the transaction's memory (record_seal.go). A sealed record it cannot open

@@ -96,11 +96,21 @@ func (t *Transport) safeErr(o *op, err error) string {
 	return t.maskErr(err, o.req.URL, o.req.Header)
 }
 
-// maskErr replaces, in err's text, the user name, password and query of u and
-// the values of sensitive headers in h. Errors from a base RoundTripper are
-// free-form text: a proxy or SDK may quote the URL or a header in them.
+// maskErr replaces, in err's text, the user name, password, query and
+// fragment of u and the values of sensitive headers in h. Errors from a base
+// RoundTripper are free-form text: a proxy or SDK may quote the URL or a
+// header in them.
 func (t *Transport) maskErr(err error, u *url.URL, h map[string][]string) string {
 	s := err.Error()
+	if u != nil {
+		// The URL as net/http and most code quote it, whole, first: what
+		// is left of it is what logs show.
+		for _, whole := range []string{u.String(), u.Redacted()} {
+			if len(whole) > 0 {
+				s = strings.ReplaceAll(s, whole, logURL(u))
+			}
+		}
+	}
 	var secrets []string
 	if u != nil && u.User != nil {
 		secrets = append(secrets, u.User.Username())
@@ -110,10 +120,20 @@ func (t *Transport) maskErr(err error, u *url.URL, h map[string][]string) string
 	}
 	if u != nil && u.RawQuery != "" {
 		// The query may hold an API key; which parameter, idem cannot know.
+		// Each value is masked as written (percent-encoded) and decoded.
 		secrets = append(secrets, u.RawQuery)
+		for _, pair := range strings.Split(u.RawQuery, "&") {
+			if _, v, ok := strings.Cut(pair, "="); ok {
+				secrets = append(secrets, v)
+			}
+		}
 		for _, vals := range u.Query() {
 			secrets = append(secrets, vals...)
 		}
+	}
+	if u != nil && u.Fragment != "" {
+		// Never sent, yet quoted with the URL; OAuth puts tokens there.
+		secrets = append(secrets, u.EscapedFragment(), u.Fragment)
 	}
 	for name, vals := range h {
 		if !t.cfg.sensitive[http.CanonicalHeaderKey(name)] {

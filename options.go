@@ -78,7 +78,10 @@ type Options struct {
 	// and order; Record.DroppedQuery keeps their names, never their values.
 	// The request itself is sent with its URL untouched. On Resume,
 	// PrepareResume must put them back in req.URL.RawQuery, or the operation
-	// stays pending and Resume reports ErrSensitiveQueryMissing. The
+	// stays pending and Resume reports ErrSensitiveQueryMissing; their
+	// positions are not kept, so a resumed URL has them where PrepareResume
+	// puts them (appended, say), which matters only to a server that
+	// fingerprints the URL's bytes. The
 	// operation's fingerprint (ErrKeyReuse) uses the URL without them: a call
 	// that repeats an operation ID with a fresh token is the same operation.
 	// Nil, the default, names none; an empty name is ErrInvalidOptions. (The
@@ -89,10 +92,11 @@ type Options struct {
 	// request (the body, the non-sensitive headers, the URL's query, the
 	// body's SHA-256) with AES-256-GCM under the Keyring's Current key, and
 	// opens records sealed under any of its Keys; see Keyring for rotation.
-	// Nil stores them in plaintext; a journal that holds sealed records then
-	// takes no new record (Open, and a write-ahead through OpenJournal, fail
-	// with ErrInvalidOptions), and its sealed records read as sealed
-	// (ErrUnknownKeyID): it can still be listed, pruned and resumed. The journal does the sealing:
+	// Nil stores them in plaintext. A journal once opened with a Keyring is
+	// marked so for good: opened without one, it takes no new record (Open,
+	// and a write-ahead through OpenJournal, fail with ErrInvalidOptions) and
+	// its sealed records read as sealed (ErrUnknownKeyID); it can still be
+	// listed, pruned and resumed. The journal does the sealing:
 	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
 	// that is empty or not visible ASCII, or a key that is not KeySize (32)
 	// bytes fails Open, OpenJournal and NewTransport with ErrInvalidOptions

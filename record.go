@@ -47,7 +47,7 @@ type Record struct {
 	Key         string      `json:"key"`
 	OperationID string      `json:"op,omitempty"`
 	Method      string      `json:"method"`
-	URL         string      `json:"url"`               // without userinfo and Options.SensitiveQueryParams
+	URL         string      `json:"url"`               // without userinfo, fragment and Options.SensitiveQueryParams
 	Host        string      `json:"host,omitempty"`    // the request's Host override, if any
 	Header      http.Header `json:"header,omitempty"`  // without sensitive headers and the key
 	Dropped     []string    `json:"dropped,omitempty"` // names (never values) of sensitive headers not written
@@ -70,15 +70,15 @@ type Record struct {
 	LastError   string    `json:"last_error,omitempty"`
 	Updated     time.Time `json:"updated"` // last state change; drives pruning
 	// KeyID names the Keyring key (Options.Encryption) that the record's
-	// body, headers, URL query and fragment, and BodySHA256 are sealed under
+	// body, headers, URL query, and BodySHA256 are sealed under
 	// in the file; "" if they are stored in plaintext. A record keeps its key
 	// ID for life: a rotation seals only new records under the new key.
 	KeyID string `json:"kid,omitempty"`
 	// Sealed is set on a record that Journal.Records lists without being able
 	// to open its sealed part: its key ID is not in the journal's Keyring
 	// (or the journal has none, as when opened read-only), or its sealed bytes
-	// do not decrypt. Header, Body, BodySHA256 and the URL's query and
-	// fragment are then absent. Journal.Lookup returns the reason instead.
+	// do not decrypt. Header, Body, BodySHA256 and the URL's query are
+	// then absent. Journal.Lookup returns the reason instead.
 	Sealed bool `json:"-"`
 }
 
@@ -87,10 +87,15 @@ type Record struct {
 // journaled, without userinfo and Options.SensitiveQueryParams: a call that
 // repeats an operation ID with a fresh token in such a parameter is the same
 // operation.
-func fingerprint(method, url string, body []byte) (bodySum string, fp string) {
+func fingerprint(method, url string, body []byte) (sum string, fp string) {
+	sum = bodySum(body)
+	return sum, method + " " + url + " " + sum
+}
+
+// bodySum is a body's SHA-256 in hex, as Record.BodySHA256 holds it.
+func bodySum(body []byte) string {
 	b := sha256.Sum256(body)
-	bodySum = hex.EncodeToString(b[:])
-	return bodySum, method + " " + url + " " + bodySum
+	return hex.EncodeToString(b[:])
 }
 
 func (r *Record) fingerprint() string {

@@ -27,7 +27,7 @@ type storedRecord struct {
 // sealedPart is what a Box holds once opened.
 type sealedPart struct {
 	Header     http.Header `json:"header,omitempty"`
-	URLRest    string      `json:"url_rest,omitempty"` // the URL from its first '?' or '#' on
+	URLRest    string      `json:"url_rest,omitempty"` // the URL from its '?' on (from a '#' in journals written before fragments were left out)
 	BodySHA256 string      `json:"sha256"`
 }
 

@@ -177,17 +177,14 @@ func recordHost(rec *Record) string {
 	if err != nil {
 		return ""
 	}
-	return u.Host
+	return budgetHost(u)
 }
 
 // resumeDenied reports an operation that Resume did not send because its
 // host's retry budget was empty. Nothing is sent or written; the operation
 // stays pending for a later pass.
 func (t *Transport) resumeDenied(ctx context.Context, rec *Record, host string) error {
-	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: rec.Method, Journaled: true, Resumed: true,
-		Status: rec.Status, Class: Retry, Wait: probeEvery})
-	err := &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
-		LastStatus: rec.Status, Err: budgetError(host, nil), NextAttempt: t.clock.Now().Add(probeEvery)}
+	err := t.resendDenied(ctx, rec, host, true)
 	t.logResume(ctx, rec, nil, nil, err)
 	return err
 }

@@ -259,8 +259,8 @@ func TestS23_ConcurrentThousandOps(t *testing.T) {
 	j := fastJournal(t)
 	// The retry budget is shared between requests by design, and three
 	// forced 503s per operation would empty it: S23 is about each request's
-	// own attempts, so it is off here (TestRetryBudgetS23 runs this load
-	// with it on).
+	// own attempts, so it is off here (TestRetryBudgetConcurrentNothingLost
+	// runs a concurrent faulty load with it on).
 	tr, _ := transportOn(t, j, Options{MaxAttempts: maxAttempts, RetryBudget: RetryBudget{Disabled: true}}, wire, time.Time{})
 
 	refs := make([]string, ops)

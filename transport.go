@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -25,10 +26,13 @@ import (
 //
 //  1. reads the body (at most Options.MaxBodyBytes) and closes it;
 //  2. takes the caller's idempotency key, or mints a random UUID;
-//  3. commits key, method, URL, non-sensitive headers and body to the
-//     journal, with fsync, before the first byte is sent;
+//  3. commits key, method, URL (without userinfo, fragment and
+//     Options.SensitiveQueryParams), non-sensitive headers and body to the
+//     journal, sealed if Options.Encryption is set, with fsync, before the
+//     first byte is sent;
 //  4. sends attempts with that key and the journaled bytes until a final
-//     response, retrying as the Classifier and backoff say;
+//     response, retrying as the Classifier, the backoff and the host's
+//     RetryBudget allow;
 //  5. settles the operation and returns the response, or leaves it pending
 //     and returns a *PendingError, which Resume picks up later.
 //
@@ -245,6 +249,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	// A record from an earlier call may have reached the server already,
 	// unless it failed, which it does only before that could happen.
 	maybeSent := existed && rec.State != Failed
+	wasPending := rec.State == Pending // a failed one made pending below is no re-send
 	if rec.State == Failed {
 		// Sent again, it may now reach the server: pending first, durably.
 		rec.Body = buf
@@ -256,13 +261,15 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	// A call that sends a pending operation again is a retry, as a resume
 	// is: otherwise an application re-calling its pending work would amplify
 	// an outage around the retry budget.
-	retry := rec.State == Pending && rec.Attempts > 0
-	if retry && !t.budget.retry(req.URL.Host, t.clock.Now()) {
-		return nil, &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
-			LastStatus: rec.Status, Err: budgetError(req.URL.Host, nil), NextAttempt: t.clock.Now().Add(probeEvery)}
+	o := &op{req: req, rec: rec, key: rec.Key, body: buf, maybeSent: maybeSent, limits: lim,
+		retryToken: wasPending && rec.Attempts > 0}
+	if host := budgetHost(req.URL); o.retryToken && !t.budget.retry(host, t.clock.Now()) {
+		err := t.resendDenied(ctx, rec, host, false)
+		t.log(ctx, slog.LevelInfo, "idem: re-send denied by the retry budget, operation left pending", o,
+			"attempts", rec.Attempts)
+		return nil, err
 	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: buf,
-		maybeSent: maybeSent, limits: lim, retryToken: retry})
+	return t.run(ctx, o)
 }
 
 // writeAhead commits a new record before anything is sent, and tells the

@@ -118,8 +118,8 @@ func storedURL(u *url.URL, sensitive map[string]bool) (string, []string) {
 
 // stripQuery cuts from a raw query the parameters whose names, decoded as
 // url.ParseQuery decodes them, are in names. The others keep their bytes and
-// their order, so PrepareResume can rebuild the exact query. It returns the
-// names cut, sorted, once each.
+// their order; where the cut ones go back is PrepareResume's choice (their
+// positions are not kept). It returns the names cut, sorted, once each.
 func stripQuery(raw string, names map[string]bool) (string, []string) {
 	if raw == "" || len(names) == 0 {
 		return raw, nil

@@ -56,7 +56,7 @@ func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 				got := f.srv.requests()
 				t.Errorf("resumed with body %q (journaled: %q), status %d", got[len(got)-1].Body, body, o.Response.StatusCode)
 			}
-			require.Error(t, o.Err, "a body that does not match its hash is a clear error")
+			require.ErrorIs(t, o.Err, ErrJournalCorrupt, "a body that does not match its hash is a clear error")
 			require.Len(t, f.srv.requests(), sent, "nothing sent")
 			recs, err := j.Records()
 			require.NoError(t, err)
