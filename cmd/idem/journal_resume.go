@@ -12,10 +12,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,12 +29,11 @@ import (
 // printed: they are usually credentials.
 type headerFlags http.Header
 
-func (h headerFlags) String() string {
-	names := make([]string, 0, len(h))
-	for k := range h {
-		names = append(names, k)
-	}
-	return strings.Join(names, ", ")
+func (h headerFlags) String() string { return names(h) }
+
+// names lists a flag's names, never its values, sorted.
+func names(m map[string][]string) string {
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
 }
 
 func (h headerFlags) Set(s string) error {
@@ -50,13 +51,7 @@ func (h headerFlags) Set(s string) error {
 // printed.
 type queryFlags url.Values
 
-func (q queryFlags) String() string {
-	names := make([]string, 0, len(q))
-	for k := range q {
-		names = append(names, k)
-	}
-	return strings.Join(names, ", ")
-}
+func (q queryFlags) String() string { return names(q) }
 
 func (q queryFlags) Set(s string) error {
 	name, value, ok := strings.Cut(s, "=")
