@@ -155,6 +155,12 @@ func (j *Journal) pendingSeq(errp *error) iter.Seq[*Record] {
 				*errp = err
 				return
 			}
+			if len(page) == 0 {
+				return
+			}
+			// Read before yielding: the caller owns the records it is given
+			// (Resume updates each one from another goroutine).
+			last := page[len(page)-1].ID
 			for _, r := range page {
 				if !yield(r) {
 					return
@@ -163,7 +169,7 @@ func (j *Journal) pendingSeq(errp *error) iter.Seq[*Record] {
 			if len(page) < pendingPage {
 				return
 			}
-			after = page[len(page)-1].ID
+			after = last
 		}
 	}
 }
