@@ -56,9 +56,10 @@ const (
 // operations the budget left pending would come back that way and amplify
 // the outage all the same. A journaled operation denied a
 // retry stays pending: the call returns a *PendingError matching
-// ErrRetryBudgetExhausted, and a later Resume sends it; Resume reports the
-// operations it could not send for this reason the same way, without
-// sending or writing anything. An unjournaled request denied a retry returns
+// ErrRetryBudgetExhausted, and a later Resume sends it. Resume sends and
+// writes nothing for an operation it holds back: it reports the first of
+// each host the same way, and leaves that host's others for its next pass,
+// unreported. An unjournaled request denied a retry returns
 // its last response, or its last error joined with ErrRetryBudgetExhausted.
 //
 // One exception keeps pending work moving when nothing else calls a host: a

@@ -43,9 +43,11 @@ var errNotPending = errors.New("idem: operation no longer pending")
 // Outcome.Response.Body; if fn is nil, idem closes it. Operations pending for
 // longer than Options.KeyTTL are not sent: they become expired and are
 // reported with ErrKeyExpired. Operations in flight in this process are
-// skipped. At most Options.ResumeConcurrency operations are sent at once,
-// each with up to Options.MaxAttempts attempts; WithMaxAttempts and
-// WithAttemptTimeout on ctx override those for every operation sent.
+// skipped, and so are the operations of a host whose RetryBudget held one
+// back in this pass (that one is reported; see RetryBudget). At most
+// Options.ResumeConcurrency operations are sent at once, each with up to
+// Options.MaxAttempts attempts; WithMaxAttempts and WithAttemptTimeout on
+// ctx override those for every operation sent.
 //
 // Resume returns when every due operation has been tried, or ctx ends; the
 // error is non-nil only if the journal could not be read, or ctx carries an
@@ -83,6 +85,11 @@ func (t *Transport) resumeDue(ctx context.Context, recs iter.Seq[*Record], lim l
 		// operations back while the server answered others: then the
 		// budget is filling again and a pass soon after sends more.
 		denied, answered atomic.Bool
+		// deniedHosts are the hosts whose budget held an operation back in
+		// this pass: their other operations wait for the next pass,
+		// unreported, so that an outage's backlog is not reported (and
+		// logged) again in full on every pass.
+		deniedHosts = map[string]bool{}
 	)
 	later := func(at time.Time) {
 		nextMu.Lock()
@@ -124,9 +131,14 @@ launch:
 		host, isRetry := recordHost(rec), rec.Attempts > 0 && now.Sub(rec.Created) <= t.cfg.KeyTTL
 		var g grant
 		if isRetry {
+			if deniedHosts[host] {
+				t.locks.unlock(name)
+				continue
+			}
 			if g = t.budget.take(host, now); !g.ok {
 				t.locks.unlock(name)
 				denied.Store(true)
+				deniedHosts[host] = true
 				report(Outcome{Record: rec, Err: t.resumeDenied(ctx, rec, host)})
 				continue
 			}
