@@ -78,12 +78,12 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	if rec.BodySHA256 == "" { // reads check the body against it (bodyMatches)
 		rec.BodySHA256 = bodySum(rec.Body)
 	}
-	rec.KeyID = j.keys.currentID()
-	data, err := j.keys.encodeMeta(rec)
+	rec.EncryptionKeyID = j.keyring.currentID()
+	data, err := j.keyring.encodeMeta(rec)
 	if err != nil {
 		return err
 	}
-	body, err := j.keys.encodeBody(rec)
+	body, err := j.keyring.encodeBody(rec)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ var errRepend = errors.New("idem: failed operation pruned while being sent again
 // again: from then on the server may act, so a crash must leave it for Resume.
 func (j *Journal) repend(rec *Record) error {
 	rec.State = Pending
-	data, err := j.keys.encodeMeta(rec.stored())
+	data, err := j.keyring.encodeMeta(rec.stored())
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	if v == nil {
 		return errRepend
 	}
-	if prev, _, err := j.keys.decodeStored(v, nil); err != nil || prev.State != Failed {
+	if prev, _, err := j.keyring.decodeStored(v, nil); err != nil || prev.State != Failed {
 		return errRepend
 	}
 	if err := done.Delete(id); err != nil {

@@ -24,7 +24,7 @@ type deferredWrite struct {
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
 	st := rec.stored()
-	data, err := j.keys.encodeMeta(st) // sealed again under the record's own key ID
+	data, err := j.keyring.encodeMeta(st) // sealed again under the record's own key ID
 	if err != nil {
 		return err
 	}

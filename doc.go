@@ -77,7 +77,7 @@
 // scheme, host, path, state and times stay readable, for Resume and
 // `idem journal ls`. Keys rotate: records keep the key they were sealed
 // under, and one whose key is gone stays pending and is reported
-// (ErrUnknownKeyID), never dropped or sent without its bytes.
+// (ErrUnknownEncryptionKey), never dropped or sent without its bytes.
 //
 // # The pieces
 //

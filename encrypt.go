@@ -13,8 +13,8 @@ import (
 	"slices"
 )
 
-// KeySize is the length, in bytes, of every key in a Keyring: AES-256.
-const KeySize = 32
+// EncryptionKeySize is the length, in bytes, of every key in a Keyring: AES-256.
+const EncryptionKeySize = 32
 
 // Keyring holds the keys that seal what the journal stores of each request:
 // its body, its headers (sensitive ones are never stored at all), its URL's
@@ -24,7 +24,7 @@ const KeySize = 32
 // make it Current, and keep the old one for as long as records sealed under
 // it may be read (pending ones until they finish; finished ones for
 // Options.Retention). A record whose key ID is missing from the Keyring
-// cannot be read (ErrUnknownKeyID) and is never sent; it stays pending.
+// cannot be read (ErrUnknownEncryptionKey) and is never sent; it stays pending.
 //
 // idem copies the keys when the Journal is opened; changing a Keyring
 // afterwards has no effect. A Keyring is a plain value, not safe for
@@ -35,7 +35,7 @@ type Keyring struct {
 	Current string
 
 	// Keys maps a key ID (1 to 255 visible ASCII characters, stored in
-	// plaintext in every record sealed under it) to its KeySize-byte key.
+	// plaintext in every record sealed under it) to its EncryptionKeySize-byte key.
 	Keys map[string][]byte
 }
 
@@ -64,8 +64,8 @@ func (k *Keyring) build() (*keyring, error) {
 			return nil, fmt.Errorf("%w: Encryption: key ID %q: want 1 to 255 visible ASCII characters", ErrInvalidOptions, id)
 		}
 		key := k.Keys[id]
-		if len(key) != KeySize {
-			return nil, fmt.Errorf("%w: Encryption: key %q is %d bytes, want %d (AES-256)", ErrInvalidOptions, id, len(key), KeySize)
+		if len(key) != EncryptionKeySize {
+			return nil, fmt.Errorf("%w: Encryption: key %q is %d bytes, want %d (AES-256)", ErrInvalidOptions, id, len(key), EncryptionKeySize)
 		}
 		block, err := aes.NewCipher(key) // copies the key: later changes to Keys do nothing
 		if err != nil {
@@ -118,14 +118,14 @@ func (k *keyring) covers(o *keyring) bool {
 	return true
 }
 
-// aead returns the cipher of key id, or an error matching ErrUnknownKeyID.
+// aead returns the cipher of key id, or an error matching ErrUnknownEncryptionKey.
 func (k *keyring) aead(id string) (cipher.AEAD, error) {
 	if k == nil {
-		return nil, fmt.Errorf("%w: sealed under key %q, and no Options.Encryption was given", ErrUnknownKeyID, id)
+		return nil, fmt.Errorf("%w: sealed under key %q, and no Options.Encryption was given", ErrUnknownEncryptionKey, id)
 	}
 	a := k.aeads[id]
 	if a == nil {
-		return nil, fmt.Errorf("%w: sealed under key %q, which Options.Encryption.Keys lacks", ErrUnknownKeyID, id)
+		return nil, fmt.Errorf("%w: sealed under key %q, which Options.Encryption.Keys lacks", ErrUnknownEncryptionKey, id)
 	}
 	return a, nil
 }
@@ -141,7 +141,7 @@ func (k *keyring) seal(id string, plain, ad []byte) ([]byte, error) {
 
 // open decrypts what seal returned, checking it was sealed under key id with
 // the same ad. A wrong key, ad or altered byte gives an error matching
-// ErrDecrypt; a key the keyring lacks, ErrUnknownKeyID.
+// ErrDecrypt; a key the keyring lacks, ErrUnknownEncryptionKey.
 func (k *keyring) open(id string, box, ad []byte) ([]byte, error) {
 	a, err := k.aead(id)
 	if err != nil {
@@ -164,7 +164,7 @@ func (k *keyring) open(id string, box, ad []byte) ([]byte, error) {
 // bytes under another's key.
 func additionalData(part string, r *Record, plainURL string) []byte {
 	b := []byte("idem-record\x00")
-	for _, s := range []string{part, r.KeyID, r.Key, r.OperationID, r.Method, plainURL, r.Host} {
+	for _, s := range []string{part, r.EncryptionKeyID, r.Key, r.OperationID, r.Method, plainURL, r.Host} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}

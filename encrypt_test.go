@@ -86,7 +86,7 @@ func keyIDs(t *testing.T, j *Journal) map[string]string {
 	require.NoError(t, err)
 	ids := map[string]string{}
 	for _, r := range recs {
-		ids[r.OperationID] = r.KeyID
+		ids[r.OperationID] = r.EncryptionKeyID
 	}
 	return ids
 }
@@ -119,7 +119,7 @@ func TestKeyRotation(t *testing.T) {
 	j, tr = f.open(t, onlyB)
 	outs := outcomesByOp(t, tr)
 	require.Len(t, outs, 2)
-	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownKeyID)
+	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownEncryptionKey)
 	require.Contains(t, outs["rot-a"].Err.Error(), `"A"`, "the error names the key ID")
 	require.Nil(t, outs["rot-a"].Response)
 	require.NoError(t, outs["rot-b"].Err)
@@ -129,7 +129,7 @@ func TestKeyRotation(t *testing.T) {
 	require.Equal(t, bodyB, string(seen[len(seen)-1].Body))
 
 	_, err = j.Lookup("rot-a")
-	require.ErrorIs(t, err, ErrUnknownKeyID)
+	require.ErrorIs(t, err, ErrUnknownEncryptionKey)
 	recs, err := j.Records()
 	require.NoError(t, err, "a listing shows what it cannot open")
 	require.Len(t, recs, 2)
@@ -143,7 +143,7 @@ func TestKeyRotation(t *testing.T) {
 	// A new call with the operation ID sends nothing either.
 	req := newRequest(t, http.MethodPost, f.srv.URL+"/payments", bodyA)
 	_, err = tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), "rot-a")))
-	require.ErrorIs(t, err, ErrUnknownKeyID)
+	require.ErrorIs(t, err, ErrUnknownEncryptionKey)
 	require.Len(t, f.srv.requests(), sentBefore+1)
 	require.NoError(t, j.Close())
 
@@ -154,7 +154,7 @@ func TestKeyRotation(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	j, tr = f.open(t, nil)
 	outs = outcomesByOp(t, tr)
-	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownKeyID)
+	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownEncryptionKey)
 	_, err = tr.RoundTrip(newRequest(t, http.MethodPost, f.srv.URL+"/payments", paymentBody("plain", 1)))
 	require.ErrorIs(t, err, ErrInvalidOptions, "no plaintext record in a sealed journal")
 	require.Len(t, f.srv.requests(), sentBefore+1)
@@ -214,7 +214,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 	require.Len(t, recs, 2)
 	require.False(t, recs[0].Sealed)
 	require.True(t, recs[1].Sealed)
-	require.Equal(t, "k", recs[1].KeyID)
+	require.Equal(t, "k", recs[1].EncryptionKeyID)
 	require.Equal(t, f.srv.URL+"/payments", recs[1].URL, "scheme, host and path stay readable")
 	require.NoError(t, ro.Close())
 
@@ -313,7 +313,7 @@ func TestSealedRecordTampered(t *testing.T) {
 			require.ErrorIs(t, err, ErrDecrypt)
 			outs := outcomesByOp(t, tr)
 			require.ErrorIs(t, outs["t1"].Err, ErrDecrypt)
-			require.NotErrorIs(t, outs["t1"].Err, ErrUnknownKeyID)
+			require.NotErrorIs(t, outs["t1"].Err, ErrUnknownEncryptionKey)
 			wantSent := 1
 			if tc.name == "bodies swapped" {
 				require.ErrorIs(t, outs["t2"].Err, ErrDecrypt, "a body moved between records does not open")

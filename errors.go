@@ -104,18 +104,19 @@ var (
 	// name (Record.DroppedQuery). The operation stays pending.
 	ErrSensitiveQueryMissing = errors.New("idem: sensitive query parameter not restored for resume")
 
-	// ErrUnknownKeyID is returned for a record sealed under a key ID that the
-	// journal's Options.Encryption lacks, or when the journal was opened
-	// without one: a configuration error (put the key back), not damage.
+	// ErrUnknownEncryptionKey is returned for a record sealed under an
+	// encryption key ID that the journal's Options.Encryption lacks, or when
+	// the journal was opened without one: a configuration error (put the key
+	// back), not damage.
 	// Resume reports it for that operation, which stays pending and is never
 	// sent without its sealed bytes; Journal.Lookup and a call with its
 	// operation ID return it. The wrapping error names the key ID.
-	ErrUnknownKeyID = errors.New("idem: record sealed under an unknown key ID")
+	ErrUnknownEncryptionKey = errors.New("idem: record sealed under an unknown key ID")
 
 	// ErrDecrypt is returned for a sealed record whose sealed bytes fail
 	// AES-GCM authentication: they were altered or damaged, or moved from
 	// another record, or the key now under its key ID is not the one that
-	// sealed them. It is reported like ErrUnknownKeyID; the operation stays
+	// sealed them. It is reported like ErrUnknownEncryptionKey; the operation stays
 	// pending.
 	ErrDecrypt = errors.New("idem: sealed record does not decrypt")
 

@@ -24,7 +24,7 @@ func ExampleKeyring() {
 	path, cleanup := journalPath()
 	defer cleanup()
 	newKey := func() []byte {
-		k := make([]byte, idem.KeySize) // in production: from your secret store
+		k := make([]byte, idem.EncryptionKeySize) // in production: from your secret store
 		rand.Read(k)
 		return k
 	}
@@ -67,7 +67,7 @@ func ExampleKeyring() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println(op, rec.State, "key", rec.KeyID, rec.URL[len(srv.URL):])
+		fmt.Println(op, rec.State, "key", rec.EncryptionKeyID, rec.URL[len(srv.URL):])
 	}
 	c.Close()
 

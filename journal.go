@@ -59,7 +59,7 @@ type Journal struct {
 	path     string
 	abs      string
 	readOnly bool
-	keys     *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
+	keyring  *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
 	// sealedFile is set when the file was once opened with Options.Encryption
 	// (marked version4, for good) and keys is nil: no new record is written
 	// then (errNeedsKeyring).
@@ -101,7 +101,7 @@ func OpenJournal(path string, opts *Options) (*Journal, error) {
 // file with other readers but not with a writer: while an application holds
 // the journal it returns ErrJournalLocked after timeout (0 means
 // DefaultOpenTimeout). It has no Keyring: sealed records are listed with
-// Record.Sealed set, and Lookup of one returns ErrUnknownKeyID.
+// Record.Sealed set, and Lookup of one returns ErrUnknownEncryptionKey.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
 		timeout = DefaultOpenTimeout
@@ -126,7 +126,7 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 	if err != nil {
 		return nil, err
 	}
-	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keys: keys, now: time.Now}
+	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keyring: keys, now: time.Now}
 	j.commit.init()
 	if err := j.init(); err != nil {
 		db.Close()
@@ -204,11 +204,11 @@ func (j *Journal) init() error {
 			return j.create(tx)
 		}
 		switch v := meta.Get(metaVersion); {
-		case string(v) == string(version3) && j.keys != nil && !j.readOnly:
+		case string(v) == string(version3) && j.keyring != nil && !j.readOnly:
 			if err := meta.Put(metaVersion, version4); err != nil {
 				return err
 			}
-		case string(v) == string(version4) && j.keys == nil:
+		case string(v) == string(version4) && j.keyring == nil:
 			// Written to without its Keyring, it would take new bodies in
 			// plaintext: one forgotten option would put card data on disk.
 			// It can still be read, pruned and resumed (insert refuses).
@@ -237,7 +237,7 @@ func (j *Journal) create(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	if j.keys != nil {
+	if j.keyring != nil {
 		return meta.Put(metaVersion, version4)
 	}
 	return meta.Put(metaVersion, version3)

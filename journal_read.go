@@ -16,7 +16,7 @@ import (
 
 // Lookup returns the record of the operation with the given operation ID, or
 // nil if the journal has none (never had, or pruned it). For a sealed record
-// the journal cannot open it returns an error matching ErrUnknownKeyID or
+// the journal cannot open it returns an error matching ErrUnknownEncryptionKey or
 // ErrDecrypt; for a record not yet settled whose body does not match its
 // BodySHA256 (a damaged file), ErrJournalCorrupt.
 func (j *Journal) Lookup(operationID string) (*Record, error) {
@@ -61,7 +61,7 @@ func (j *Journal) get(id uint64) (rec *Record, err error) {
 // load reads record id, body included, from whichever bucket holds it, and
 // refuses (ErrJournalCorrupt) one not yet settled whose body does not hash
 // to its BodySHA256: it is about to be sent. A
-// sealed record it cannot open is an error (ErrUnknownKeyID, ErrDecrypt):
+// sealed record it cannot open is an error (ErrUnknownEncryptionKey, ErrDecrypt):
 // whoever asks for one record means to use it.
 func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	v := tx.Bucket(bucketPending).Get(id)
@@ -99,7 +99,7 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Reco
 	if withBody {
 		body = tx.Bucket(bucketBodies).Get(id)
 	}
-	rec, sealErr, err = j.keys.decodeStored(meta, body)
+	rec, sealErr, err = j.keyring.decodeStored(meta, body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
 	}

@@ -95,10 +95,10 @@ type Options struct {
 	// Nil stores them in plaintext. A journal once opened with a Keyring is
 	// marked so for good: opened without one, it takes no new record (Open,
 	// and a write-ahead through OpenJournal, fail with ErrInvalidOptions) and
-	// its sealed records read as sealed (ErrUnknownKeyID); it can still be
+	// its sealed records read as sealed (ErrUnknownEncryptionKey); it can still be
 	// listed, pruned and resumed. The journal does the sealing:
 	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
-	// that is empty or not visible ASCII, or a key that is not KeySize (32)
+	// that is empty or not visible ASCII, or a key that is not EncryptionKeySize (32)
 	// bytes fails Open, OpenJournal and NewTransport with ErrInvalidOptions
 	// before anything is written; so does NewTransport given a Keyring its
 	// Journal was not opened with. Records written before encryption was

@@ -69,11 +69,12 @@ type Record struct {
 	Status      int       `json:"status,omitempty"`      // last or final status code
 	LastError   string    `json:"last_error,omitempty"`
 	Updated     time.Time `json:"updated"` // last state change; drives pruning
-	// KeyID names the Keyring key (Options.Encryption) that the record's
-	// body, headers, URL query, and BodySHA256 are sealed under
-	// in the file; "" if they are stored in plaintext. A record keeps its key
-	// ID for life: a rotation seals only new records under the new key.
-	KeyID string `json:"kid,omitempty"`
+	// EncryptionKeyID names the Keyring key (Options.Encryption) that the
+	// record's body, headers, URL query and BodySHA256 are sealed under in
+	// the file; "" if they are stored in plaintext. (It is not the
+	// idempotency key: that is Key.) A record keeps its encryption key for
+	// life: a rotation seals only new records under the new key.
+	EncryptionKeyID string `json:"kid,omitempty"`
 	// Sealed is set on a record that Journal.Records lists without being able
 	// to open its sealed part: its key ID is not in the journal's Keyring
 	// (or the journal has none, as when opened read-only), or its sealed bytes

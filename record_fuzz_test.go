@@ -22,7 +22,7 @@ import (
 // corpus open in every run, and a second, "other", for rotation.
 func fuzzKeyring(tb testing.TB) *keyring {
 	tb.Helper()
-	key, other := make([]byte, KeySize), make([]byte, KeySize)
+	key, other := make([]byte, EncryptionKeySize), make([]byte, EncryptionKeySize)
 	for i := range key {
 		key[i], other[i] = byte(i), byte(0xff-i)
 	}
@@ -49,7 +49,7 @@ func fuzzSeeds() []*Record {
 	for _, kid := range []string{"", "fuzz", "other"} {
 		for _, r := range []*Record{pending, settled} {
 			c := *r
-			c.KeyID = kid
+			c.EncryptionKeyID = kid
 			seeds = append(seeds, &c)
 		}
 	}
@@ -74,7 +74,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if sealErr != nil {
 			require.True(t, rec.Sealed)
-			require.True(t, errors.Is(sealErr, ErrDecrypt) || errors.Is(sealErr, ErrUnknownKeyID), sealErr)
+			require.True(t, errors.Is(sealErr, ErrDecrypt) || errors.Is(sealErr, ErrUnknownEncryptionKey), sealErr)
 			require.Nil(t, rec.Body)
 			return
 		}
@@ -115,7 +115,7 @@ func TestDecodeRecordSeedsRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, sealErr)
 		requireSameRecord(t, r, got)
-		if r.KeyID != "" {
+		if r.EncryptionKeyID != "" {
 			require.NotContains(t, string(meta), "X-Trace")
 			require.NotContains(t, string(meta), "mode=live")
 			require.NotContains(t, string(body), "4111")

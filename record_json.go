@@ -83,9 +83,9 @@ func (r *Record) appendJSON(b, box []byte) ([]byte, error) {
 	if b, err = appendJSONTime(b, r.Updated); err != nil {
 		return nil, err
 	}
-	if r.KeyID != "" {
+	if r.EncryptionKeyID != "" {
 		b = append(b, `,"kid":`...)
-		b = appendJSONString(b, r.KeyID)
+		b = appendJSONString(b, r.EncryptionKeyID)
 	}
 	if len(box) > 0 {
 		b = append(b, `,"sealed":"`...)

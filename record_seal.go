@@ -16,7 +16,7 @@ import (
 	"strings"
 )
 
-// storedRecord is a record's metadata as written. A sealed record (KeyID
+// storedRecord is a record's metadata as written. A sealed record (EncryptionKeyID
 // set) keeps its headers, the rest of its URL and its body hash in Box, and
 // leaves those fields of the Record empty.
 type storedRecord struct {
@@ -44,9 +44,9 @@ func splitURL(u string) (plain, rest string) {
 }
 
 // encodeMeta returns r's metadata as stored: JSON, its request part sealed
-// under r.KeyID when that is set.
+// under r.EncryptionKeyID when that is set.
 func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
-	if r.KeyID == "" {
+	if r.EncryptionKeyID == "" {
 		return r.appendJSON(make([]byte, 0, 512), nil)
 	}
 	plain, rest := splitURL(r.URL)
@@ -54,7 +54,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	box, err := k.seal(r.KeyID, secret, additionalData("meta", r, plain))
+	box, err := k.seal(r.EncryptionKeyID, secret, additionalData("meta", r, plain))
 	if err != nil {
 		return nil, err
 	}
@@ -64,18 +64,18 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 }
 
 // encodeBody returns r's body as stored: itself, not copied, or sealed under
-// r.KeyID. An empty body is not stored.
+// r.EncryptionKeyID. An empty body is not stored.
 func (k *keyring) encodeBody(r *Record) ([]byte, error) {
-	if r.KeyID == "" || len(r.Body) == 0 {
+	if r.EncryptionKeyID == "" || len(r.Body) == 0 {
 		return r.Body, nil
 	}
 	plain, _ := splitURL(r.URL)
-	return k.seal(r.KeyID, r.Body, additionalData("body", r, plain))
+	return k.seal(r.EncryptionKeyID, r.Body, additionalData("body", r, plain))
 }
 
 // decodeStored reads a record from its stored metadata and body (nil for
 // none, or not wanted), the inverse of encodeMeta and encodeBody. err says
-// the bytes are not a record. sealErr (ErrUnknownKeyID or ErrDecrypt) says
+// the bytes are not a record. sealErr (ErrUnknownEncryptionKey or ErrDecrypt) says
 // the record is one, but its sealed part stays closed: rec is then Sealed,
 // without that part and without its body.
 func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err error) {
@@ -84,7 +84,7 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 		return nil, nil, err
 	}
 	rec = s.Record
-	if rec.KeyID == "" {
+	if rec.EncryptionKeyID == "" {
 		if len(s.Box) > 0 {
 			return nil, nil, fmt.Errorf("%w: sealed part without a key ID", errStored)
 		}
@@ -105,7 +105,7 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 		return rec, err, nil
 	}
 	if len(body) > 0 {
-		b, err := k.open(rec.KeyID, body, additionalData("body", rec, plain))
+		b, err := k.open(rec.EncryptionKeyID, body, additionalData("body", rec, plain))
 		if err != nil {
 			rec.Sealed = true
 			return rec, err, nil
@@ -118,16 +118,16 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 // openMeta puts a sealed record's box back into its fields. rec.URL is the
 // readable part of the URL.
 func (k *keyring) openMeta(rec *Record, box []byte) error {
-	secret, err := k.open(rec.KeyID, box, additionalData("meta", rec, rec.URL))
+	secret, err := k.open(rec.EncryptionKeyID, box, additionalData("meta", rec, rec.URL))
 	if err != nil {
 		return err
 	}
 	var p sealedPart
 	if err := json.Unmarshal(secret, &p); err != nil {
-		return fmt.Errorf("%w: sealed part under key %q: %w", ErrDecrypt, rec.KeyID, err)
+		return fmt.Errorf("%w: sealed part under key %q: %w", ErrDecrypt, rec.EncryptionKeyID, err)
 	}
 	if p.URLRest != "" && p.URLRest[0] != '?' && p.URLRest[0] != '#' {
-		return fmt.Errorf("%w: sealed part under key %q: URL rest %q", ErrDecrypt, rec.KeyID, p.URLRest)
+		return fmt.Errorf("%w: sealed part under key %q: URL rest %q", ErrDecrypt, rec.EncryptionKeyID, p.URLRest)
 	}
 	rec.URL += p.URLRest
 	rec.Header, rec.BodySHA256 = p.Header, p.BodySHA256

@@ -22,7 +22,7 @@ import (
 // later; it matches ErrRetryBudgetExhausted if the RetryBudget held the
 // operation back, unsent), an error matching ErrKeyExpired (not sent: reconcile it), an error
 // from Options.PrepareResume, ErrSensitiveHeaderMissing,
-// ErrSensitiveQueryMissing, or ErrUnknownKeyID or ErrDecrypt (a sealed
+// ErrSensitiveQueryMissing, or ErrUnknownEncryptionKey or ErrDecrypt (a sealed
 // record that could not be opened: nothing was sent, the operation stays
 // pending, and Record may be Sealed, without its request).
 type Outcome struct {

@@ -42,7 +42,7 @@ const (
 // newKey32 returns a random AES-256 key.
 func newKey32(tb testing.TB) []byte {
 	tb.Helper()
-	k := make([]byte, KeySize)
+	k := make([]byte, EncryptionKeySize)
 	_, err := rand.Read(k)
 	require.NoError(tb, err)
 	return k
@@ -157,7 +157,7 @@ func testSecretsAtRest(t *testing.T, encrypted bool) {
 	require.Equal(t, srv.URL+"/payments?mode="+plainMode, rec.URL)
 	require.Equal(t, []string{"token"}, rec.DroppedQuery)
 	require.Equal(t, []string{"Authorization", "Cookie", "X-Api-Secret"}, rec.Dropped)
-	require.Equal(t, map[bool]string{false: "", true: "k1"}[encrypted], rec.KeyID)
+	require.Equal(t, map[bool]string{false: "", true: "k1"}[encrypted], rec.EncryptionKeyID)
 	require.Equal(t, pendingBody, string(rec.Body))
 	require.NoError(t, j.Close())
 

@@ -69,7 +69,7 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j != nil && !j.keys.covers(cfg.keyring) {
+	if j != nil && !j.keyring.covers(cfg.keyring) {
 		return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
 	}
 	t := &Transport{cfg: cfg, journal: j, clock: realClock{}, budget: newBudget(cfg.RetryBudget)}
@@ -95,7 +95,7 @@ func (t *Transport) base() http.RoundTripper {
 // RoundTrip implements http.RoundTripper; see the Transport doc. Before
 // anything is written or sent it may fail with ErrInvalidRequest,
 // ErrInvalidKey, ErrBodyTooLarge, ErrKeyReuse, ErrKeyExpired, ErrNoJournal,
-// an *AlreadySettledError, ErrUnknownKeyID or ErrDecrypt (its operation ID
+// an *AlreadySettledError, ErrUnknownEncryptionKey or ErrDecrypt (its operation ID
 // names a sealed record the journal cannot open), the context's error, or a
 // write-ahead error; after
 // that, with a *PendingError (the operation stays pending), ErrPermanent or

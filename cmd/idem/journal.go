@@ -224,7 +224,7 @@ func recordJSON(r *idem.Record, withBody bool) jsonRecord {
 	switch {
 	case !withBody:
 	case r.Sealed && r.State != idem.Settled: // a settled record keeps no body
-		out.Body = fmt.Sprintf("<encrypted key=%s>", r.KeyID)
+		out.Body = fmt.Sprintf("<encrypted key=%s>", r.EncryptionKeyID)
 	default:
 		out.Body = string(r.Body)
 	}

@@ -22,7 +22,7 @@ func TestJournalShowSealed(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.Script(testserver.Fault{}, testserver.Fault{Kind: testserver.FaultStatus, Status: 503})
 	path := filepath.Join(t.TempDir(), "sealed.journal")
-	key := make([]byte, idem.KeySize)
+	key := make([]byte, idem.EncryptionKeySize)
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1,
 		Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}})
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestJournalResumeAndPruneSealed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sealed.journal")
 	soon := time.Millisecond // the next attempt is due at once
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
-		Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.KeySize)}}})
+		Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.EncryptionKeySize)}}})
 	require.NoError(t, err)
 	req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), "sealed-p"), http.MethodPost,
 		srv.URL+"/payments", strings.NewReader(`{"amount":5,"currency":"eur","reference":"sealed-p"}`))
