@@ -279,7 +279,7 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	if v == nil {
 		return errRepend
 	}
-	if prev, _, err := j.keyring.decodeStored(v, nil); err != nil || prev.State != Failed {
+	if prev, err := decodePlain(v); err != nil || prev.State != Failed {
 		return errRepend
 	}
 	if err := done.Delete(id); err != nil {

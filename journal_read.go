@@ -211,11 +211,18 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 		done, bodies, index := tx.Bucket(bucketDone), tx.Bucket(bucketBodies), tx.Bucket(bucketIndex)
 		var doomed []*Record
 		err := done.ForEach(func(k, v []byte) error {
-			r, _, err := j.decode(tx, k, v, false) // what pruning needs is never sealed
-			if err == nil && r.Updated.Before(cutoff) && !busy[r.ID] {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: %s: bad record key %x", ErrJournalCorrupt, j.path, k)
+			}
+			r, err := decodePlain(v) // what pruning needs is never sealed
+			if err != nil {
+				return fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, k, err)
+			}
+			r.ID = binary.BigEndian.Uint64(k)
+			if r.Updated.Before(cutoff) && !busy[r.ID] {
 				doomed = append(doomed, r)
 			}
-			return err
+			return nil
 		})
 		if err != nil {
 			return err

@@ -73,6 +73,18 @@ func (k *keyring) encodeBody(r *Record) ([]byte, error) {
 	return k.seal(r.EncryptionKeyID, r.Body, additionalData("body", r, plain))
 }
 
+// decodePlain reads what a stored record keeps readable (state, times, key,
+// operation ID, method, the URL without its query), leaving a sealed part
+// closed: the journal's own bookkeeping needs no more, and does no
+// cryptography inside a write transaction.
+func decodePlain(meta []byte) (*Record, error) {
+	s := storedRecord{Record: new(Record)}
+	if err := json.Unmarshal(meta, &s); err != nil {
+		return nil, err
+	}
+	return s.Record, nil
+}
+
 // decodeStored reads a record from its stored metadata and body (nil for
 // none, or not wanted), the inverse of encodeMeta and encodeBody. err says
 // the bytes are not a record. sealErr (ErrUnknownEncryptionKey or ErrDecrypt) says
