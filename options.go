@@ -98,10 +98,11 @@ type Options struct {
 	// its sealed records read as sealed (ErrUnknownEncryptionKey); it can still be
 	// listed, pruned and resumed. The journal does the sealing:
 	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
-	// that is empty or not visible ASCII, or a key that is not EncryptionKeySize (32)
-	// bytes fails Open, OpenJournal and NewTransport with ErrInvalidOptions
-	// before anything is written; so does NewTransport given a Keyring its
-	// Journal was not opened with. Records written before encryption was
+	// that is empty or not visible ASCII, or a key that is not
+	// EncryptionKeySize (32) bytes fails Open, OpenJournal and NewTransport
+	// with ErrInvalidOptions before anything is written; so does NewTransport
+	// given a Keyring whose Current or key IDs differ from those its Journal
+	// was opened with. Records written before encryption was
 	// turned on stay readable, and stay in plaintext until pruned.
 	Encryption *Keyring
 
