@@ -58,8 +58,8 @@ const (
 // retry stays pending: the call returns a *PendingError matching
 // ErrRetryBudgetExhausted, and a later Resume sends it. Resume sends and
 // writes nothing for an operation it holds back: it reports the first of
-// each host the same way, and leaves that host's others for its next pass,
-// unreported. An unjournaled request denied a retry returns
+// each host the same way, and leaves that host's other operations already
+// attempted for its next pass, unreported. An unjournaled request denied a retry returns
 // its last response, or its last error joined with ErrRetryBudgetExhausted.
 //
 // One exception keeps pending work moving when nothing else calls a host: a

@@ -61,7 +61,7 @@ type Journal struct {
 	readOnly bool
 	keyring  *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
 	// sealedFile is set when the file was once opened with Options.Encryption
-	// (marked version4, for good) and keys is nil: no new record is written
+	// (marked version4, for good) and keyring is nil: no new record is written
 	// then (errNeedsKeyring).
 	sealedFile bool
 	now        func() time.Time

@@ -101,8 +101,8 @@ type Options struct {
 	// that is empty or not visible ASCII, or a key that is not
 	// EncryptionKeySize (32) bytes fails Open, OpenJournal and NewTransport
 	// with ErrInvalidOptions before anything is written; so does NewTransport
-	// given a Keyring whose Current or key IDs differ from those its Journal
-	// was opened with. Records written before encryption was
+	// given a Keyring whose Current differs from its Journal's, or that names
+	// a key ID the Journal's Keyring lacks. Records written before encryption was
 	// turned on stay readable, and stay in plaintext until pruned.
 	Encryption *Keyring
 

@@ -82,6 +82,8 @@ func decodePlain(meta []byte) (*Record, error) {
 	if err := json.Unmarshal(meta, &s); err != nil {
 		return nil, err
 	}
+	// Left closed, its request part is missing: say so, should it travel.
+	s.Record.Sealed = s.Record.EncryptionKeyID != ""
 	return s.Record, nil
 }
 

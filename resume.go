@@ -43,8 +43,9 @@ var errNotPending = errors.New("idem: operation no longer pending")
 // Outcome.Response.Body; if fn is nil, idem closes it. Operations pending for
 // longer than Options.KeyTTL are not sent: they become expired and are
 // reported with ErrKeyExpired. Operations in flight in this process are
-// skipped, and so are the operations of a host whose RetryBudget held one
-// back in this pass (that one is reported; see RetryBudget). At most
+// skipped, and so are the operations already attempted of a host whose
+// RetryBudget held one back in this pass (that one is reported; see
+// RetryBudget). At most
 // Options.ResumeConcurrency operations are sent at once, each with up to
 // Options.MaxAttempts attempts; WithMaxAttempts and WithAttemptTimeout on
 // ctx override those for every operation sent.

@@ -62,8 +62,8 @@ type Transport struct {
 // need journaling. The Transport does not own j; close j after the last call.
 // The journal seals records (Options.Encryption): opts may leave Encryption
 // nil, but if it sets it, j must have been opened with a Keyring of the same
-// Current and key IDs (the key bytes are the journal's; they are not
-// compared), or NewTransport fails with ErrInvalidOptions rather than let
+// Current that holds every key ID it names (the key bytes are the
+// journal's; they are not compared), or NewTransport fails with ErrInvalidOptions rather than let
 // records be written in plaintext unnoticed.
 func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	cfg, err := opts.config()

@@ -113,7 +113,7 @@ func journalResume(args []string) error {
 	if err != nil {
 		return err
 	}
-	notDue, next, err := notYetDue(j, time.Now())
+	notDue, next, due, err := listPending(j, time.Now())
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,7 @@ func journalResume(args []string) error {
 	err = tr.Resume(ctx, func(o idem.Outcome) {
 		line := outcomeLine(o)
 		counts[line.Result]++
+		delete(due, line.ID)
 		if *asJSON {
 			enc.Encode(line)
 			return
@@ -147,30 +148,40 @@ func journalResume(args []string) error {
 		if notDue > 0 {
 			fmt.Printf("not yet due: %d (the server asked to wait; the earliest at %s)\n", notDue, next.UTC().Format(time.RFC3339))
 		}
+		if len(due) > 0 {
+			// Resume reports one operation per host its retry budget held
+			// back, and leaves that host's others for a later pass.
+			fmt.Printf("not tried: %d (held back by the retry budget: their server is failing; run again later)\n", len(due))
+		}
 	}
-	if left := counts["pending"] + counts["expired"] + counts["not sent"]; left > 0 {
+	if left := counts["pending"] + counts["expired"] + counts["not sent"] + len(due); left > 0 {
 		return fmt.Errorf("journal resume: %d operation(s) not settled; see above", left)
 	}
 	return nil
 }
 
-// notYetDue counts the pending operations Resume will skip because their
-// next-attempt time has not come, and the earliest of those times.
-func notYetDue(j *idem.Journal, now time.Time) (int, time.Time, error) {
+// listPending counts the pending operations Resume will skip because their
+// next-attempt time has not come, with the earliest of those times, and
+// returns the IDs of the due ones, which Resume is to report.
+func listPending(j *idem.Journal, now time.Time) (int, time.Time, map[uint64]bool, error) {
 	recs, err := j.Records()
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, time.Time{}, nil, err
 	}
-	n, next := 0, time.Time{}
+	n, next, due := 0, time.Time{}, map[uint64]bool{}
 	for _, r := range recs {
-		if r.State == idem.Pending && r.NextAttempt.After(now) {
+		switch {
+		case r.State != idem.Pending:
+		case r.NextAttempt.After(now):
 			n++
 			if next.IsZero() || r.NextAttempt.Before(next) {
 				next = r.NextAttempt
 			}
+		default:
+			due[r.ID] = true
 		}
 	}
-	return n, next, nil
+	return n, next, due, nil
 }
 
 func outcomeLine(o idem.Outcome) resumeLine {

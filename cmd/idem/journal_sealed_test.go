@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,4 +103,34 @@ func TestJournalResumeAndPruneSealed(t *testing.T) {
 	require.NoError(t, err, out)
 	require.NotContains(t, out, "secret-123")
 	require.NoError(t, srv.Ledger().Check([]string{"query-p"}))
+}
+
+// During an outage, Resume holds back what the retry budget does not allow
+// and reports one operation per host; the command counts the others as not
+// tried instead of leaving them out of its summary.
+func TestJournalResumeCountsHeldBack(t *testing.T) {
+	bin := idemBinary(t)
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	path := filepath.Join(t.TempDir(), "outage.journal")
+	soon := time.Millisecond
+	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
+		RetryBudget: idem.RetryBudget{Disabled: true}})
+	require.NoError(t, err)
+	const n = 150 // more than the default burst of 100
+	for i := range n {
+		req, err := http.NewRequest(http.MethodPost, down.URL+"/payments", strings.NewReader(fmt.Sprintf(`{"n":%d}`, i)))
+		require.NoError(t, err)
+		_, err = c.HTTPClient().Do(req)
+		require.ErrorAs(t, err, new(*idem.PendingError))
+	}
+	require.NoError(t, c.Close())
+	time.Sleep(5 * soon) // past every next-attempt time
+
+	out, err := runIdem(t, bin, time.Minute, "journal", "resume", "-max-attempts", "1", path)
+	require.Error(t, err, out)
+	require.Contains(t, out, "not tried: ")
+	require.Contains(t, out, fmt.Sprintf("journal resume: %d operation(s) not settled", n))
 }
