@@ -41,8 +41,9 @@ type op struct {
 	maybeSent bool
 	limits    limits // attempts and per-attempt timeout for this call
 	resumed   bool   // run by Resume
-	// retryToken is set when Resume took a retry-budget token to send an
-	// operation already attempted: its first attempt here is a retry.
+	// retryToken is set when a retry-budget token was taken to send a pending
+	// operation already attempted (by Resume, or a call with its operation
+	// ID or key): its first attempt here is a retry.
 	retryToken bool
 }
 
@@ -112,7 +113,7 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		}
 		g := t.budget.take(host, now)
 		if !g.ok {
-			return t.denied(ctx, o, n, class, last, now.Add(wait))
+			return t.denied(ctx, o, host, n, class, last, now.Add(wait))
 		}
 		retried = true
 		discard(resp)
@@ -295,10 +296,9 @@ func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 	return err
 }
 
-// denied ends a call whose retry the RetryBudget refused after attempt n
-// (of the given class), like giveUp.
-func (t *Transport) denied(ctx context.Context, o *op, n int, class Class, last outcome, next time.Time) (*http.Response, error) {
-	host := budgetHost(o.req.URL)
+// denied ends a call whose retry to host the RetryBudget refused after
+// attempt n (of the given class), like giveUp.
+func (t *Transport) denied(ctx context.Context, o *op, host string, n int, class Class, last outcome, next time.Time) (*http.Response, error) {
 	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
 		N: n, Status: last.status, Class: class, Wait: next.Sub(t.clock.Now())})
 	t.log(ctx, slog.LevelInfo, "idem: retry denied by the retry budget", o, "attempt", n,

@@ -81,9 +81,9 @@ type Options struct {
 	// stays pending and Resume reports ErrSensitiveQueryMissing; their
 	// positions are not kept, so a resumed URL has them where PrepareResume
 	// puts them (appended, say), which matters only to a server that
-	// fingerprints the URL's bytes. The
-	// operation's fingerprint (ErrKeyReuse) uses the URL without them: a call
-	// that repeats an operation ID with a fresh token is the same operation.
+	// fingerprints the URL's bytes. The operation's fingerprint (ErrKeyReuse)
+	// uses the URL without them: a call that repeats an operation ID with a
+	// fresh token is the same operation.
 	// Nil, the default, names none; an empty name is ErrInvalidOptions. (The
 	// URL's fragment is never journaled: net/http never sends it.)
 	SensitiveQueryParams []string
@@ -95,15 +95,15 @@ type Options struct {
 	// Nil stores them in plaintext. A journal once opened with a Keyring is
 	// marked so for good: opened without one, it takes no new record (Open,
 	// and a write-ahead through OpenJournal, fail with ErrInvalidOptions) and
-	// its sealed records read as sealed (ErrUnknownEncryptionKey); it can still be
-	// listed, pruned and resumed. The journal does the sealing:
-	// give it to Open or OpenJournal. A Current missing from Keys, a key ID
+	// its sealed records read as sealed (ErrUnknownEncryptionKey); it can
+	// still be listed, pruned and resumed. The journal does the sealing: give
+	// it to Open or OpenJournal. A Current missing from Keys, a key ID
 	// that is empty or not visible ASCII, or a key that is not
 	// EncryptionKeySize (32) bytes fails Open, OpenJournal and NewTransport
 	// with ErrInvalidOptions before anything is written; so does NewTransport
 	// given a Keyring whose Current differs from its Journal's, or that names
-	// a key ID the Journal's Keyring lacks. Records written before encryption was
-	// turned on stay readable, and stay in plaintext until pruned.
+	// a key ID the Journal's Keyring lacks. Records written before encryption
+	// was turned on stay readable, and stay in plaintext until pruned.
 	Encryption *Keyring
 
 	// MaxBodyBytes caps a journaled request body, in bytes. 0 means

@@ -20,11 +20,12 @@ import (
 // Outcome is the result of resuming one operation. Exactly one of Response and
 // Err is non-nil. Err may be a *PendingError (still unknown; resumed again
 // later; it matches ErrRetryBudgetExhausted if the RetryBudget held the
-// operation back, unsent), an error matching ErrKeyExpired (not sent: reconcile it), an error
-// from Options.PrepareResume, ErrSensitiveHeaderMissing,
-// ErrSensitiveQueryMissing, or ErrUnknownEncryptionKey or ErrDecrypt (a sealed
-// record that could not be opened: nothing was sent, the operation stays
-// pending, and Record may be Sealed, without its request).
+// operation back, unsent), an error matching ErrKeyExpired (not sent:
+// reconcile it), an error from Options.PrepareResume,
+// ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing, or
+// ErrUnknownEncryptionKey or ErrDecrypt (a sealed record that could not be
+// opened: nothing was sent, the operation stays pending, and Record may be
+// Sealed, without its request).
 type Outcome struct {
 	// Record is the operation as journaled (body included, except for an
 	// operation the RetryBudget held back, which was not read in full). It
@@ -45,10 +46,9 @@ var errNotPending = errors.New("idem: operation no longer pending")
 // reported with ErrKeyExpired. Operations in flight in this process are
 // skipped, and so are the operations already attempted of a host whose
 // RetryBudget held one back in this pass (that one is reported; see
-// RetryBudget). At most
-// Options.ResumeConcurrency operations are sent at once, each with up to
-// Options.MaxAttempts attempts; WithMaxAttempts and WithAttemptTimeout on
-// ctx override those for every operation sent.
+// RetryBudget). At most Options.ResumeConcurrency operations are sent at
+// once, each with up to Options.MaxAttempts attempts; WithMaxAttempts and
+// WithAttemptTimeout on ctx override those for every operation sent.
 //
 // Resume returns when every due operation has been tried, or ctx ends; the
 // error is non-nil only if the journal could not be read, or ctx carries an

@@ -63,8 +63,9 @@ type Transport struct {
 // The journal seals records (Options.Encryption): opts may leave Encryption
 // nil, but if it sets it, j must have been opened with a Keyring of the same
 // Current that holds every key ID it names (the key bytes are the
-// journal's; they are not compared), or NewTransport fails with ErrInvalidOptions rather than let
-// records be written in plaintext unnoticed.
+// journal's; they are not compared), or NewTransport fails with
+// ErrInvalidOptions rather than let records be written in plaintext
+// unnoticed.
 func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	cfg, err := opts.config()
 	if err != nil {
@@ -96,11 +97,13 @@ func (t *Transport) base() http.RoundTripper {
 // RoundTrip implements http.RoundTripper; see the Transport doc. Before
 // anything is written or sent it may fail with ErrInvalidRequest,
 // ErrInvalidKey, ErrBodyTooLarge, ErrKeyReuse, ErrKeyExpired, ErrNoJournal,
-// an *AlreadySettledError, ErrUnknownEncryptionKey or ErrDecrypt (its operation ID
-// names a sealed record the journal cannot open), the context's error, or a
-// write-ahead error; after
-// that, with a *PendingError (the operation stays pending), ErrPermanent or
-// ErrOutcomeUnknown (unjournaled requests only).
+// an *AlreadySettledError, ErrUnknownEncryptionKey or ErrDecrypt (its
+// operation ID names a sealed record the journal cannot open),
+// ErrJournalCorrupt (its record's body does not match its hash), the
+// context's error, or a write-ahead error; after that, with a *PendingError
+// (the operation stays pending; also when the RetryBudget denies re-sending
+// a pending operation), ErrPermanent or ErrOutcomeUnknown (unjournaled
+// requests only).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
