@@ -101,7 +101,7 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 // plaintext.
 func (j *Journal) errNeedsKeyring() error {
 	return fmt.Errorf("%w: %s was written with Options.Encryption (it is marked %s): new records need it too",
-		ErrInvalidOptions, j.path, version4)
+		ErrInvalidOptions, j.path, versionSealed)
 }
 
 // errRepend means a failed record was pruned before it could be sent again.
@@ -253,7 +253,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			}
 			if len(w.body) > 0 {
 				// bbolt copies the value into its page: the one copy made.
-				if err := tx.Bucket(bucketBodies).Put(idKey(id), w.body); err != nil {
+				if err := putBody(tx.Bucket(bucketBodies), idKey(id), w.body); err != nil {
 					return err
 				}
 			}

@@ -144,7 +144,7 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 		return err
 	}
 	if d.rec.State == Settled {
-		if err := tx.Bucket(bucketBodies).Delete(id); err != nil {
+		if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
 			return err
 		}
 	}

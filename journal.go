@@ -22,12 +22,15 @@
 package idem
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,8 +47,17 @@ var (
 	bucketIndex   = []byte("index")
 	bucketMeta    = []byte("meta")
 	metaVersion   = []byte("version")
-	version3      = []byte("idem-journal-3")
-	version4      = []byte("idem-journal-4")
+	// The file's format version: 5 for a plaintext journal, 6 once opened
+	// with Options.Encryption (for good). 3 and 4, the same before bodies
+	// were stored in chunks (journal_body.go), are read, and marked 5 or 6
+	// when opened for writing, so that an older idem refuses the file rather
+	// than miss a chunked body.
+	versionPlain  = []byte("idem-journal-5")
+	versionSealed = []byte("idem-journal-6")
+	knownVersions = map[string]bool{ // version -> marked as sealed
+		"idem-journal-3": false, "idem-journal-4": true,
+		string(versionPlain): false, string(versionSealed): true,
+	}
 )
 
 // openPaths guards against opening one journal twice in a process: bbolt's
@@ -61,7 +73,7 @@ type Journal struct {
 	readOnly bool
 	keyring  *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
 	// sealedFile is set when the file was once opened with Options.Encryption
-	// (marked version4, for good) and keyring is nil: no new record is written
+	// (marked versionSealed, for good) and keyring is nil: no new record is written
 	// then (errNeedsKeyring).
 	sealedFile bool
 	now        func() time.Time
@@ -135,6 +147,29 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 	return j, nil
 }
 
+// initialMmapSize is the address space a writer maps up front (the file
+// itself grows only as it fills, growStep at a time). When a commit outgrows
+// the mapping, bbolt remaps the file, and first copies every key and value
+// the transaction holds onto the heap (node.dereference): a commit of an
+// 8 MiB body then held three copies of it. Mapping 1 GiB from the start
+// leaves remaps to journals past 1 GiB, and commits no longer wait for
+// readers to let go of the old mapping. The mapping is read-only and
+// file-backed: it takes address space, not memory. On Windows bbolt would
+// grow the file itself to the mapping's size, and a 32-bit address space is
+// too small to spare, so there it is left to bbolt.
+var initialMmapSize = func() int {
+	if runtime.GOOS == "windows" || strconv.IntSize < 64 {
+		return 0
+	}
+	return 1 << 30
+}()
+
+// growStep is how much room bbolt adds past what a commit needs when the file
+// must grow (its DB.AllocSize; bbolt's default of 16 MiB would make a new
+// journal a 16 MiB file once mapped as above). Each growth costs a truncate
+// and an fsync, so a growing journal pays one per MiB written.
+const growStep = 1 << 20
+
 func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
 	// Only a regular file can be a journal. A directory gets EISDIR, which a
 	// reader's open would not say, and a named pipe would block that open
@@ -162,12 +197,19 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, e
 	// A truncated file makes bbolt read mapped pages past its end: SIGBUS,
 	// which kills the process unless the runtime turns it into a panic.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
+	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, perm)
 			file = f
 			return f, err
-		}})
+		}}
+	if !readOnly {
+		opts.InitialMmapSize = initialMmapSize
+	}
+	db, err = bolt.Open(path, 0o600, opts)
+	if db != nil {
+		db.AllocSize = growStep
+	}
 	var pathErr *fs.PathError
 	switch {
 	case err == nil:
@@ -203,18 +245,23 @@ func (j *Journal) init() error {
 			}
 			return j.create(tx)
 		}
-		switch v := meta.Get(metaVersion); {
-		case string(v) == string(version3) && j.keyring != nil && !j.readOnly:
-			if err := meta.Put(metaVersion, version4); err != nil {
+		v := meta.Get(metaVersion)
+		sealed, known := knownVersions[string(v)]
+		if !known {
+			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
+		}
+		// Written to without its Keyring, a sealed journal would take new
+		// bodies in plaintext: one forgotten option would put card data on
+		// disk. It can still be read, pruned and resumed (insert refuses).
+		j.sealedFile = sealed && j.keyring == nil
+		want := versionPlain
+		if sealed || j.keyring != nil {
+			want = versionSealed
+		}
+		if !j.readOnly && !bytes.Equal(v, want) {
+			if err := meta.Put(metaVersion, want); err != nil {
 				return err
 			}
-		case string(v) == string(version4) && j.keyring == nil:
-			// Written to without its Keyring, it would take new bodies in
-			// plaintext: one forgotten option would put card data on disk.
-			// It can still be read, pruned and resumed (insert refuses).
-			j.sealedFile = true
-		case string(v) != string(version3) && string(v) != string(version4):
-			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
 		}
 		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketBodies) == nil || tx.Bucket(bucketIndex) == nil {
 			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
@@ -238,9 +285,9 @@ func (j *Journal) create(tx *bolt.Tx) error {
 		return err
 	}
 	if j.keyring != nil {
-		return meta.Put(metaVersion, version4)
+		return meta.Put(metaVersion, versionSealed)
 	}
-	return meta.Put(metaVersion, version3)
+	return meta.Put(metaVersion, versionPlain)
 }
 
 // Path returns the path the journal was opened with.

@@ -97,7 +97,7 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Reco
 	}
 	var body []byte
 	if withBody {
-		body = tx.Bucket(bucketBodies).Get(id)
+		body = getBody(tx.Bucket(bucketBodies), id)
 	}
 	rec, sealErr, err = j.keyring.decodeStored(meta, body)
 	if err != nil {
@@ -240,7 +240,7 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 			if err := done.Delete(idKey(r.ID)); err != nil {
 				return err
 			}
-			if err := bodies.Delete(idKey(r.ID)); err != nil {
+			if err := deleteBody(bodies, idKey(r.ID)); err != nil {
 				return err
 			}
 		}

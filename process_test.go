@@ -195,7 +195,7 @@ func helperFsizePost() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	pad := strings.Repeat("x", 512<<10)
+	pad := strings.Repeat("x", 2*growStep) // more than the room the file has
 	body := fmt.Sprintf(`{"amount":1,"currency":"eur","reference":%q,"pad":%q}`, os.Getenv(envRef), pad)
 	req, err := http.NewRequest(http.MethodPost, os.Getenv(envURL)+"/payments", strings.NewReader(body))
 	if err != nil {

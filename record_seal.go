@@ -8,7 +8,6 @@
 package idem
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,7 +87,8 @@ func decodePlain(meta []byte) (*Record, error) {
 }
 
 // decodeStored reads a record from its stored metadata and body (nil for
-// none, or not wanted), the inverse of encodeMeta and encodeBody. err says
+// none, or not wanted), the inverse of encodeMeta and encodeBody. A plaintext
+// record keeps body as its Body: it must not be a transaction's memory. err says
 // the bytes are not a record. sealErr (ErrUnknownEncryptionKey or ErrDecrypt) says
 // the record is one, but its sealed part stays closed: rec is then Sealed,
 // without that part and without its body.
@@ -103,7 +103,7 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 			return nil, nil, fmt.Errorf("%w: sealed part without a key ID", errStored)
 		}
 		if len(body) > 0 {
-			rec.Body = bytes.Clone(body)
+			rec.Body = body
 		}
 		return rec, nil, nil
 	}
