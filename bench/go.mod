@@ -6,13 +6,13 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/idem-go/idem v0.0.0
 	go.etcd.io/bbolt v1.4.3
+	golang.org/x/sys v0.29.0
 )
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	golang.org/x/sys v0.29.0 // indirect
 )
 
 replace github.com/idem-go/idem => ../

@@ -150,16 +150,29 @@ func (r *report) resume(rr *resumeResult) {
 	} else if rr.create > time.Minute {
 		r.printf("  note     making the backlog took over a minute here; pass -resume N for a smaller N\n")
 	}
-	r.printf("  open     idem.Open of that journal (warm cache: the file was just written): %s\n", fmtDur(rr.open))
-	r.printf("  listed   first re-send %s after Resume started\n",
-		fmtDur(rr.listed))
-	r.printf("  done     Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d, the default)\n",
-		fmtDur(rr.done), rr.resent, rr.ok, float64(rr.resent)/rr.done.Seconds(), rr.concurrency)
-	if rr.firstErr != nil || rr.resent != rr.n {
-		r.printf("  note     %d of %d not answered 201 (first: %v)\n", rr.n-rr.ok, rr.n, rr.firstErr)
+	r.pass("warm", "the file was just written", rr.n, rr.concurrency, rr.warm)
+	if rr.cold.ran {
+		r.pass("cold", "a copy, its pages dropped from the page cache (posix_fadvise DONTNEED)", rr.n, rr.concurrency, rr.cold)
+	} else {
+		r.printf("  cold     not measured: %v\n", rr.evictErr)
 	}
-	r.printf("  heap     peak HeapInuse during Resume %s (%s before it), sampled every 10 ms\n",
-		fmtBytes(rr.heapPeak), fmtBytes(rr.heapBefore))
+	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s)\n",
+		rr.n, rr.concurrency, fmtDur(rr.plain), float64(rr.n)/rr.plain.Seconds())
+}
+
+// pass prints one Open and Resume of the backlog.
+func (r *report) pass(name, what string, n, conc int, p resumePass) {
+	r.printf("  %-8s %s\n", name, what)
+	r.printf("    open      idem.Open of the journal: %s\n", fmtDur(p.open))
+	r.printf("    first     first re-send %s after Resume started\n", fmtDur(p.listed))
+	r.printf("    started   every operation re-sent once %s after Resume started\n", fmtDur(p.started))
+	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d, the default)\n",
+		fmtDur(p.done), p.resent, p.ok, float64(p.resent)/p.done.Seconds(), conc)
+	if p.firstErr != nil || p.resent != n {
+		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-p.ok, n, p.firstErr)
+	}
+	r.printf("    heap      peak HeapInuse during Resume %s (%s before it), sampled every 10 ms\n",
+		fmtBytes(p.heapPeak), fmtBytes(p.heapBefore))
 }
 
 func (r *report) total(d time.Duration) {

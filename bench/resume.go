@@ -1,6 +1,9 @@
 // This file measures a restart with a backlog: with N operations left pending
 // in a fresh journal (backlog.go), it times idem.Open of that journal and a
-// Resume that re-sends them all, with the peak heap while Resume runs.
+// Resume that re-sends them all, with the peak heap while Resume runs: once
+// with the file in the page cache (just written), once from a copy evicted
+// from it (a restart after a reboot). For scale, it also times plain net/http
+// sending the same N requests at the same concurrency.
 //
 // Resumed requests keep their journaled URL, so the backlog is made against
 // /held while the server holds it (503), and the server is released before
@@ -9,12 +12,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,14 +34,23 @@ type resumeResult struct {
 	n            int           // pending operations made: wanted, or fewer if creating them ran out of budget
 	create       time.Duration // leaving n operations pending
 	journalBytes int64
-	open         time.Duration // idem.Open of the journal
-	listed       time.Duration // Resume's start to its first re-send
-	done         time.Duration // Resume's start to its return
-	resent, ok   int           // outcomes reported; of which answered 201
-	firstErr     error         // first outcome that was not a 201
-	heapBefore   uint64        // HeapInuse after Open, before Resume
-	heapPeak     uint64        // largest HeapInuse sampled during Resume
 	concurrency  int           // Options.ResumeConcurrency in effect
+	warm, cold   resumePass    // the journal just written; a copy evicted from the page cache
+	evictErr     error         // why the cold pass did not run, if it did not
+	plain        time.Duration // plain net/http sending n such POSTs at concurrency
+}
+
+// resumePass is one Open and Resume of the backlog.
+type resumePass struct {
+	ran        bool
+	open       time.Duration // idem.Open of the journal
+	listed     time.Duration // Resume's start to its first re-send
+	started    time.Duration // Resume's start to the last operation's first re-send: all started
+	done       time.Duration // Resume's start to its return
+	resent, ok int           // outcomes reported; of which answered 201
+	firstErr   error         // first outcome that was not a 201
+	heapBefore uint64        // HeapInuse after Open, before Resume
+	heapPeak   uint64        // largest HeapInuse sampled during Resume
 }
 
 func runResume(ctx context.Context, cfg config, srv *child, dir string, progress io.Writer) (*resumeResult, error) {
@@ -58,63 +72,140 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 	if err := control(srv, pathRelease); err != nil {
 		return nil, err
 	}
-
-	first := &firstSend{base: tunedTransport(rr.concurrency)}
-	heapInuse() // a collection first, so Open starts from a quiet heap
-	t0 = time.Now()
-	c, err := idem.Open(path, &idem.Options{Base: first})
-	if err != nil {
+	// The same bytes under another name, for the cold pass: each pass
+	// settles what it resumes.
+	coldPath := filepath.Join(dir, "resume-cold.journal")
+	if err := copyFile(coldPath, path); err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	rr.open = time.Since(t0)
 
-	fmt.Fprintf(progress, "bench: resuming %d pending operations\n", rr.n)
-	rr.heapBefore = heapInuse()
-	stop := sampleHeap(10 * time.Millisecond)
-	t0 = time.Now()
-	err = c.Resume(ctx, func(o idem.Outcome) {
-		rr.resent++
-		if o.Err == nil {
-			o.Err = drain(o.Response, http.StatusCreated)
-		}
-		if o.Err == nil {
-			rr.ok++
-		} else if rr.firstErr == nil {
-			rr.firstErr = o.Err
-		}
-	})
-	rr.done = time.Since(t0)
-	rr.heapPeak = stop()
-	if err != nil {
+	fmt.Fprintf(progress, "bench: resuming %d pending operations (warm cache)\n", rr.n)
+	if rr.warm, err = resumeOnce(ctx, path, rr.concurrency); err != nil {
 		return nil, err
 	}
-	if at := first.at(); !at.IsZero() {
-		rr.listed = at.Sub(t0)
+	if rr.evictErr = evict(coldPath); rr.evictErr == nil {
+		fmt.Fprintf(progress, "bench: resuming %d pending operations (cold cache)\n", rr.n)
+		if rr.cold, err = resumeOnce(ctx, coldPath, rr.concurrency); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(progress, "bench: sending %d such POSTs with net/http\n", rr.n)
+	if rr.plain, err = sendPlain(ctx, srv.url(pathHeld), rr.n, rr.concurrency); err != nil {
+		return nil, err
 	}
 	return rr, ctx.Err()
 }
 
-// firstSend is a RoundTripper that notes when its first request went out.
-// Resume reads pending records a page at a time and sends as it goes, so
-// that moment is when its first page was read.
-type firstSend struct {
-	base  http.RoundTripper
-	first atomic.Pointer[time.Time]
+// resumeOnce opens the journal at path and resumes it, timing both.
+func resumeOnce(ctx context.Context, path string, conc int) (resumePass, error) {
+	var p resumePass
+	sends := &sendTimes{base: tunedTransport(conc)}
+	heapInuse() // a collection first, so Open starts from a quiet heap
+	t0 := time.Now()
+	c, err := idem.Open(path, &idem.Options{Base: sends, ResumeConcurrency: conc})
+	if err != nil {
+		return p, err
+	}
+	defer c.Close()
+	p.open = time.Since(t0)
+
+	p.heapBefore = heapInuse()
+	stop := sampleHeap(10 * time.Millisecond)
+	t0 = time.Now()
+	err = c.Resume(ctx, func(o idem.Outcome) {
+		p.resent++
+		if o.Err == nil {
+			o.Err = drain(o.Response, http.StatusCreated)
+		}
+		if o.Err == nil {
+			p.ok++
+		} else if p.firstErr == nil {
+			p.firstErr = o.Err
+		}
+	})
+	p.done = time.Since(t0)
+	p.heapPeak = stop()
+	if err != nil {
+		return p, err
+	}
+	first, last := sends.span()
+	if !first.IsZero() {
+		p.listed, p.started = first.Sub(t0), last.Sub(t0)
+	}
+	p.ran = true
+	return p, c.Close()
 }
 
-func (f *firstSend) RoundTrip(r *http.Request) (*http.Response, error) {
-	if f.first.Load() == nil {
-		now := time.Now()
-		f.first.CompareAndSwap(nil, &now)
-	}
-	return f.base.RoundTrip(r)
+// sendTimes is a RoundTripper that notes when its first and last requests
+// went out. Resume reads pending records a page at a time and sends as it
+// goes, so the first is when its first page was read; every operation here
+// is answered at its first re-send, so the last is when all had started.
+type sendTimes struct {
+	base        http.RoundTripper
+	mu          sync.Mutex
+	first, last time.Time
 }
 
-// at returns the time of the first request, or the zero time if none went out.
-func (f *firstSend) at() time.Time {
-	if t := f.first.Load(); t != nil {
-		return *t
+func (s *sendTimes) RoundTrip(r *http.Request) (*http.Response, error) {
+	now := time.Now()
+	s.mu.Lock()
+	if s.first.IsZero() {
+		s.first = now
 	}
-	return time.Time{}
+	s.last = now
+	s.mu.Unlock()
+	return s.base.RoundTrip(r)
+}
+
+// span returns the times of the first and last requests (zero if none).
+func (s *sendTimes) span() (first, last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first, s.last
+}
+
+// sendPlain sends n POSTs of the resume body to url with plain net/http, conc
+// at a time, and returns how long they took.
+func sendPlain(ctx context.Context, url string, n, conc int) (time.Duration, error) {
+	send := sender(&http.Client{Transport: tunedTransport(conc)}, http.MethodPost, url,
+		resumeBody(resumeBodyBytes), http.StatusCreated)
+	var next atomic.Int64
+	errs := make([]error, conc)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range conc {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) && errs[i] == nil {
+				errs[i] = send(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	for _, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	return d, nil
+}
+
+// copyFile copies the file at src to a new file at dst, fsynced.
+func copyFile(dst, src string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, bytes.NewReader(data))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
