@@ -81,8 +81,13 @@ type Journal struct {
 	commit    committer
 	retention time.Duration  // for the periodic prune; 0 for read-only
 	pruning   sync.WaitGroup // a periodic prune in progress
-	closeOnce sync.Once
-	closeErr  error
+	// warming is the read of the file that warms the page cache
+	// (warmCache); closing stopWarming stops it.
+	warming     sync.WaitGroup
+	stopWarming chan struct{}
+	warmed      atomic.Int64 // bytes it has read
+	closeOnce   sync.Once
+	closeErr    error
 
 	commits, writeAheads atomic.Uint64
 }
@@ -138,12 +143,14 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 	if err != nil {
 		return nil, err
 	}
-	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keyring: keys, now: time.Now}
+	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keyring: keys, now: time.Now,
+		stopWarming: make(chan struct{})}
 	j.commit.init()
 	if err := j.init(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	j.warmCache()
 	return j, nil
 }
 
@@ -301,6 +308,8 @@ func (j *Journal) Close() error {
 	// Only the first Close releases the path: by a second one, another
 	// Journal may hold it.
 	j.closeOnce.Do(func() {
+		close(j.stopWarming)
+		j.warming.Wait()
 		j.closeErr = errors.Join(j.closeCommits(), j.db.Close())
 		openPaths.Delete(j.abs)
 	})
