@@ -12,10 +12,11 @@
 //	         expired operation, kept for Retention
 //	bodies   ID -> the request body (sealed if the record names a key ID),
 //	         until the operation settles; kept apart so listings never read
-//	         bodies and nothing copies them
+//	         bodies and nothing copies them. A body over 64 KiB is stored
+//	         in chunks, ID+chunk number -> chunk (journal_body.go)
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version: 3, or 4 once a writer with
-//	         Options.Encryption has opened it (version 3 plus sealed records,
+//	meta     the journal version: 5, or 6 once a writer with
+//	         Options.Encryption has opened it (version 5 plus sealed records,
 //	         record_seal.go), so that an idem that cannot open them refuses
 //	         the file instead of sending ciphertext as a body
 

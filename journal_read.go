@@ -88,7 +88,7 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 func bodyMatches(rec *Record) bool { return bodySum(rec.Body) == rec.BodySHA256 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of
-// the transaction's memory (record_seal.go). A sealed record it cannot open
+// the transaction's memory (getBody). A sealed record it cannot open
 // comes back Sealed, with the reason in sealErr: listings show it rather
 // than fail.
 func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Record, sealErr, err error) {

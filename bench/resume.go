@@ -12,7 +12,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -192,19 +191,20 @@ func sendPlain(ctx context.Context, url string, n, conc int) (time.Duration, err
 
 // copyFile copies the file at src to a new file at dst, fsynced.
 func copyFile(dst, src string) error {
-	data, err := os.ReadFile(src)
+	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, bytes.NewReader(data))
+	_, err = io.Copy(out, in)
 	if err == nil {
-		err = f.Sync()
+		err = out.Sync()
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	return err
