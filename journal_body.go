@@ -68,15 +68,16 @@ func getBody(bodies *bolt.Bucket, id []byte) []byte {
 }
 
 // deleteBody deletes the body stored under the record ID id, whole or in
-// chunks.
+// chunks, with one search either way.
 func deleteBody(bodies *bolt.Bucket, id []byte) error {
-	if bodies.Get(id) != nil {
-		return bodies.Delete(id)
+	c := bodies.Cursor()
+	k, _ := c.Seek(id)
+	if bytes.Equal(k, id) {
+		return c.Delete()
 	}
 	// Collected first: a bbolt cursor skips an entry after a Delete.
 	var keys [][]byte
-	c := bodies.Cursor()
-	for k, _ := c.Seek(id); isChunk(k, id); k, _ = c.Next() {
+	for ; isChunk(k, id); k, _ = c.Next() {
 		keys = append(keys, bytes.Clone(k))
 	}
 	for _, k := range keys {
