@@ -5,8 +5,8 @@ go 1.26
 require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/idem-go/idem v0.0.0
-	go.etcd.io/bbolt v1.4.3
-	golang.org/x/sys v0.29.0
+	go.etcd.io/bbolt v1.5.0
+	golang.org/x/sys v0.45.0
 )
 
 require (
