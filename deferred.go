@@ -106,6 +106,25 @@ func (j *Journal) closeCommits() error {
 	return marker.err
 }
 
+// unsavedWrites are the state changes not yet committed, by record ID: the
+// newest of each.
+func (j *Journal) unsavedWrites() map[uint64]*deferredWrite {
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.deferred)+len(c.flushing) == 0 {
+		return nil
+	}
+	ws := make(map[uint64]*deferredWrite, len(c.deferred)+len(c.flushing))
+	for id, d := range c.flushing {
+		ws[id] = d
+	}
+	for id, d := range c.deferred { // newer than what is being flushed
+		ws[id] = d
+	}
+	return ws
+}
+
 // unsavedIDs are the records with a state change not yet committed.
 func (j *Journal) unsavedIDs() map[uint64]bool {
 	c := &j.commit

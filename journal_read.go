@@ -75,13 +75,53 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 	if err == nil {
 		err = sealErr
 	}
-	if err == nil && rec.State != Settled && !bodyMatches(rec) {
-		// A lost or altered body entry, or a sealed record stripped of its
-		// seal: sending it would put other bytes under the operation's key.
-		return nil, fmt.Errorf("%w: %s: record %d (operation %q): body does not match its SHA-256",
-			ErrJournalCorrupt, j.path, rec.ID, rec.OperationID)
+	if err == nil {
+		err = j.checkBody(rec)
 	}
 	return rec, err
+}
+
+// checkBody refuses a record not yet settled whose body does not hash to its
+// BodySHA256: a lost or altered body entry, or a sealed record stripped of
+// its seal. Sending it would put other bytes under the operation's key.
+func (j *Journal) checkBody(rec *Record) error {
+	if rec.State == Settled || bodyMatches(rec) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: record %d (operation %q): body does not match its SHA-256",
+		ErrJournalCorrupt, j.path, rec.ID, rec.OperationID)
+}
+
+// reget is get for a record a listing returned (pendingAfter): while the
+// file holds the metadata it was listed from, only its body is read; the
+// metadata is decoded again only if it changed. Resume reads every record
+// twice, listing then sending, and decoding is most of a read.
+func (j *Journal) reget(listed *Record) (*Record, error) {
+	if listed.listed == nil || listed.Sealed {
+		return j.get(listed.ID) // reports why it is sealed
+	}
+	if rec := j.unsaved(listed.ID); rec != nil {
+		return rec, nil
+	}
+	var rec *Record
+	err := j.view(func(tx *bolt.Tx) (err error) {
+		id := idKey(listed.ID)
+		if !bytes.Equal(tx.Bucket(bucketPending).Get(id), listed.listed) {
+			rec, err = j.load(tx, id)
+			return err
+		}
+		cp := *listed
+		cp.listed = nil
+		if err := j.keyring.openBody(&cp, getBody(tx.Bucket(bucketBodies), id)); err != nil {
+			return fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, cp.ID, cp.OperationID, err)
+		}
+		rec = &cp
+		return j.checkBody(rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // bodyMatches reports whether rec's body hashes to its BodySHA256.
@@ -176,11 +216,11 @@ func (j *Journal) pendingSeq(errp *error) iter.Seq[*Record] {
 
 // pendingAfter returns at most n pending records with an ID above after,
 // without their bodies, in ID order: a page of a listing that holds only one
-// page in memory at a time.
+// page in memory at a time. It reads the newest state: a deferred change
+// (deferred.go) stands in for what the file holds, and is taken before the
+// file is read, so that one committed meanwhile is seen in the file.
 func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
-	if err := j.flush(); err != nil {
-		return nil, err
-	}
+	changed := j.unsavedWrites()
 	var recs []*Record
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
@@ -189,6 +229,15 @@ func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
 			if err != nil {
 				return err
 			}
+			if d := changed[rec.ID]; d != nil {
+				if d.rec.State != Pending {
+					continue // settled, or given up for good, since
+				}
+				cp := *d.rec
+				cp.Body = nil
+				rec, v = &cp, d.data
+			}
+			rec.listed = bytes.Clone(v)
 			recs = append(recs, rec)
 		}
 		return nil

@@ -40,7 +40,7 @@ func (t *Transport) logRetry(ctx context.Context, o *op, attempt, maxAttempts in
 // and headers say what to mask in the error text.
 func (t *Transport) logResume(ctx context.Context, rec *Record, req *http.Request, resp *http.Response, err error) {
 	l := t.cfg.Logger
-	if l == nil || errors.Is(err, errNotPending) {
+	if l == nil || errors.Is(err, errNotPending) || errors.Is(err, errNotDue) {
 		return
 	}
 	level, result := slog.LevelInfo, "settled"

@@ -81,6 +81,10 @@ type Record struct {
 	// do not decrypt. Header, Body, BodySHA256 and the URL's query are
 	// then absent. Journal.Lookup returns the reason instead.
 	Sealed bool `json:"-"`
+
+	// listed is the metadata as the file held it when a listing read the
+	// record (pendingAfter): reget reads only the body while they are unchanged.
+	listed []byte
 }
 
 // fingerprint identifies the request an operation stands for, so a reused

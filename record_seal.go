@@ -102,10 +102,7 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 		if len(s.Box) > 0 {
 			return nil, nil, fmt.Errorf("%w: sealed part without a key ID", errStored)
 		}
-		if len(body) > 0 {
-			rec.Body = body
-		}
-		return rec, nil, nil
+		return rec, k.openBody(rec, body), nil
 	}
 	// Fields that a sealed record keeps in its box must be empty outside it:
 	// anything there was not written by idem, and is not authenticated.
@@ -113,20 +110,33 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 		return nil, nil, fmt.Errorf("%w: sealed record with its request in plaintext, or without its sealed part", errStored)
 	}
 	rec.Header = nil
-	plain := rec.URL
 	if err := k.openMeta(rec, s.Box); err != nil {
 		rec.Sealed = true
 		return rec, err, nil
 	}
-	if len(body) > 0 {
-		b, err := k.open(rec.EncryptionKeyID, body, additionalData("body", rec, plain))
-		if err != nil {
-			rec.Sealed = true
-			return rec, err, nil
-		}
-		rec.Body = b
+	return rec, k.openBody(rec, body), nil
+}
+
+// openBody sets the Body of rec, a record whose metadata is decoded (and
+// opened), from body as stored: itself for a plaintext record, which must
+// not be a transaction's memory. A sealed body that does not open leaves rec
+// Sealed and returns why.
+func (k *keyring) openBody(rec *Record, body []byte) error {
+	if len(body) == 0 {
+		return nil
 	}
-	return rec, nil, nil
+	if rec.EncryptionKeyID == "" {
+		rec.Body = body
+		return nil
+	}
+	plain, _ := splitURL(rec.URL) // as encodeBody bound it
+	b, err := k.open(rec.EncryptionKeyID, body, additionalData("body", rec, plain))
+	if err != nil {
+		rec.Sealed = true
+		return err
+	}
+	rec.Body = b
+	return nil
 }
 
 // openMeta puts a sealed record's box back into its fields. rec.URL is the

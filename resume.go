@@ -36,8 +36,12 @@ type Outcome struct {
 	Err      error
 }
 
-// errNotPending marks an operation settled by a call since Resume listed it.
-var errNotPending = errors.New("idem: operation no longer pending")
+// errNotPending marks an operation settled by a call since Resume listed it,
+// and errNotDue one a call gave up on until a later NextAttempt.
+var (
+	errNotPending = errors.New("idem: operation no longer pending")
+	errNotDue     = errors.New("idem: operation not due yet")
+)
 
 // Resume re-sends every pending operation whose next-attempt time has come and
 // reports each outcome to fn, one call at a time. fn must close
@@ -80,8 +84,12 @@ func (t *Transport) resumeDue(ctx context.Context, recs iter.Seq[*Record], lim l
 		mu     sync.Mutex // serialises fn
 		nextMu sync.Mutex
 		next   time.Time
-		wg     sync.WaitGroup
-		sem    = make(chan struct{}, t.cfg.ResumeConcurrency)
+		// Up to ResumeConcurrency workers, started as needed, send the
+		// operations handed to them on work: a worker's stack, grown deep
+		// by net/http and bbolt, serves many operations.
+		wg      sync.WaitGroup
+		work    = make(chan func())
+		workers int
 		// denied and answered tell whether the retry budget held some
 		// operations back while the server answered others: then the
 		// budget is filling again and a pass soon after sends more.
@@ -144,25 +152,17 @@ launch:
 				continue
 			}
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-stop:
-			t.locks.unlock(name)
-			t.budget.undo(host, g)
-			break launch
-		case <-ctx.Done():
-			t.locks.unlock(name)
-			t.budget.undo(host, g)
-			break launch
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { t.locks.unlock(name); <-sem; wg.Done() }()
+		job := func() {
+			defer t.locks.unlock(name)
 			resp, err := t.resume(ctx, rec, lim, isRetry)
 			if isRetry && resp == nil && !errors.As(err, new(*PendingError)) {
 				t.budget.undo(host, g) // not sent after all
 			}
-			if errors.Is(err, errNotPending) {
+			switch {
+			case errors.Is(err, errNotPending):
+				return
+			case errors.Is(err, errNotDue):
+				later(rec.NextAttempt)
 				return
 			}
 			if resp != nil {
@@ -174,8 +174,35 @@ launch:
 				later(pe.NextAttempt)
 			}
 			report(Outcome{Record: rec, Response: resp, Err: err})
-		}()
+		}
+		select {
+		case work <- job: // an idle worker took it
+			continue
+		default:
+		}
+		if workers < t.cfg.ResumeConcurrency {
+			workers++
+			wg.Go(func() {
+				job()
+				for next := range work {
+					next()
+				}
+			})
+			continue
+		}
+		select {
+		case work <- job:
+		case <-stop:
+			t.locks.unlock(name)
+			t.budget.undo(host, g)
+			break launch
+		case <-ctx.Done():
+			t.locks.unlock(name)
+			t.budget.undo(host, g)
+			break launch
+		}
 	}
+	close(work)
 	wg.Wait()
 	if denied.Load() && answered.Load() {
 		later(t.clock.Now().Add(probeEvery))
@@ -225,9 +252,9 @@ func lockName(rec *Record) string {
 func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry bool) (resp *http.Response, err error) {
 	var req *http.Request
 	defer func() { t.logResume(ctx, rec, req, resp, err) }()
-	// Re-read under the lock, body included: a call may have settled it since
-	// the listing.
-	cur, err := t.journal.get(rec.ID)
+	// Re-read under the lock, body included: a call may have settled it, or
+	// given up on it until later, since the listing.
+	cur, err := t.journal.reget(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +262,9 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		return nil, errNotPending
 	}
 	*rec = *cur
+	if now := t.clock.Now(); now.Before(rec.NextAttempt) && now.Sub(rec.Created) <= t.cfg.KeyTTL {
+		return nil, errNotDue
+	}
 	if t.clock.Now().Sub(rec.Created) > t.cfg.KeyTTL {
 		rec.State, rec.Updated = Expired, t.clock.Now()
 		if err := t.journal.save(rec); err != nil {
