@@ -52,7 +52,8 @@ type write struct {
 	repend bool
 	keys   [][]byte // index entries: operation ID, and a caller-chosen key
 	data   []byte   // the metadata as stored
-	body   []byte   // the body as stored, for an insert
+	body   []byte   // the body as stored, for an insert, unless staged
+	staged uint64   // the record ID its body is staged under (stageBody), or 0
 	id     uint64
 	err    error
 	done   chan struct{} // closed once committed or failed
@@ -88,7 +89,16 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 		return err
 	}
 	w := &write{rec: rec, keys: rec.indexKeys(), data: data, body: body}
+	if len(body) >= stageMin {
+		if w.staged, err = j.stageBody(body); err != nil {
+			return err
+		}
+		w.body = nil
+	}
 	if err := j.submit(w); err != nil {
+		if w.staged != 0 && !errors.Is(err, ErrKeyReuse) { // that one dropped it
+			j.unstage(idKey(w.staged)) // else the next open drops it
+		}
 		return err
 	}
 	rec.ID = w.id
@@ -233,10 +243,20 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			keys := w.keys
 			if taken := takenKey(index, keys); taken != nil {
 				errs[i] = fmt.Errorf("%w: %q is already in the journal", ErrKeyReuse, taken[2:])
+				if w.staged != 0 {
+					if err := dropStagedTx(tx, idKey(w.staged)); err != nil {
+						return err
+					}
+				}
 				continue
 			}
-			id, err := pending.NextSequence()
-			if err != nil {
+			id := w.staged
+			if id == 0 {
+				var err error
+				if id, err = pending.NextSequence(); err != nil {
+					return err
+				}
+			} else if err := tx.Bucket(bucketMeta).Delete(stagedKey(idKey(id))); err != nil {
 				return err
 			}
 			for _, k := range keys {

@@ -18,7 +18,9 @@
 //	meta     the journal version: 5, or 6 once a writer with
 //	         Options.Encryption has opened it (version 5 plus sealed records,
 //	         record_seal.go), so that an idem that cannot open them refuses
-//	         the file instead of sending ciphertext as a body
+//	         the file instead of sending ciphertext as a body; and
+//	         "staged\x00"+ID while a body of 1 MiB or more is written ahead
+//	         of its record (journal_body.go)
 
 package idem
 
@@ -274,7 +276,10 @@ func (j *Journal) init() error {
 		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketBodies) == nil || tx.Bucket(bucketIndex) == nil {
 			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
 		}
-		return nil
+		if j.readOnly {
+			return nil
+		}
+		return dropStaged(tx)
 	}
 	if j.readOnly {
 		return j.view(check)

@@ -1,7 +1,8 @@
 // This file holds how the journal stores request bodies (journal.go holds
 // the file and its buckets). A body up to bodyChunk bytes is one value under
 // its record's ID; a larger one is cut into chunks under the ID followed by
-// the chunk's number.
+// the chunk's number; one of stageMin bytes or more is written ahead of its
+// record, in several transactions (stageBody).
 //
 // Why chunks: bbolt rewrites a leaf whole whenever one of its values changes,
 // and it never splits a leaf of four values or fewer. Stored whole, large
@@ -91,4 +92,113 @@ func deleteBody(bodies *bolt.Bucket, id []byte) error {
 // isChunk says whether k is a chunk key of the record ID id.
 func isChunk(k, id []byte) bool {
 	return len(k) == len(id)+4 && bytes.HasPrefix(k, id)
+}
+
+// A body of stageMin bytes or more is staged: written ahead of its record,
+// stageStep bytes per transaction, in chunks of stageChunk(page size) bytes
+// (stageBody). Committed in one transaction with its record, a body is
+// copied whole into bbolt's pages while the request's own buffer holds it
+// too: twice its size at once. Staged, a transaction holds a stageStep's
+// worth of pages, and two such chunks with their keys fill one page
+// exactly, which bbolt takes from its pool of single pages and puts back
+// after the commit, for the next transaction to reuse (pages of larger
+// leaves are allocated anew, and stay garbage until collected).
+const (
+	stageMin  = 1 << 20
+	stageStep = 1 << 20
+)
+
+// stagedPrefix marks, in the meta bucket, the record ID a body is staged
+// under until its record is committed: stagedPrefix+ID -> "". A crash in
+// between leaves the mark, and the next writable open drops the body
+// (dropStaged).
+var stagedPrefix = []byte("staged\x00")
+
+func stagedKey(id []byte) []byte { return append(bytes.Clone(stagedPrefix), id...) }
+
+// stageChunk is the size of a staged body's chunks for a file of pageSize
+// pages: two chunks and their 12-byte keys in a leaf (page header 16
+// bytes, 16 per element) fill one page. bbolt never puts fewer than two
+// values in a leaf it splits, so one chunk per page is not possible.
+func stageChunk(pageSize int) int { return (pageSize-16)/2 - 16 - 12 }
+
+// stageBody writes body (as stored) ahead of its record, under a new record
+// ID, which it returns. The record's commit then writes only its metadata
+// and clears the mark (commitBatch). On failure nothing stays staged, or a
+// mark does for the next open to clean up.
+func (j *Journal) stageBody(body []byte) (uint64, error) {
+	size := stageChunk(j.db.Info().PageSize)
+	step := max(stageStep/size, 1) * size // whole chunks: only the last is short
+	var id []byte
+	for n := 0; len(body) > 0; {
+		part := body[:min(len(body), step)]
+		key := id
+		err := j.update(func(tx *bolt.Tx) error {
+			if key == nil {
+				seq, err := tx.Bucket(bucketPending).NextSequence()
+				if err != nil {
+					return err
+				}
+				key = idKey(seq)
+				if err := tx.Bucket(bucketMeta).Put(stagedKey(key), nil); err != nil {
+					return err
+				}
+			}
+			bodies := tx.Bucket(bucketBodies)
+			bodies.FillPercent = appendFill
+			for i, p := n, part; len(p) > 0; i++ {
+				c := p[:min(len(p), size)]
+				if err := bodies.Put(chunkKey(key, i), c); err != nil {
+					return err
+				}
+				p = p[len(c):]
+			}
+			return nil
+		})
+		if err != nil {
+			if id != nil {
+				j.unstage(id) // else the next open drops it
+			}
+			return 0, err
+		}
+		id = key
+		n += (len(part) + size - 1) / size
+		body = body[len(part):]
+	}
+	return binary.BigEndian.Uint64(id), nil
+}
+
+// unstage deletes a staged body whose record was not committed.
+func (j *Journal) unstage(id []byte) error {
+	return j.update(func(tx *bolt.Tx) error { return dropStagedTx(tx, id) })
+}
+
+func dropStagedTx(tx *bolt.Tx, id []byte) error {
+	if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMeta).Delete(stagedKey(id))
+}
+
+// dropStaged deletes the bodies staged for records never committed: the
+// process died, or its cleanup failed, in between.
+func dropStaged(tx *bolt.Tx) error {
+	var ids [][]byte
+	c := tx.Bucket(bucketMeta).Cursor()
+	for k, _ := c.Seek(stagedPrefix); bytes.HasPrefix(k, stagedPrefix); k, _ = c.Next() {
+		ids = append(ids, bytes.Clone(k[len(stagedPrefix):]))
+	}
+	for _, id := range ids {
+		written := tx.Bucket(bucketPending).Get(id) != nil || tx.Bucket(bucketDone).Get(id) != nil
+		if len(id) != 8 || written { // not idem's mark, or not an orphan: keep the body
+			if err := tx.Bucket(bucketMeta).Delete(stagedKey(id)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := dropStagedTx(tx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -42,9 +42,10 @@ var helperModes = map[string]func() int{
 	"fsize-post": helperFsizePost,
 	"crash":      helperCrashWorker,
 
-	// journal_damage_more_test.go, journal_torture_test.go
+	// journal_damage_more_test.go, journal_torture_test.go, journal_stage_test.go
 	"open-unprivileged": helperOpenUnprivileged,
 	"torture-writer":    helperTortureWriter,
+	"stage-writer":      helperStageWriter,
 }
 
 // TestHelperProcess is the child's entry point. Without IDEM_HELPER it is an
