@@ -77,7 +77,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
-	for _, want := range []string{"added latency at c=1", "fsync ", "bbolt commit ",
+	for _, want := range []string{"added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
 		"peak HeapInuse", "the same 200 POSTs sent by plain net/http", "total run time"} {
 		if !strings.Contains(report, want) {

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/idem-go/idem"
@@ -21,6 +23,9 @@ type client struct {
 	name    string
 	do      func(ctx context.Context) error
 	journal *idem.Journal // set for journaled rows: commits/op comes from its Stats
+	// writeAheads times the journaled rows' write-ahead commits, as
+	// idem's Observer reports them.
+	writeAheads *writeAheadTimes
 }
 
 // clientSet is the clients of one run and what they hold open.
@@ -52,7 +57,8 @@ func newClients(srv *child, dir string, maxConc int) (*clientSet, error) {
 	rc.Logger = nil                 // the default logs a line per request
 	retrying := rc.StandardClient()
 
-	ic, err := idem.Open(filepath.Join(dir, "bench.journal"), &idem.Options{Base: tuned})
+	wa := &writeAheadTimes{}
+	ic, err := idem.Open(filepath.Join(dir, "bench.journal"), &idem.Options{Base: tuned, Observer: wa})
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +70,7 @@ func newClients(srv *child, dir string, maxConc int) (*clientSet, error) {
 		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
-		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), journal: ic.Journal()},
+		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), journal: ic.Journal(), writeAheads: wa},
 	}}, nil
 }
 
@@ -104,4 +110,31 @@ func drain(resp *http.Response, want int) error {
 		return fmt.Errorf("status %d, want %d", resp.StatusCode, want)
 	}
 	return nil
+}
+
+// writeAheadTimes is an idem.Observer that keeps the durations of write-ahead
+// commits (Observer.WriteAhead: the commit on the request path, fsync
+// included). It is safe for concurrent use.
+type writeAheadTimes struct {
+	idem.NopObserver
+	mu   sync.Mutex
+	hist histogram
+}
+
+func (w *writeAheadTimes) WriteAhead(_ context.Context, d time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	w.hist.record(d)
+	w.mu.Unlock()
+}
+
+// take returns what was recorded since the last take, and starts afresh.
+func (w *writeAheadTimes) take() histogram {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.hist
+	w.hist = histogram{}
+	return h
 }

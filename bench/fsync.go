@@ -55,16 +55,32 @@ func measureFsync(dir string, n int) (spread, error) {
 // floorPerRound is how many commits each c=1 round times for its floor.
 const floorPerRound = 50
 
-// measureBoltCommit times n db.Update transactions of one 200-byte put each
-// in a scratch bbolt file. If between is not nil, it runs (untimed) before
-// each commit: on the project's VMs an fsync that follows other work takes
-// about twice as long as one that follows another fsync, so the floor for a
-// request path that alternates a commit and a request is measured that way.
-func measureBoltCommit(dir string, n int, between func() error) (spread, error) {
+// measureBoltCommit times n db.Update transactions of one 200-byte put each,
+// back to back, in a scratch bbolt file.
+func measureBoltCommit(dir string, n int) (spread, error) {
+	f, err := alternate(dir, n, nil)
+	return f.commit, err
+}
+
+// floorSample is a request path made of a bare bbolt commit and a POST,
+// alternating, as a client that commits before each send would run it.
+type floorSample struct {
+	commit spread // each commit, which follows a POST as idem's does
+	// each commit and the POST after it: on the project's VMs an fsync that
+	// follows other work takes about twice as long as one that follows
+	// another fsync, and a POST that follows an fsync's wait takes longer
+	// than one sent back to back, so the floor for idem's request path is
+	// measured as that path runs.
+	commitThenPost spread
+}
+
+// alternate times n commits of one 200-byte put each in a scratch bbolt
+// file, each followed by post if it is not nil.
+func alternate(dir string, n int, post func() error) (floorSample, error) {
 	path := filepath.Join(dir, "scratch.bbolt")
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
-		return spread{}, err
+		return floorSample{}, err
 	}
 	defer os.Remove(path)
 	defer db.Close()
@@ -73,25 +89,35 @@ func measureBoltCommit(dir string, n int, between func() error) (spread, error) 
 		_, err := tx.CreateBucketIfNotExists(bucket)
 		return err
 	}); err != nil {
-		return spread{}, err
+		return floorSample{}, err
+	}
+	if post != nil {
+		if err := post(); err != nil { // so that the first commit follows one too
+			return floorSample{}, err
+		}
 	}
 	val := make([]byte, 200)
-	ds := make([]time.Duration, n)
-	for i := range ds {
+	commits, units := make([]time.Duration, n), make([]time.Duration, 0, n)
+	for i := range commits {
 		rand.Read(val)
-		if between != nil {
-			if err := between(); err != nil {
-				return spread{}, err
-			}
-		}
 		t0 := time.Now()
 		err := db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucket).Put([]byte(strconv.Itoa(i)), val)
 		})
 		if err != nil {
-			return spread{}, err
+			return floorSample{}, err
 		}
-		ds[i] = time.Since(t0)
+		commits[i] = time.Since(t0)
+		if post != nil {
+			if err := post(); err != nil {
+				return floorSample{}, err
+			}
+			units = append(units, time.Since(t0))
+		}
 	}
-	return spreadOf(ds), nil
+	f := floorSample{commit: spreadOf(commits)}
+	if len(units) > 0 {
+		f.commitThenPost = spreadOf(units)
+	}
+	return f, nil
 }

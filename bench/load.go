@@ -23,8 +23,9 @@ type sample struct {
 	elapsed  time.Duration // from the start until the last worker returned
 	hist     histogram     // latency of each successful request
 
-	mallocs, bytes       uint64 // runtime.MemStats Mallocs and TotalAlloc deltas
-	commits, writeAheads uint64 // idem JournalStats deltas (journaled rows)
+	mallocs, bytes       uint64    // runtime.MemStats Mallocs and TotalAlloc deltas
+	commits, writeAheads uint64    // idem JournalStats deltas (journaled rows)
+	writeAhead           histogram // each write-ahead commit (journaled rows)
 }
 
 func (s *sample) reqPerSec() float64 { return float64(s.requests) / s.elapsed.Seconds() }
@@ -69,6 +70,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	if cl.journal != nil {
 		js0 = cl.journal.Stats()
 	}
+	if cl.writeAheads != nil {
+		cl.writeAheads.take() // this window's only
+	}
 	start := time.Now()
 	for i := range workers {
 		w := &workers[i]
@@ -102,6 +106,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	if cl.journal != nil {
 		js1 := cl.journal.Stats()
 		s.commits, s.writeAheads = js1.Commits-js0.Commits, js1.WriteAheads-js0.WriteAheads
+	}
+	if cl.writeAheads != nil {
+		s.writeAhead = cl.writeAheads.take()
 	}
 
 	s.mallocs = after.Mallocs - before.Mallocs

@@ -16,14 +16,14 @@ import (
 type levelResult struct {
 	conc     int
 	byClient [][]*sample
-	// floor[r] is the bbolt commit timed in round r, after the clients, when
-	// runLevel was given a floor function (at c=1): the disk's fsync latency
-	// drifts, so the added latency is compared with a commit of the same
-	// minute.
-	floor []spread
+	// floor[r] is the bare commit-then-POST path timed in round r, after the
+	// clients, when runLevel was given a floor function (at c=1): the disk's
+	// fsync latency drifts, so the added latency is compared with a commit
+	// of the same minute.
+	floor []floorSample
 }
 
-func runLevel(ctx context.Context, cfg config, rows []client, conc int, floor func() (spread, error), progress io.Writer) (*levelResult, error) {
+func runLevel(ctx context.Context, cfg config, rows []client, conc int, floor func() (floorSample, error), progress io.Writer) (*levelResult, error) {
 	res := &levelResult{conc: conc, byClient: make([][]*sample, len(rows))}
 	for i := range rows {
 		res.byClient[i] = make([]*sample, cfg.rounds)

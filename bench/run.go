@@ -34,11 +34,11 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	rep := &report{w: out, cfg: cfg, rows: set.rows}
 	rep.header(srv, dir)
 	post := set.rows[rowIndex(set.rows, "net/http POST")].do
-	afterPost := func() (spread, error) {
-		return measureBoltCommit(dir, floorPerRound, func() error { return post(ctx) })
+	afterPost := func() (floorSample, error) {
+		return alternate(dir, floorPerRound, func() error { return post(ctx) })
 	}
 	for _, c := range cfg.conc {
-		var floor func() (spread, error)
+		var floor func() (floorSample, error)
 		if c == 1 {
 			floor = afterPost
 		}
@@ -57,7 +57,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("fsync figure: %w", err)
 	}
-	commit, err := measureBoltCommit(dir, cfg.fsyncs, nil)
+	commit, err := measureBoltCommit(dir, cfg.fsyncs)
 	if err != nil {
 		return fmt.Errorf("bbolt commit figure: %w", err)
 	}
@@ -66,7 +66,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 		return fmt.Errorf("bbolt commit figure: %w", err)
 	}
 	rep.ratios()
-	rep.latency(fsync, commit, between)
+	rep.latency(fsync, commit, between.commit)
 
 	if cfg.resume > 0 {
 		rr, err := runResume(ctx, cfg, srv, dir, progress)
