@@ -2,7 +2,7 @@
 // write-ahead and every state change encodes one, and encoding/json's
 // reflection was a tenth of a journaled call's allocations. The bytes are
 // those encoding/json writes for Record's struct tags (record_json_test.go
-// holds the two side by side); decoding stays with encoding/json.
+// holds the two side by side); record_parse.go reads them back.
 
 package idem
 

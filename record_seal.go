@@ -77,8 +77,8 @@ func (k *keyring) encodeBody(r *Record) ([]byte, error) {
 // closed: the journal's own bookkeeping needs no more, and does no
 // cryptography inside a write transaction.
 func decodePlain(meta []byte) (*Record, error) {
-	s := storedRecord{Record: new(Record)}
-	if err := json.Unmarshal(meta, &s); err != nil {
+	s, err := unmarshalStored(meta)
+	if err != nil {
 		return nil, err
 	}
 	// Left closed, its request part is missing: say so, should it travel.
@@ -93,8 +93,8 @@ func decodePlain(meta []byte) (*Record, error) {
 // the record is one, but its sealed part stays closed: rec is then Sealed,
 // without that part and without its body.
 func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err error) {
-	s := storedRecord{Record: new(Record)}
-	if err := json.Unmarshal(meta, &s); err != nil {
+	s, err := unmarshalStored(meta)
+	if err != nil {
 		return nil, nil, err
 	}
 	rec = s.Record
