@@ -79,7 +79,10 @@ type Journal struct {
 	// (marked versionSealed, for good) and keyring is nil: no new record is written
 	// then (errNeedsKeyring).
 	sealedFile bool
-	now        func() time.Time
+	// pageSize is the file's page size, read once at open: bbolt's Info
+	// reads the mapping unlocked, which a commit may be remapping.
+	pageSize int
+	now      func() time.Time
 
 	commit    committer
 	retention time.Duration  // for the periodic prune; 0 for read-only
@@ -147,7 +150,7 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 		return nil, err
 	}
 	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keyring: keys, now: time.Now,
-		stopWarming: make(chan struct{})}
+		pageSize: db.Info().PageSize, stopWarming: make(chan struct{})}
 	j.commit.init()
 	if err := j.init(); err != nil {
 		db.Close()

@@ -127,7 +127,7 @@ func stageChunk(pageSize int) int { return (pageSize-16)/2 - 16 - 12 }
 // and clears the mark (commitBatch). On failure nothing stays staged, or a
 // mark does for the next open to clean up.
 func (j *Journal) stageBody(body []byte) (uint64, error) {
-	size := stageChunk(j.db.Info().PageSize)
+	size := stageChunk(j.pageSize)
 	step := max(stageStep/size, 1) * size // whole chunks: only the last is short
 	var id []byte
 	for n := 0; len(body) > 0; {
@@ -184,9 +184,12 @@ func dropStagedTx(tx *bolt.Tx, id []byte) error {
 // process died, or its cleanup failed, in between.
 func dropStaged(tx *bolt.Tx) error {
 	var ids [][]byte
-	c := tx.Bucket(bucketMeta).Cursor()
+	meta := tx.Bucket(bucketMeta)
+	c := meta.Cursor()
 	for k, _ := c.Seek(stagedPrefix); bytes.HasPrefix(k, stagedPrefix); k, _ = c.Next() {
-		ids = append(ids, bytes.Clone(k[len(stagedPrefix):]))
+		if meta.Bucket(k) == nil { // a nested bucket is no mark of idem's
+			ids = append(ids, bytes.Clone(k[len(stagedPrefix):]))
+		}
 	}
 	for _, id := range ids {
 		written := tx.Bucket(bucketPending).Get(id) != nil || tx.Bucket(bucketDone).Get(id) != nil
