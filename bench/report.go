@@ -57,7 +57,7 @@ func (r *report) level(lvl *levelResult) {
 		ss := lvl.byClient[i]
 		commits := "-"
 		if row.journal != nil {
-			commits = fmt.Sprintf("%.2f", over(ss, (*sample).commitsPerOp))
+			commits = fmt.Sprintf("%.3f", over(ss, (*sample).commitsPerOp))
 		}
 		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s\n", row.name,
 			over(ss, (*sample).reqPerSec),
