@@ -26,9 +26,15 @@ func bodyKeys(t *testing.T, j *Journal) map[string]int {
 	return got
 }
 
+// A body up to bodyChunk bytes is one value; a larger one is cut into
+// chunks of bodyChunk; one of stageMin bytes or more is staged, in chunks of
+// stageChunk for the file's page size, and leaves no mark once written.
 func TestBodyStoredInChunks(t *testing.T) {
 	j, _ := testJournal(t)
-	for _, size := range []int{1, bodyChunk, bodyChunk + 1, 3*bodyChunk + 17} {
+	staged := stageChunk(j.pageSize)
+	require.Equal(t, 2012, stageChunk(4096), "two chunks and their keys fill a 4 KiB page")
+	for _, size := range []int{1, bodyChunk, bodyChunk + 1, 3*bodyChunk + 17, stageMin - 1,
+		stageMin, stageStep + 1, 2*stageStep + staged/2} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			body := make([]byte, size)
 			rand.Read(body)
@@ -38,15 +44,20 @@ func TestBodyStoredInChunks(t *testing.T) {
 
 			id := fmt.Sprintf("%x", idKey(rec.ID))
 			want := map[string]int{}
+			chunk := bodyChunk
+			if size >= stageMin {
+				chunk = staged
+			}
 			if size <= bodyChunk {
 				want[id] = size
 			} else {
 				for n, left := 0, size; left > 0; n++ {
-					want[fmt.Sprintf("%s%08x", id, n)] = min(left, bodyChunk)
-					left -= bodyChunk
+					want[fmt.Sprintf("%s%08x", id, n)] = min(left, chunk)
+					left -= chunk
 				}
 			}
-			require.Equal(t, want, bodyKeys(t, j))
+			requireBodyKeys(t, want, bodyKeys(t, j))
+			require.Empty(t, stagedMarks(t, j), "the record's commit clears the mark")
 
 			got, err := j.Lookup(rec.OperationID)
 			require.NoError(t, err)

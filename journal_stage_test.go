@@ -1,24 +1,21 @@
 // Bodies of stageMin bytes or more are staged: written ahead of their record
-// in transactions of their own (stageBody). These tests check the layout,
-// that a record refused (ErrKeyReuse) leaves no body behind, and that a crash
+// in transactions of their own (stageBody); journal_body_test.go checks
+// their layout. These tests check that a record refused (ErrKeyReuse)
+// leaves no body behind, and that a crash
 // between staging and the record's commit leaves nothing behind once the
 // journal is reopened: in this process, and in a child killed with SIGKILL.
 
 package idem
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,39 +58,6 @@ func orphanBodies(t *testing.T, j *Journal) []string {
 		})
 	}))
 	return orphans
-}
-
-func TestStagedBodyLayout(t *testing.T) {
-	j, _ := testJournal(t)
-	size := stageChunk(j.pageSize)
-	require.Equal(t, 2012, stageChunk(4096), "two chunks and their keys fill a 4 KiB page")
-	for _, n := range []int{stageMin, stageStep + 1, 2*stageStep + size/2} {
-		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			op := fmt.Sprint("op-", n)
-			body := stagedBody(op, n)
-			rec := &Record{Key: op, OperationID: op, Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: body, State: Pending}
-			require.NoError(t, j.insert(rec, true))
-
-			id := fmt.Sprintf("%x", idKey(rec.ID))
-			want := map[string]int{}
-			for c, left := 0, n; left > 0; c++ {
-				want[fmt.Sprintf("%s%08x", id, c)] = min(left, size)
-				left -= size
-			}
-			requireBodyKeys(t, want, bodyKeys(t, j))
-			require.Empty(t, stagedMarks(t, j), "the record's commit clears the mark")
-
-			got, err := j.Lookup(op)
-			require.NoError(t, err)
-			require.True(t, bytes.Equal(body, got.Body), "the body comes back whole")
-
-			rec.State, rec.Status = Settled, http.StatusCreated
-			require.NoError(t, j.save(rec))
-			require.NoError(t, j.flush())
-			require.Empty(t, bodyKeys(t, j), "settling deletes every chunk")
-		})
-	}
 }
 
 // requireBodyKeys is require.Equal for bodyKeys, naming the first
@@ -213,45 +177,8 @@ func TestStagedBodySIGKILL(t *testing.T) {
 // it, and returns the operation IDs it reported written ahead.
 func runStageWriter(tb testing.TB, run int, path string, size int, life time.Duration, env ...string) []string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	env = append(env, envJournal+"="+path, envRun+"="+strconv.Itoa(run), envBodyBytes+"="+strconv.Itoa(size))
-	cmd := helperCommand(ctx, "stage-writer", env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(tb, err)
-	require.NoError(tb, cmd.Start())
-	ready := make(chan struct{})
-	var ops []string
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			switch line := sc.Text(); {
-			case line == "ready":
-				close(ready)
-			case strings.HasPrefix(line, "op="):
-				ops = append(ops, strings.TrimPrefix(line, "op="))
-			}
-		}
-	})
-	select {
-	case <-ready:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		wg.Wait()
-		cmd.Wait()
-		tb.Fatalf("run %d: the child was not ready within 15 s:\n%s", run, stderr.String())
-	}
-	time.Sleep(life)
-	require.NoError(tb, cmd.Process.Signal(syscall.SIGKILL))
-	wg.Wait()
-	cmd.Wait()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	require.True(tb, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL,
-		"run %d: the child ended before the kill:\n%s", run, stderr.String())
-	return ops
+	return runAndKill(tb, run, life, "stage-writer", env...)
 }
 
 // helperStageWriter writes records with bodies of IDEM_BODY_BYTES bytes into

@@ -67,7 +67,8 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 	start := time.Now()
 	for run := range kills {
 		life := time.Duration(20+rng.IntN(131)) * time.Millisecond
-		ops := runAndKill(t, run, path, srv.URL, life)
+		ops := runAndKill(t, run, life, "torture-writer", envJournal+"="+path, envURL+"="+srv.URL,
+			envRun+"="+strconv.Itoa(run), envWorkers+"=16")
 		lifetimes += life
 		for _, id := range ops {
 			reported[id] = true
@@ -136,15 +137,15 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 		(reopens / time.Duration(kills)).Round(time.Microsecond), ledger.Requests, ledger.Replays, ledger.Faults)
 }
 
-// runAndKill starts a torture-writer child, lets it run for life once it is
-// ready, kills it with SIGKILL, and returns the operation IDs it reported
-// written ahead.
-func runAndKill(tb testing.TB, run int, path, url string, life time.Duration) []string {
+// runAndKill starts a helper child in mode with env, lets it run for life
+// once it prints "ready", kills it with SIGKILL, and returns the operation
+// IDs it reported written ahead ("op=ID" lines). run names the child in
+// failures.
+func runAndKill(tb testing.TB, run int, life time.Duration, mode string, env ...string) []string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := helperCommand(ctx, "torture-writer", envJournal+"="+path, envURL+"="+url,
-		envRun+"="+strconv.Itoa(run), envWorkers+"=16")
+	cmd := helperCommand(ctx, mode, env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
