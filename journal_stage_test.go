@@ -1,9 +1,9 @@
 // Bodies of stageMin bytes or more are staged: written ahead of their record
 // in transactions of their own (stageBody); journal_body_test.go checks
-// their layout. These tests check that a record refused (ErrKeyReuse)
-// leaves no body behind, and that a crash
-// between staging and the record's commit leaves nothing behind once the
-// journal is reopened: in this process, and in a child killed with SIGKILL.
+// their layout. These tests check that a record refused (ErrKeyReuse) leaves
+// no body behind, and that a crash, or a Close, between staging and the
+// record's commit leaves nothing behind once the journal is reopened: in
+// this process, and in a child killed with SIGKILL.
 
 package idem
 
