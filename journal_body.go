@@ -69,20 +69,27 @@ func getBody(bodies *bolt.Bucket, id []byte) []byte {
 }
 
 // deleteBody deletes the body stored under the record ID id, whole or in
-// chunks, with one search either way.
+// chunks, with one search for a whole body and two for chunks.
 func deleteBody(bodies *bolt.Bucket, id []byte) error {
 	c := bodies.Cursor()
 	k, _ := c.Seek(id)
 	if bytes.Equal(k, id) {
 		return c.Delete()
 	}
-	// Collected first: a bbolt cursor skips an entry after a Delete.
-	var keys [][]byte
-	for ; isChunk(k, id); k, _ = c.Next() {
-		keys = append(keys, bytes.Clone(k))
+	if !isChunk(k, id) {
+		return nil // chunks would sort first after id: there are none
 	}
-	for _, k := range keys {
-		if err := bodies.Delete(k); err != nil {
+	// Chunks, from the last back: moving forward after a Delete, a bbolt
+	// cursor skips an entry; moving back, it finds the one before.
+	if next := binary.BigEndian.Uint64(id) + 1; next == 0 {
+		k, _ = c.Last()
+	} else if k, _ = c.Seek(idKey(next)); k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for ; isChunk(k, id); k, _ = c.Prev() {
+		if err := c.Delete(); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,60 @@ func TestOlderJournalVersionsAreReadAndMarked(t *testing.T) {
 			require.NoError(t, j.Close())
 			require.Equal(t, tc.want, journalVersion(t, path),
 				"marked, so that an idem without chunked bodies refuses the file")
+		})
+	}
+}
+
+// deleteBody deletes one record's body, whole or in chunks (staged or not),
+// and nothing of its neighbours': the first, a middle and the last record;
+// also when its transaction wrote to the same leaves first, so that bbolt's
+// cursor walks nodes in memory rather than pages of the file.
+func TestDeleteBodyLeavesNeighbours(t *testing.T) {
+	sizes := []int{2*bodyChunk + 1, 10, stageMin + 5, 0, bodyChunk + 3, stageMin}
+	for _, tc := range []struct {
+		victim  int
+		rewrite bool
+	}{{0, false}, {1, false}, {2, false}, {3, false}, {4, false}, {5, false}, {0, true}, {2, true}, {5, true}} {
+		victim := tc.victim
+		t.Run(fmt.Sprint(victim, tc.rewrite), func(t *testing.T) {
+			j, _ := testJournal(t)
+			recs := make([]*Record, len(sizes))
+			for i, n := range sizes {
+				recs[i] = &Record{Key: fmt.Sprint("k", i), Method: http.MethodPost,
+					URL: "http://127.0.0.1/payments", Body: stagedBody(fmt.Sprint("r", i), n), State: Pending}
+				require.NoError(t, j.insert(recs[i], true))
+			}
+			before := bodyKeys(t, j)
+			require.NoError(t, j.update(func(tx *bolt.Tx) error {
+				bodies, id := tx.Bucket(bucketBodies), idKey(recs[victim].ID)
+				if tc.rewrite {
+					c := bodies.Cursor()
+					var kvs [][2][]byte
+					for k, v := c.Seek(id); k != nil && bytes.HasPrefix(k, id); k, v = c.Next() {
+						kvs = append(kvs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+					}
+					for _, kv := range kvs {
+						if err := bodies.Put(kv[0], kv[1]); err != nil {
+							return err
+						}
+					}
+				}
+				return deleteBody(bodies, id)
+			}))
+			after := bodyKeys(t, j)
+			for k := range before {
+				mine := strings.HasPrefix(k, fmt.Sprintf("%x", idKey(recs[victim].ID)))
+				_, kept := after[k]
+				require.Equal(t, !mine, kept, "key %s", k)
+			}
+			for i, r := range recs {
+				if i == victim {
+					continue // pending without its body: get refuses it (checkBody)
+				}
+				got, err := j.get(r.ID)
+				require.NoError(t, err)
+				require.True(t, bytes.Equal(r.Body, got.Body), "record %d", i)
+			}
 		})
 	}
 }
