@@ -51,6 +51,23 @@ func TestBodyTooLargeRefused(t *testing.T) {
 		})
 	}
 
+	t.Run("announced over the limit: nothing read", func(t *testing.T) {
+		wire := newWireLog(t)
+		j, _ := testJournal(t)
+		tr, _ := transportOn(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
+		big := &countingReader{n: 64 << 20}
+		body := &countingBody{Reader: big}
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:9/payments", body)
+		require.NoError(t, err)
+		req.ContentLength = big.n
+		resp, err := tr.RoundTrip(req)
+		require.Nil(t, resp)
+		require.ErrorIs(t, err, ErrBodyTooLarge)
+		require.Zero(t, big.read, "refused on its announced length")
+		require.EqualValues(t, 1, body.closes.Load())
+		require.Empty(t, wire.sent(), "nothing sent")
+	})
+
 	t.Run("exactly at the limit", func(t *testing.T) {
 		wire := newWireLog(t)
 		wire.intercept = func(r *http.Request, _ string) (*http.Response, error) { return synthetic(r, http.StatusCreated), nil }
