@@ -80,20 +80,28 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 		rec.BodySHA256 = bodySum(rec.Body)
 	}
 	rec.EncryptionKeyID = j.keyring.currentID()
+	staged := len(rec.Body) >= stageMin
+	if staged && rec.EncryptionKeyID != "" {
+		rec.bodySegment = stageStep // sealed in parts (sealSegment), named in its metadata
+	}
 	data, err := j.keyring.encodeMeta(rec)
 	if err != nil {
 		return err
 	}
-	body, err := j.keyring.encodeBody(rec)
+	w := &write{rec: rec, keys: rec.indexKeys(), data: data}
+	switch {
+	case staged && rec.EncryptionKeyID != "":
+		seal := func(dst []byte, i int, part []byte, last bool) ([]byte, error) {
+			return j.keyring.sealSegment(dst, rec, i, part, last)
+		}
+		w.staged, err = j.stageBody(rec.Body, rec.bodySegment, seal)
+	case staged:
+		w.staged, err = j.stageBody(rec.Body, j.plainStep(), nil)
+	default:
+		w.body, err = j.keyring.encodeBody(rec)
+	}
 	if err != nil {
 		return err
-	}
-	w := &write{rec: rec, keys: rec.indexKeys(), data: data, body: body}
-	if len(body) >= stageMin {
-		if w.staged, err = j.stageBody(body); err != nil {
-			return err
-		}
-		w.body = nil
 	}
 	if err := j.submit(w); err != nil {
 		if w.staged != 0 && !errors.Is(err, ErrKeyReuse) { // that one dropped it

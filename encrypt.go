@@ -132,11 +132,16 @@ func (k *keyring) aead(id string) (cipher.AEAD, error) {
 
 // seal encrypts plain under key id, bound to ad (GCM additional data).
 func (k *keyring) seal(id string, plain, ad []byte) ([]byte, error) {
+	return k.sealTo(nil, id, plain, ad)
+}
+
+// sealTo is seal appending to dst, which must not overlap plain.
+func (k *keyring) sealTo(dst []byte, id string, plain, ad []byte) ([]byte, error) {
 	a, err := k.aead(id)
 	if err != nil {
 		return nil, err
 	}
-	return a.Seal([]byte{boxVersion}, nil, plain, ad), nil
+	return a.Seal(append(dst, boxVersion), nil, plain, ad), nil
 }
 
 // open decrypts what seal returned, checking it was sealed under key id with

@@ -203,7 +203,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plainBody, string(rec.Body))
 	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-6", journalVersion(t, f.path),
+	require.Equal(t, "idem-journal-7", journalVersion(t, f.path),
 		"marked, so that an idem without sealed records refuses the file")
 
 	// Read-only, without keys: listed, the sealed one as such.

@@ -15,7 +15,7 @@
 //	         bodies and nothing copies them. A body over 64 KiB is stored
 //	         in chunks, ID+chunk number -> chunk (journal_body.go)
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version: 5, or 6 once a writer with
+//	meta     the journal version: 5, or 7 once a writer with
 //	         Options.Encryption has opened it (version 5 plus sealed records,
 //	         record_seal.go), so that an idem that cannot open them refuses
 //	         the file instead of sending ciphertext as a body; and
@@ -50,15 +50,16 @@ var (
 	bucketIndex   = []byte("index")
 	bucketMeta    = []byte("meta")
 	metaVersion   = []byte("version")
-	// The file's format version: 5 for a plaintext journal, 6 once opened
+	// The file's format version: 5 for a plaintext journal, 7 once opened
 	// with Options.Encryption (for good). 3 and 4, the same before bodies
-	// were stored in chunks (journal_body.go), are read, and marked 5 or 6
+	// were stored in chunks (journal_body.go), and 6, sealed before large
+	// bodies were sealed in parts (sealSegment), are read, and marked 5 or 7
 	// when opened for writing, so that an older idem refuses the file rather
-	// than miss a chunked body.
+	// than miss a chunked body or fail to open a body sealed in parts.
 	versionPlain  = []byte("idem-journal-5")
-	versionSealed = []byte("idem-journal-6")
+	versionSealed = []byte("idem-journal-7")
 	knownVersions = map[string]bool{ // version -> marked as sealed
-		"idem-journal-3": false, "idem-journal-4": true,
+		"idem-journal-3": false, "idem-journal-4": true, "idem-journal-6": true,
 		string(versionPlain): false, string(versionSealed): true,
 	}
 )

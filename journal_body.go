@@ -129,16 +129,29 @@ func stagedKey(id []byte) []byte { return append(bytes.Clone(stagedPrefix), id..
 // values in a leaf it splits, so one chunk per page is not possible.
 func stageChunk(pageSize int) int { return (pageSize-16)/2 - 16 - 12 }
 
-// stageBody writes body (as stored) ahead of its record, under a new record
-// ID, which it returns. The record's commit then writes only its metadata
-// and clears the mark (commitBatch). On failure nothing stays staged, or a
-// mark does for the next open to clean up.
-func (j *Journal) stageBody(body []byte) (uint64, error) {
+// stageBody writes body ahead of its record, under a new record ID, which
+// it returns: each part of it (step bytes; the last may be shorter) in a
+// transaction of its own, as seal appends it to its first argument (sealed
+// on its own, for a sealed record; seal nil stores the part itself). The
+// record's commit then writes only its metadata and clears the mark
+// (commitBatch). On failure nothing stays staged, or a mark does for the
+// next open to clean up.
+func (j *Journal) stageBody(body []byte, step int, seal func(dst []byte, i int, part []byte, last bool) ([]byte, error)) (uint64, error) {
 	size := stageChunk(j.pageSize)
-	step := max(stageStep/size, 1) * size // whole chunks: only the last is short
-	var id []byte
-	for n := 0; len(body) > 0; {
+	var id, sealed []byte // sealed: one buffer for every part, free again once its part is committed
+	for i, n := 0, 0; len(body) > 0; i++ {
 		part := body[:min(len(body), step)]
+		stored := part
+		if seal != nil { // here, before the commit: it does no cryptography
+			var err error
+			if sealed, err = seal(sealed[:0], i, part, len(part) == len(body)); err != nil {
+				if id != nil {
+					j.unstage(id)
+				}
+				return 0, err
+			}
+			stored = sealed
+		}
 		key := id
 		err := j.update(func(tx *bolt.Tx) error {
 			if key == nil {
@@ -153,12 +166,12 @@ func (j *Journal) stageBody(body []byte) (uint64, error) {
 			}
 			bodies := tx.Bucket(bucketBodies)
 			bodies.FillPercent = appendFill
-			for i, p := n, part; len(p) > 0; i++ {
-				c := p[:min(len(p), size)]
-				if err := bodies.Put(chunkKey(key, i), c); err != nil {
+			for c, p := n, stored; len(p) > 0; c++ {
+				chunk := p[:min(len(p), size)]
+				if err := bodies.Put(chunkKey(key, c), chunk); err != nil {
 					return err
 				}
-				p = p[len(c):]
+				p = p[len(chunk):]
 			}
 			return nil
 		})
@@ -169,10 +182,18 @@ func (j *Journal) stageBody(body []byte) (uint64, error) {
 			return 0, err
 		}
 		id = key
-		n += (len(part) + size - 1) / size
+		n += (len(stored) + size - 1) / size
 		body = body[len(part):]
 	}
 	return binary.BigEndian.Uint64(id), nil
+}
+
+// plainStep is how much of a plaintext body stageBody writes per
+// transaction: about stageStep, in whole chunks, so that only the last chunk
+// of the body is short.
+func (j *Journal) plainStep() int {
+	size := stageChunk(j.pageSize)
+	return max(stageStep/size, 1) * size
 }
 
 // unstage deletes a staged body whose record was not committed.

@@ -92,7 +92,7 @@ func TestStagedBodyWithoutRecordDroppedOnOpen(t *testing.T) {
 	kept := &Record{Key: "kept", Method: http.MethodPost, URL: "http://127.0.0.1/payments",
 		Body: stagedBody("kept", stageMin), State: Pending}
 	require.NoError(t, j.insert(kept, true))
-	_, err = j.stageBody(stagedBody("lost", 2*stageStep+1))
+	_, err = j.stageBody(stagedBody("lost", 2*stageStep+1), j.plainStep(), nil)
 	require.NoError(t, err)
 	require.Len(t, stagedMarks(t, j), 1)
 	require.NotEmpty(t, orphanBodies(t, j))
@@ -198,7 +198,7 @@ func helperStageWriter() int {
 	}
 	defer j.Close()
 	if os.Getenv(envStageOnly) != "" {
-		if _, err := j.stageBody(stagedBody("staged-only", size)); err != nil {
+		if _, err := j.stageBody(stagedBody("staged-only", size), j.plainStep(), nil); err != nil {
 			fmt.Fprintln(os.Stderr, "stage:", err)
 			return 3
 		}
@@ -322,4 +322,121 @@ func TestStagedMarkThatIsABucketIsIgnored(t *testing.T) {
 	j, err = OpenJournal(path, nil)
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
+}
+
+// sealedJournal opens a journal at path with one encryption key.
+func sealedJournal(t *testing.T, path string) *Journal {
+	t.Helper()
+	key := bytes.Repeat([]byte{9}, EncryptionKeySize)
+	j, err := OpenJournal(path, &Options{Encryption: &Keyring{Current: "k", Keys: map[string][]byte{"k": key}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	return j
+}
+
+// storedBody returns a record's body as the file holds it.
+func storedBody(t *testing.T, j *Journal, id uint64) []byte {
+	t.Helper()
+	var b []byte
+	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+		b = getBody(tx.Bucket(bucketBodies), idKey(id))
+		return nil
+	}))
+	return b
+}
+
+// With Options.Encryption a staged body is sealed in parts of stageStep
+// bytes, each on its own: its ciphertext is never a second full copy.
+func TestSealedBodyStagedInParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.journal")
+	j := sealedJournal(t, path)
+	body := stagedBody("op", 2*stageStep+stageStep/2) // three parts
+	rec := &Record{Key: "k1", OperationID: "op", Method: http.MethodPost,
+		URL: "http://127.0.0.1/payments?card=4111", Body: body, State: Pending}
+	require.NoError(t, j.insert(rec, true))
+	overhead := len(storedBody(t, j, rec.ID)) - len(body)
+	require.Equal(t, 3*(1+12+16), overhead, "three parts, each with its version byte, nonce and tag")
+	require.False(t, bytes.Contains(storedBody(t, j, rec.ID), []byte("op|op|")), "sealed")
+
+	got, err := j.Lookup("op")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(body, got.Body))
+	require.NoError(t, j.Close())
+	j = sealedJournal(t, path)
+	got, err = j.Lookup("op")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(body, got.Body), "and after a reopen")
+
+	large := stagedBody("large", 8<<20)
+	peak := peakDuring(func() {
+		r := &Record{Key: "k2", Method: http.MethodPost, URL: "http://127.0.0.1/p", Body: large, State: Pending}
+		require.NoError(t, j.insert(r, true))
+	})
+	t.Logf("writing an 8 MiB body sealed in parts peaked at %.2fx its size", peak/float64(len(large)))
+	require.Less(t, peak/float64(len(large)), 1.0, "never a second full copy (sealed whole: 1.4x)")
+}
+
+// A body sealed in parts fails to open, never opens as other bytes, when a
+// part is altered or the last one is missing.
+func TestSealedBodyPartsTampered(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(b *bolt.Bucket, id []byte, chunks int) error
+	}{
+		{"byte flipped in the second part", func(b *bolt.Bucket, id []byte, chunks int) error {
+			k := chunkKey(id, chunks/2)
+			return b.Put(k, flipLast(bytes.Clone(b.Get(k))))
+		}},
+		{"last part dropped", func(b *bolt.Bucket, id []byte, chunks int) error {
+			// The parts are stageStep+29 bytes each, the last one shorter.
+			size := stageChunk(4096)
+			for n := (2*(stageStep+29) + size - 1) / size; n < chunks+3; n++ {
+				if err := b.Delete(chunkKey(id, n)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "idem.journal")
+			j := sealedJournal(t, path)
+			rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost,
+				URL: "http://127.0.0.1/payments", Body: stagedBody("op", 2*stageStep+100), State: Pending}
+			require.NoError(t, j.insert(rec, true))
+			chunks := len(bodyKeys(t, j))
+			require.NoError(t, j.update(func(tx *bolt.Tx) error {
+				return tc.change(tx.Bucket(bucketBodies), idKey(rec.ID), chunks)
+			}))
+			_, err := j.Lookup("op")
+			require.ErrorIs(t, err, ErrDecrypt)
+		})
+	}
+}
+
+// A journal written before large bodies were sealed in parts holds them
+// sealed whole: they still open.
+func TestSealedWholeLargeBodyStillOpens(t *testing.T) {
+	j := sealedJournal(t, filepath.Join(t.TempDir(), "idem.journal"))
+	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://127.0.0.1/payments",
+		Body: stagedBody("op", stageMin+7), State: Pending, EncryptionKeyID: "k"}
+	rec.BodySHA256 = bodySum(rec.Body)
+	meta, err := j.keyring.encodeMeta(rec) // bodySegment 0: sealed whole
+	require.NoError(t, err)
+	box, err := j.keyring.encodeBody(rec)
+	require.NoError(t, err)
+	require.NoError(t, j.update(func(tx *bolt.Tx) error {
+		id, _ := tx.Bucket(bucketPending).NextSequence()
+		rec.ID = id
+		if err := tx.Bucket(bucketIndex).Put([]byte("o\x00op"), idKey(id)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPending).Put(idKey(id), meta); err != nil {
+			return err
+		}
+		return putBody(tx.Bucket(bucketBodies), idKey(id), box)
+	}))
+	got, err := j.Lookup("op")
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(rec.Body, got.Body))
 }

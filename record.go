@@ -85,6 +85,10 @@ type Record struct {
 	// listed is the metadata as the file held it when a listing read the
 	// record (pendingAfter): reget reads only the body while they are unchanged.
 	listed []byte
+	// bodySegment is, for a sealed record whose body was staged, the size of
+	// the parts sealed one by one (record_seal.go); 0 when the body is sealed
+	// whole, or not at all.
+	bodySegment int
 }
 
 // fingerprint identifies the request an operation stands for, so a reused

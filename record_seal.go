@@ -8,6 +8,7 @@
 package idem
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ type sealedPart struct {
 	Header     http.Header `json:"header,omitempty"`
 	URLRest    string      `json:"url_rest,omitempty"` // the URL from its '?' on (from a '#' in journals written before fragments were left out)
 	BodySHA256 string      `json:"sha256"`
+	// BodySegment is Record.bodySegment: a staged body is sealed in parts
+	// of this many bytes, each on its own (sealSegment).
+	BodySegment int `json:"body_segment,omitempty"`
 }
 
 // errStored marks stored bytes that no version of idem writes.
@@ -49,7 +53,8 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 		return r.appendJSON(make([]byte, 0, 512), nil)
 	}
 	plain, rest := splitURL(r.URL)
-	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256})
+	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256,
+		BodySegment: r.bodySegment})
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +134,14 @@ func (k *keyring) openBody(rec *Record, body []byte) error {
 		rec.Body = body
 		return nil
 	}
-	plain, _ := splitURL(rec.URL) // as encodeBody bound it
-	b, err := k.open(rec.EncryptionKeyID, body, additionalData("body", rec, plain))
+	var b []byte
+	var err error
+	if rec.bodySegment > 0 {
+		b, err = k.openSegments(rec, body)
+	} else {
+		plain, _ := splitURL(rec.URL) // as encodeBody bound it
+		b, err = k.open(rec.EncryptionKeyID, body, additionalData("body", rec, plain))
+	}
 	if err != nil {
 		rec.Sealed = true
 		return err
@@ -153,7 +164,53 @@ func (k *keyring) openMeta(rec *Record, box []byte) error {
 	if p.URLRest != "" && p.URLRest[0] != '?' && p.URLRest[0] != '#' {
 		return fmt.Errorf("%w: sealed part under key %q: URL rest %q", ErrDecrypt, rec.EncryptionKeyID, p.URLRest)
 	}
+	if p.BodySegment < 0 {
+		return fmt.Errorf("%w: sealed part under key %q: body segment %d", ErrDecrypt, rec.EncryptionKeyID, p.BodySegment)
+	}
 	rec.URL += p.URLRest
-	rec.Header, rec.BodySHA256 = p.Header, p.BodySHA256
+	rec.Header, rec.BodySHA256, rec.bodySegment = p.Header, p.BodySHA256, p.BodySegment
 	return nil
+}
+
+// A body staged ahead of its record (stageBody) is sealed in parts of
+// stageStep bytes, each on its own and bound to its place, rather than whole:
+// sealed whole, an 8 MiB body's ciphertext is a second full copy in memory
+// until written. Each part's additional data names it ("body-segment"), its
+// number and whether it is the last, so parts cannot be reordered, dropped or
+// moved to another record without failing to open.
+
+// segmentData is the additional data of part i of rec's body.
+func segmentData(rec *Record, i int, last bool) []byte {
+	plain, _ := splitURL(rec.URL)
+	ad := binary.AppendUvarint(additionalData("body-segment", rec, plain), uint64(i))
+	if last {
+		return append(ad, 1)
+	}
+	return append(ad, 0)
+}
+
+// sealSegment appends part i of rec's body, sealed, to dst.
+func (k *keyring) sealSegment(dst []byte, rec *Record, i int, part []byte, last bool) ([]byte, error) {
+	return k.sealTo(dst, rec.EncryptionKeyID, part, segmentData(rec, i, last))
+}
+
+// openSegments opens a body sealed in parts of rec.bodySegment bytes.
+func (k *keyring) openSegments(rec *Record, stored []byte) ([]byte, error) {
+	a, err := k.aead(rec.EncryptionKeyID)
+	if err != nil {
+		return nil, err
+	}
+	box := rec.bodySegment + 1 + a.Overhead() // a full part as seal writes it
+	n := (len(stored) + box - 1) / box
+	body := make([]byte, 0, max(len(stored)-n*(1+a.Overhead()), 0))
+	for i := 0; len(stored) > 0; i++ {
+		part := stored[:min(len(stored), box)]
+		stored = stored[len(part):]
+		plain, err := k.open(rec.EncryptionKeyID, part, segmentData(rec, i, len(stored) == 0))
+		if err != nil {
+			return nil, fmt.Errorf("body part %d: %w", i, err)
+		}
+		body = append(body, plain...)
+	}
+	return body, nil
 }
