@@ -68,7 +68,8 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 }
 
 // encodeBody returns r's body as stored: itself, not copied, or sealed under
-// r.EncryptionKeyID. An empty body is not stored.
+// r.EncryptionKeyID. An empty body is not stored. (A body of stageMin bytes
+// or more is staged instead, and sealed in parts as it is: sealSegment.)
 func (k *keyring) encodeBody(r *Record) ([]byte, error) {
 	if r.EncryptionKeyID == "" || len(r.Body) == 0 {
 		return r.Body, nil
