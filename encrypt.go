@@ -148,6 +148,11 @@ func (k *keyring) sealTo(dst []byte, id string, plain, ad []byte) ([]byte, error
 // the same ad. A wrong key, ad or altered byte gives an error matching
 // ErrDecrypt; a key the keyring lacks, ErrUnknownEncryptionKey.
 func (k *keyring) open(id string, box, ad []byte) ([]byte, error) {
+	return k.openTo(nil, id, box, ad)
+}
+
+// openTo is open appending to dst, which must not overlap box.
+func (k *keyring) openTo(dst []byte, id string, box, ad []byte) ([]byte, error) {
 	a, err := k.aead(id)
 	if err != nil {
 		return nil, err
@@ -155,7 +160,7 @@ func (k *keyring) open(id string, box, ad []byte) ([]byte, error) {
 	if len(box) < 1+a.Overhead() || box[0] != boxVersion {
 		return nil, fmt.Errorf("%w: sealed data under key %q is malformed", ErrDecrypt, id)
 	}
-	plain, err := a.Open(nil, nil, box[1:], ad)
+	plain, err := a.Open(dst, nil, box[1:], ad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: under key %q: %w", ErrDecrypt, id, err)
 	}

@@ -165,7 +165,7 @@ func (k *keyring) openMeta(rec *Record, box []byte) error {
 	if p.URLRest != "" && p.URLRest[0] != '?' && p.URLRest[0] != '#' {
 		return fmt.Errorf("%w: sealed part under key %q: URL rest %q", ErrDecrypt, rec.EncryptionKeyID, p.URLRest)
 	}
-	if p.BodySegment < 0 {
+	if p.BodySegment < 0 || p.BodySegment > 1<<30 { // idem writes stageStep
 		return fmt.Errorf("%w: sealed part under key %q: body segment %d", ErrDecrypt, rec.EncryptionKeyID, p.BodySegment)
 	}
 	rec.URL += p.URLRest
@@ -207,11 +207,9 @@ func (k *keyring) openSegments(rec *Record, stored []byte) ([]byte, error) {
 	for i := 0; len(stored) > 0; i++ {
 		part := stored[:min(len(stored), box)]
 		stored = stored[len(part):]
-		plain, err := k.open(rec.EncryptionKeyID, part, segmentData(rec, i, len(stored) == 0))
-		if err != nil {
+		if body, err = k.openTo(body, rec.EncryptionKeyID, part, segmentData(rec, i, len(stored) == 0)); err != nil {
 			return nil, fmt.Errorf("body part %d: %w", i, err)
 		}
-		body = append(body, plain...)
 	}
 	return body, nil
 }
