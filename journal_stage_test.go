@@ -10,6 +10,7 @@ package idem
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -439,4 +440,30 @@ func TestSealedWholeLargeBodyStillOpens(t *testing.T) {
 	got, err := j.Lookup("op")
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(rec.Body, got.Body))
+}
+
+// A body part size no idem writes (past 1 GiB; near math.MaxInt it would
+// overflow the part arithmetic) makes the record one that does not open, like
+// any other: ErrDecrypt, and listed as Sealed among the rest.
+func TestSealedBodySegmentOutOfRange(t *testing.T) {
+	j := sealedJournal(t, filepath.Join(t.TempDir(), "idem.journal"))
+	good := &Record{Key: "k0", OperationID: "good", Method: http.MethodPost, URL: "http://127.0.0.1/p",
+		Body: stagedBody("good", 10), State: Pending}
+	require.NoError(t, j.insert(good, true))
+	for _, seg := range []int{math.MaxInt, 1<<30 + 1} {
+		r := &Record{Key: fmt.Sprint("k", seg), OperationID: fmt.Sprint("op", seg), Method: http.MethodPost,
+			URL: "http://127.0.0.1/p", Body: stagedBody("one", 2<<20), State: Pending}
+		require.NoError(t, j.insert(r, true))
+		r.bodySegment = seg
+		meta, err := j.keyring.encodeMeta(r)
+		require.NoError(t, err)
+		require.NoError(t, j.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketPending).Put(idKey(r.ID), meta) }))
+		_, err = j.Lookup(r.OperationID)
+		require.ErrorIs(t, err, ErrDecrypt)
+	}
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	require.False(t, recs[0].Sealed)
+	require.True(t, recs[1].Sealed && recs[2].Sealed)
 }
