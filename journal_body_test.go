@@ -27,6 +27,16 @@ func bodyKeys(t *testing.T, j *Journal) map[string]int {
 	return got
 }
 
+// requireBodyKeys is require.Equal for bodyKeys, naming the first
+// difference instead of printing thousands of chunks.
+func requireBodyKeys(t *testing.T, want, got map[string]int) {
+	t.Helper()
+	for k, n := range want {
+		require.Equal(t, n, got[k], "chunk %s", k)
+	}
+	require.Len(t, got, len(want), "chunks")
+}
+
 // A body up to bodyChunk bytes is one value; a larger one is cut into
 // chunks of bodyChunk; one of stageMin bytes or more is staged, in chunks of
 // stageChunk for the file's page size, and leaves no mark once written.

@@ -61,16 +61,6 @@ func orphanBodies(t *testing.T, j *Journal) []string {
 	return orphans
 }
 
-// requireBodyKeys is require.Equal for bodyKeys, naming the first
-// difference instead of printing thousands of chunks.
-func requireBodyKeys(t *testing.T, want, got map[string]int) {
-	t.Helper()
-	for k, n := range want {
-		require.Equal(t, n, got[k], "chunk %s", k)
-	}
-	require.Len(t, got, len(want), "chunks")
-}
-
 func TestStagedBodyOfRefusedRecordIsDropped(t *testing.T) {
 	j, _ := testJournal(t)
 	first := &Record{Key: "k1", OperationID: "op", Method: http.MethodPost,
