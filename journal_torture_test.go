@@ -12,7 +12,6 @@
 package idem
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -23,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -135,54 +133,6 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 		"all found after every kill; reopen+read %v on average; then all settled, exactly once (%d requests, %d replays, faults %v)",
 		kills, lifetimes, wall.Round(time.Millisecond), len(reported), len(recs),
 		(reopens / time.Duration(kills)).Round(time.Microsecond), ledger.Requests, ledger.Replays, ledger.Faults)
-}
-
-// runAndKill starts a helper child in mode with env, lets it run for life
-// once it prints "ready", kills it with SIGKILL, and returns the operation
-// IDs it reported written ahead ("op=ID" lines). run names the child in
-// failures.
-func runAndKill(tb testing.TB, run int, life time.Duration, mode string, env ...string) []string {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := helperCommand(ctx, mode, env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(tb, err)
-	require.NoError(tb, cmd.Start())
-
-	ready := make(chan struct{})
-	var ops []string
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "ready":
-				close(ready)
-			case strings.HasPrefix(line, "op="):
-				ops = append(ops, strings.TrimPrefix(line, "op="))
-			}
-		}
-	})
-	select {
-	case <-ready:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		wg.Wait()
-		cmd.Wait()
-		tb.Fatalf("run %d: the child was not ready within 15 s:\n%s", run, stderr.String())
-	}
-	time.Sleep(life)
-	require.NoError(tb, cmd.Process.Signal(syscall.SIGKILL))
-	wg.Wait() // the pipe ends once the child is dead
-	err = cmd.Wait()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	require.True(tb, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL,
-		"run %d: the child ended before the kill (%v):\n%s", run, err, stderr.String())
-	return ops
 }
 
 // helperTortureWriter opens the journal, resumes in the background what
