@@ -84,8 +84,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if passes := strings.Count(report, "200 re-sent, 200 answered 201"); runtime.GOOS == "linux" && passes != 2 {
-		t.Errorf("%d resume passes reported, want 2 (warm and cold)", passes)
+	if passes := strings.Count(report, "200 re-sent, 200 answered 201"); runtime.GOOS == "linux" && passes != 3 {
+		t.Errorf("%d resume passes reported, want 3 (warm, cold and wide)", passes)
 	}
 	for line := range strings.Lines(report) {
 		if f := strings.Fields(line); len(f) > 0 && strings.EqualFold(strings.TrimSuffix(f[0], ":"), "note") {

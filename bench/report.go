@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/idem-go/idem"
 )
 
 // report prints to w as the run goes, and keeps the levels for the ratios.
@@ -163,6 +165,9 @@ func (r *report) resume(rr *resumeResult) {
 	}
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s)\n",
 		rr.n, rr.concurrency, fmtDur(rr.plain), float64(rr.n)/rr.plain.Seconds())
+	r.pass("wide", fmt.Sprintf("another copy, in the page cache, Options{ResumeConcurrency: %d}", wideConc), rr.n, wideConc, rr.wide)
+	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s)\n",
+		rr.n, wideConc, fmtDur(rr.plainWide), float64(rr.n)/rr.plainWide.Seconds())
 }
 
 // pass prints one Open and Resume of the backlog.
@@ -171,8 +176,12 @@ func (r *report) pass(name, what string, n, conc int, p resumePass) {
 	r.printf("    open      idem.Open of the journal: %s\n", fmtDur(p.open))
 	r.printf("    first     first re-send %s after Resume started\n", fmtDur(p.listed))
 	r.printf("    started   every operation re-sent once %s after Resume started\n", fmtDur(p.started))
-	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d, the default)\n",
-		fmtDur(p.done), p.resent, p.ok, float64(p.resent)/p.done.Seconds(), conc)
+	which := ""
+	if conc == idem.DefaultResumeConcurrency {
+		which = ", the default"
+	}
+	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d%s)\n",
+		fmtDur(p.done), p.resent, p.ok, float64(p.resent)/p.done.Seconds(), conc, which)
 	if p.firstErr != nil || p.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-p.ok, n, p.firstErr)
 	}

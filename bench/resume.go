@@ -2,8 +2,9 @@
 // in a fresh journal (backlog.go), it times idem.Open of that journal and a
 // Resume that re-sends them all, with the peak heap while Resume runs: once
 // with the file in the page cache (just written), once from a copy evicted
-// from it (a restart after a reboot). For scale, it also times plain net/http
-// sending the same N requests at the same concurrency.
+// from it (a restart after a reboot); then once more, warm, with
+// ResumeConcurrency raised to wideConc. For scale, it also times plain
+// net/http sending the same N requests at each of those concurrencies.
 //
 // Resumed requests keep their journaled URL, so the backlog is made against
 // /held while the server holds it (503), and the server is released before
@@ -37,7 +38,13 @@ type resumeResult struct {
 	warm, cold   resumePass    // the journal just written; a copy evicted from the page cache
 	evictErr     error         // why the cold pass did not run, if it did not
 	plain        time.Duration // plain net/http sending n such POSTs at concurrency
+	wide         resumePass    // a warm copy, with ResumeConcurrency wideConc
+	plainWide    time.Duration // plain net/http sending them wideConc at a time
 }
+
+// wideConc is the ResumeConcurrency of the third pass: as many at once as
+// the backlog was made with.
+const wideConc = createConc
 
 // resumePass is one Open and Resume of the backlog.
 type resumePass struct {
@@ -73,9 +80,11 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 	}
 	// The same bytes under another name, for the cold pass: each pass
 	// settles what it resumes.
-	coldPath := filepath.Join(dir, "resume-cold.journal")
-	if err := copyFile(coldPath, path); err != nil {
-		return nil, err
+	coldPath, widePath := filepath.Join(dir, "resume-cold.journal"), filepath.Join(dir, "resume-wide.journal")
+	for _, p := range []string{coldPath, widePath} {
+		if err := copyFile(p, path); err != nil {
+			return nil, err
+		}
 	}
 
 	fmt.Fprintf(progress, "bench: resuming %d pending operations (warm cache)\n", rr.n)
@@ -90,6 +99,13 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 	}
 	fmt.Fprintf(progress, "bench: sending %d such POSTs with net/http\n", rr.n)
 	if rr.plain, err = sendPlain(ctx, srv.url(pathHeld), rr.n, rr.concurrency); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "bench: resuming %d pending operations, %d at a time\n", rr.n, wideConc)
+	if rr.wide, err = resumeOnce(ctx, widePath, wideConc); err != nil {
+		return nil, err
+	}
+	if rr.plainWide, err = sendPlain(ctx, srv.url(pathHeld), rr.n, wideConc); err != nil {
 		return nil, err
 	}
 	return rr, ctx.Err()
