@@ -163,11 +163,15 @@ func (r *report) resume(rr *resumeResult) {
 	} else {
 		r.printf("  cold     not measured: %v\n", rr.evictErr)
 	}
-	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s)\n",
-		rr.n, rr.concurrency, fmtDur(rr.plain), float64(rr.n)/rr.plain.Seconds())
+	r.plain(rr.n, rr.concurrency, rr.plain)
 	r.pass("wide", fmt.Sprintf("another copy, in the page cache, Options{ResumeConcurrency: %d}", wideConc), rr.n, wideConc, rr.wide)
+	r.plain(rr.n, wideConc, rr.plainWide)
+}
+
+// plain prints plain net/http sending the backlog's n POSTs, conc at a time.
+func (r *report) plain(n, conc int, d time.Duration) {
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s)\n",
-		rr.n, wideConc, fmtDur(rr.plainWide), float64(rr.n)/rr.plainWide.Seconds())
+		n, conc, fmtDur(d), float64(n)/d.Seconds())
 }
 
 // pass prints one Open and Resume of the backlog.
