@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -74,6 +75,21 @@ func TestSmoke(t *testing.T) {
 			if v, err := strconv.ParseFloat(x, 64); err != nil || v <= 0 {
 				t.Errorf("ratio line %q: %q is not a positive number", line, x)
 			}
+		}
+	}
+
+	_, underLoad, _ := strings.Cut(report, "write-ahead under load")
+	for _, c := range cfg.conc {
+		rows := linesWithPrefix(underLoad, fmt.Sprintf("c=%d ", c))
+		if len(rows) == 0 {
+			t.Errorf("no write-ahead row for c=%d", c)
+			continue
+		}
+		f := strings.Fields(rows[0])
+		if len(f) != 7 {
+			t.Errorf("write-ahead row %q: %d columns, want 7", rows[0], len(f))
+		} else if n, err := strconv.ParseFloat(f[4], 64); err != nil || n < 1 {
+			t.Errorf("write-ahead row %q: ops/commit %q, want a number >= 1", rows[0], f[4])
 		}
 	}
 

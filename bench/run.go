@@ -66,6 +66,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 		return fmt.Errorf("bbolt commit figure: %w", err)
 	}
 	rep.ratios()
+	rep.writeAheads()
 	rep.latency(fsync, commit, between.commit)
 
 	if cfg.resume > 0 {
