@@ -155,25 +155,26 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		actx, stop = context.WithCancel(ctx)
 		cancel = stop
 	}
-	var written atomic.Bool
-	trace := &httptrace.ClientTrace{WroteHeaders: func() { written.Store(true) }}
+	tr := new(wroteTrace)
+	tr.trace.WroteHeaders = tr.wroteHeaders
 	if t.crashAt != nil {
-		trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
+		tr.trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
 			if i.Err == nil {
 				t.crash(crashRequestWritten)
 			}
 		}
 	}
-	actx = httptrace.WithClientTrace(actx, trace)
+	actx = httptrace.WithClientTrace(actx, &tr.trace)
 	var timedOut atomic.Bool
 	var timer *time.Timer
 	if d > 0 {
 		timer = time.AfterFunc(d, func() { timedOut.Store(true); cancel() })
 	}
-	req := o.newRequest(actx, t.cfg.KeyHeader)
+	attemptValue := ""
 	if !t.cfg.DisableAttemptHeader {
-		setHeader(req.Header, AttemptHeader, attemptHeader(n, maxN))
+		attemptValue = attemptHeader(n, maxN)
 	}
+	req := o.newRequest(actx, t.cfg.KeyHeader, attemptValue)
 	resp, err = t.base().RoundTrip(req)
 	if timer != nil {
 		timer.Stop()
@@ -192,16 +193,44 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		if timedOut.Load() && ctx.Err() == nil {
 			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, d, err)
 		}
-		return nil, written.Load(), err
+		return nil, tr.written.Load(), err
 	}
 	if d > 0 {
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	}
-	return resp, written.Load(), nil
+	return resp, tr.written.Load(), nil
 }
+
+// wroteTrace tells an attempt whether its request headers reached a
+// connection: one allocation for the flag and the trace that sets it.
+type wroteTrace struct {
+	written atomic.Bool
+	trace   httptrace.ClientTrace
+}
+
+func (w *wroteTrace) wroteHeaders() { w.written.Store(true) }
+
+// attemptHeaders holds the AttemptHeader's values for the usual attempt
+// limits, made once: attemptHeaders[maxN][n].
+var attemptHeaders = func() (t [17][]string) {
+	for maxN := 1; maxN < len(t); maxN++ {
+		t[maxN] = make([]string, maxN+1)
+		for n := 1; n <= maxN; n++ {
+			t[maxN][n] = formatAttemptHeader(n, maxN)
+		}
+	}
+	return t
+}()
 
 // attemptHeader is the AttemptHeader's value for attempt n of maxN.
 func attemptHeader(n, maxN int) string {
+	if 1 <= n && n <= maxN && maxN < len(attemptHeaders) {
+		return attemptHeaders[maxN][n]
+	}
+	return formatAttemptHeader(n, maxN)
+}
+
+func formatAttemptHeader(n, maxN int) string {
 	b := make([]byte, 0, 24)
 	b = append(b, "attempt="...)
 	b = strconv.AppendInt(b, int64(n), 10)
@@ -211,8 +240,9 @@ func attemptHeader(n, maxN int) string {
 }
 
 // newRequest builds one attempt: the caller's request with a fresh reader over
-// the same bytes and the idempotency key.
-func (o *op) newRequest(ctx context.Context, keyHeader string) *http.Request {
+// the same bytes, the idempotency key, and the AttemptHeader's value unless
+// it is "".
+func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string) *http.Request {
 	r := o.req.Clone(ctx)
 	if r.Header == nil {
 		r.Header = make(http.Header)
@@ -228,8 +258,14 @@ func (o *op) newRequest(ctx context.Context, keyHeader string) *http.Request {
 	default:
 		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
 	}
-	if o.key != "" {
-		setHeader(r.Header, keyHeader, o.key)
+	if o.key != "" || attemptValue != "" {
+		values := []string{o.key, attemptValue} // one allocation for both headers
+		if o.key != "" {
+			setHeader(r.Header, keyHeader, values[0:1:1])
+		}
+		if attemptValue != "" {
+			setHeader(r.Header, AttemptHeader, values[1:2:2])
+		}
 	}
 	return r
 }

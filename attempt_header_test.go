@@ -9,6 +9,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -86,4 +87,15 @@ func TestDisableAttemptHeader(t *testing.T) {
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Empty(t, srv.requests()[0].Header.Values(AttemptHeader))
+}
+
+// The values made once at start are the ones formatted on demand, inside the
+// table and beyond it.
+func TestAttemptHeaderTable(t *testing.T) {
+	for maxN := 0; maxN <= len(attemptHeaders)+2; maxN++ {
+		for n := 0; n <= maxN+1; n++ {
+			want := "attempt=" + strconv.Itoa(n) + "; max=" + strconv.Itoa(maxN)
+			require.Equal(t, want, attemptHeader(n, maxN))
+		}
+	}
 }

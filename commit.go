@@ -56,8 +56,9 @@ type write struct {
 	staged uint64   // the record ID its body is staged under (stageBody), or 0
 	id     uint64
 	err    error
-	done   chan struct{} // closed once committed or failed
-	turn   chan struct{} // receives when this writer is to commit the queue
+	// wake receives true once the write is committed or failed (id and err
+	// are set), or false first if this writer is to commit the queue.
+	wake chan bool
 }
 
 func (c *committer) init() {
@@ -146,7 +147,7 @@ func (j *Journal) flush() error {
 
 // submit queues w and waits until a commit that includes it has returned.
 func (j *Journal) submit(w *write) error {
-	w.done, w.turn = make(chan struct{}), make(chan struct{}, 1)
+	w.wake = make(chan bool, 1)
 	c := &j.commit
 	c.mu.Lock()
 	if c.closed {
@@ -157,15 +158,11 @@ func (j *Journal) submit(w *write) error {
 	lead := !c.leading
 	c.leading = true
 	c.mu.Unlock()
-	if !lead {
-		select {
-		case <-w.done:
-			return w.err
-		case <-w.turn:
-		}
+	if !lead && <-w.wake {
+		return w.err
 	}
-	j.lead()
-	<-w.done
+	j.lead() // its batch holds w
+	<-w.wake
 	return w.err
 }
 
@@ -199,7 +196,7 @@ func (j *Journal) lead() {
 		j.pruning.Go(func() { j.Prune(j.retention) }) // an error leaves it to the next round
 	}
 	if len(c.queue) > 0 {
-		c.queue[0].turn <- struct{}{}
+		c.queue[0].wake <- false
 	} else {
 		c.leading = false
 		if len(c.deferred) > 0 && c.timer == nil && !c.closed {
@@ -209,7 +206,7 @@ func (j *Journal) lead() {
 	}
 	c.mu.Unlock()
 	for _, w := range batch {
-		close(w.done)
+		w.wake <- true
 	}
 }
 

@@ -68,12 +68,13 @@ func headerValues(h http.Header, name string) []string {
 	return vals
 }
 
-// setHeader replaces every spelling of name with one canonical value.
-func setHeader(h http.Header, name, value string) {
+// setHeader replaces every spelling of name with values, under the
+// canonical name.
+func setHeader(h http.Header, name string, values []string) {
 	for k := range h {
 		if strings.EqualFold(k, name) {
 			delete(h, k)
 		}
 	}
-	h.Set(name, value)
+	h[http.CanonicalHeaderKey(name)] = values
 }

@@ -95,20 +95,21 @@ type Record struct {
 // operation ID with a different request is refused. url is the URL as
 // journaled, without userinfo and Options.SensitiveQueryParams: a call that
 // repeats an operation ID with a fresh token in such a parameter is the same
-// operation.
-func fingerprint(method, url string, body []byte) (sum string, fp string) {
-	sum = bodySum(body)
-	return sum, method + " " + url + " " + sum
+// operation. sum is the body's bodySum.
+func fingerprint(method, url, sum string) string {
+	return method + " " + url + " " + sum
 }
 
 // bodySum is a body's SHA-256 in hex, as Record.BodySHA256 holds it.
 func bodySum(body []byte) string {
 	b := sha256.Sum256(body)
-	return hex.EncodeToString(b[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 func (r *Record) fingerprint() string {
-	return r.Method + " " + r.URL + " " + r.BodySHA256
+	return fingerprint(r.Method, r.URL, r.BodySHA256)
 }
 
 // indexKeys are the index entries naming the record: its operation ID and a

@@ -233,3 +233,30 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// storedHeader keeps every value but the sensitive ones and the key, in a
+// copy of its own.
+func TestStoredHeader(t *testing.T) {
+	tr, err := NewTransport(nil, &Options{SensitiveHeaders: []string{"X-Api-Token"}})
+	require.NoError(t, err)
+	in := http.Header{
+		"Content-Type":    {"application/json"},
+		"Accept":          {"a", "b"},
+		"accept":          {"c"}, // set through the map, not canonical
+		"X-Empty":         {},
+		"Authorization":   {"Bearer s3cret"},
+		"X-Api-Token":     {"t0ken"},
+		"Idempotency-Key": {"k"},
+	}
+	out := tr.storedHeader(in)
+	require.Equal(t, []string{"application/json"}, out["Content-Type"])
+	require.ElementsMatch(t, []string{"a", "b", "c"}, out["Accept"])
+	require.Contains(t, out, "X-Empty")
+	require.Nil(t, out["X-Empty"])
+	require.Len(t, out, 3)
+
+	out["Content-Type"][0] = "changed"
+	out["Accept"] = append(out["Accept"], "d")
+	require.Equal(t, "application/json", in["Content-Type"][0], "the caller's values must not be shared")
+	require.Equal(t, []string{"a", "b"}, in["Accept"])
+}

@@ -236,7 +236,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		return nil, err // nothing written, nothing sent
 	}
 	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
-	sum, fp := fingerprint(method(req), u, buf)
+	sum := bodySum(buf)
 	existed := rec != nil
 	if !existed {
 		now := t.clock.Now()
@@ -247,7 +247,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 		t.crash(crashWriteAhead)
-	} else if err := t.reuse(rec, fp, key, hasKey); err != nil {
+	} else if err := t.reuse(rec, fingerprint(method(req), u, sum), key, hasKey); err != nil {
 		return nil, err
 	}
 	// A record from an earlier call may have reached the server already,
@@ -311,14 +311,30 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 }
 
 // storedHeader drops sensitive headers and the key header before writing.
+// The values it keeps are copied into one array, as http.Header.Clone does.
 func (t *Transport) storedHeader(h http.Header) http.Header {
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	values := make([]string, 0, n)
 	out := make(http.Header, len(h))
 	for k, v := range h {
 		ck := http.CanonicalHeaderKey(k)
 		if t.cfg.sensitive[ck] || strings.EqualFold(k, t.cfg.KeyHeader) {
 			continue
 		}
-		out[ck] = append([]string(nil), v...)
+		var vs []string // nil for no values, as before
+		if len(v) > 0 {
+			values = append(values, v...)
+			vs = values[len(values)-len(v) : len(values) : len(values)]
+		}
+		if ov := out[ck]; len(ov) > 0 {
+			// Spelled two ways (set through the map): both kept, where
+			// once one of them was.
+			vs = append(ov[:len(ov):len(ov)], vs...)
+		}
+		out[ck] = vs
 	}
 	return out
 }

@@ -31,13 +31,16 @@ func (t *Transport) validRequest(req *http.Request) error {
 	// A host or port that does not parse (a space or a control character in
 	// it) is never dialed: net/http fails before writing anything, which reads
 	// as "retry", and Resume, which parses the journaled URL back, would keep
-	// it pending for good.
-	if _, err := url.Parse(req.URL.String()); err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // without the URL, which may hold a password
+	// it pending for good. A plain URL (plainURL) always parses back; only
+	// others pay for the round trip through the parser.
+	if !plainURL(req.URL) {
+		if _, err := url.Parse(req.URL.String()); err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err // without the URL, which may hold a password
+			}
+			return fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
 		}
-		return fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
 	}
 	if p := req.URL.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
@@ -72,6 +75,45 @@ func validFieldValue(v string) bool {
 	return true
 }
 
+// plainURL reports whether u is an absolute URL of the common shape that
+// url.Parse(u.String()) always takes back, so the round trip can be skipped:
+// no opaque part and no userinfo; a host of letters, digits, dots and
+// hyphens, with an optional port of digits; no control character in the raw
+// query, nor a "#" that would end it (String escapes the path and the
+// fragment, but not the query). A differential fuzz test (FuzzPlainURL)
+// holds it to that.
+func plainURL(u *url.URL) bool {
+	if u.Opaque != "" || u.User != nil || hasCTL(u.RawQuery) || strings.Contains(u.RawQuery, "#") {
+		return false
+	}
+	host, port, hasPort := strings.Cut(u.Host, ":")
+	if host == "" || hasPort && (port == "" || len(port) > 5) {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	for i := 0; i < len(port); i++ {
+		if c := port[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// hasCTL reports whether s holds an ASCII control character or DEL, which
+// url.Parse refuses anywhere in a URL.
+func hasCTL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
 // method is the request method; "" means GET, as in net/http.
 func method(req *http.Request) string { return cmp.Or(req.Method, http.MethodGet) }
 
@@ -103,6 +145,13 @@ func storedURL(u *url.URL, sensitive map[string]bool) (string, []string) {
 	var dropped []string
 	c.RawQuery, dropped = stripQuery(c.RawQuery, sensitive)
 	s := c.String()
+	if c.Opaque == "" && c.Host != "" && !strings.Contains(c.RawQuery, "#") {
+		// Parsed again, this URL gives back no userinfo, query or fragment
+		// that the lines above did not already drop: String escapes an "@",
+		// "/", "?" or "#" in the host and a "?" or "#" in the path, and only
+		// a "#" in the raw query would start a fragment.
+		return s, dropped
+	}
 	if p, err := url.Parse(s); err == nil {
 		q, more := stripQuery(p.RawQuery, sensitive)
 		if p.User != nil || more != nil || p.Fragment != "" {
