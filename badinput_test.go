@@ -127,6 +127,9 @@ func badCalls() []badCall {
 		{name: "control character in host", build: byHand(http.MethodPost, func(h string) *url.URL {
 			return &url.URL{Scheme: "http", Host: "127.0.0.1\n" + h[strings.LastIndex(h, ":"):], Path: "/payments"}
 		}), wantIs: ErrInvalidRequest, wantText: "invalid URL"},
+		{name: "# in the raw query", build: byHand(http.MethodPost, func(h string) *url.URL {
+			return &url.URL{Scheme: "http", Host: h, Path: "/payments", RawQuery: "a=1#token=2"}
+		}), wantIs: ErrInvalidRequest, wantText: `"#" in the raw query`},
 		{name: "port not a number", build: byHand(http.MethodPost, func(string) *url.URL {
 			return &url.URL{Scheme: "http", Host: "127.0.0.1:https", Path: "/payments"}
 		}), wantIs: ErrInvalidRequest, wantText: "invalid port"},

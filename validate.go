@@ -42,6 +42,13 @@ func (t *Transport) validRequest(req *http.Request) error {
 			return fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
 		}
 	}
+	// net/http would send a "#" in the raw query as it stands, which no
+	// request-target may hold (RFC 9112 section 3.2); journaled, the URL
+	// would be parsed back without what follows it, so Resume would send
+	// another URL.
+	if strings.Contains(req.URL.RawQuery, "#") {
+		return fmt.Errorf("%w: invalid URL: \"#\" in the raw query", ErrInvalidRequest)
+	}
 	if p := req.URL.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return fmt.Errorf("%w: invalid port %q", ErrInvalidRequest, p)
