@@ -39,8 +39,9 @@ var (
 
 	// ErrInvalidRequest is returned, before anything is written or sent, for a
 	// request idem can never send: nil URL, empty host, a host or port that
-	// does not parse (a space or control character in it), a scheme other
-	// than http or https, or a body shorter than its ContentLength with no
+	// does not parse (a space or control character in it), a "#" in the raw
+	// query (which no request-target may hold, RFC 9112 section 3.2), a
+	// scheme other than http or https, or a body shorter than its ContentLength with no
 	// GetBody to read it again; or for invalid per-call options
 	// (WithMaxAttempts below 1, WithAttemptTimeout not positive,
 	// WithoutJournal with WithOperationID). (URL userinfo is sent but never
