@@ -115,7 +115,7 @@ func (r *report) ratios() {
 func (r *report) writeAheads() {
 	idemPost, plainPost := rowIndex(r.rows, "idem POST"), rowIndex(r.rows, "net/http POST")
 	r.printf("\nwrite-ahead under load (idem POST: Observer.WriteAhead, and the journal's commits over the window)\n")
-	r.printf("%-6s %14s %14s %18s %12s %14s %16s\n", "", "write-ahead p50", "p99", "one commit every", "ops/commit", "idem POST p50", "net/http POST p50")
+	r.printf("%-6s %16s %10s %17s %11s %14s %18s\n", "", "write-ahead p50", "p99", "one commit every", "ops/commit", "idem POST p50", "net/http POST p50")
 	for _, lvl := range r.levels {
 		ss := lvl.byClient[idemPost]
 		every := over(ss, func(s *sample) float64 {
@@ -130,15 +130,16 @@ func (r *report) writeAheads() {
 			}
 			return float64(s.writeAheads) / float64(s.commits)
 		})
-		r.printf("%-6s %14s %14s %18s %12.1f %14s %16s\n", fmt.Sprintf("c=%d", lvl.conc),
+		r.printf("%-6s %16s %10s %17s %11.1f %14s %18s\n", fmt.Sprintf("c=%d", lvl.conc),
 			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) }))),
 			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.99)) }))),
 			fmtDur(asDuration(every)), perCommit,
 			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(lvl.byClient[plainPost], p50))))
 	}
-	r.printf("       A write-ahead that arrives during a commit waits for it to end, then for the next, which\n")
-	r.printf("       carries everything queued meanwhile: about 1.5 commit intervals. With c calls in flight,\n")
-	r.printf("       req/s is at most c ÷ (write-ahead time + the rest of the call), however fast the CPU.\n")
+	r.printf("       A write-ahead that arrives during a commit waits for the rest of it, then for all of the\n")
+	r.printf("       next, which carries everything queued meanwhile: 1.5 commit intervals on average were all\n")
+	r.printf("       commits alike (the p50 above is what it took). With c calls in flight, req/s is at most\n")
+	r.printf("       c ÷ (write-ahead time + the rest of the call), however fast the CPU.\n")
 }
 
 func (r *report) latency(fsync, commit, between spread) {
@@ -155,7 +156,7 @@ func (r *report) latency(fsync, commit, between spread) {
 		wa := over(lvl.byClient[idemPost], func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) })
 		r.printf("                       of which idem's write-ahead commit (fsyncs included), as Observer.WriteAhead\n")
 		r.printf("                       reports it in the same windows: p50 %s\n", fmtDur(asDuration(wa)))
-		r.printf("                       floor: %.2f journal commits per POST (deferred flushes included) × the bbolt commit p50 below = %s\n",
+		r.printf("                       floor: %.3f journal commits per POST (deferred flushes included) × the bbolt commit p50 below = %s\n",
 			commits, fmtDur(asDuration(commits*float64(commit.p50))))
 		if len(lvl.floor) == len(lvl.byClient[idemPost]) {
 			bare, alone := make([]float64, len(lvl.floor)), make([]float64, len(lvl.floor))
