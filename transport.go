@@ -330,8 +330,8 @@ func (t *Transport) storedHeader(h http.Header) http.Header {
 			vs = values[len(values)-len(v) : len(values) : len(values)]
 		}
 		if ov := out[ck]; len(ov) > 0 {
-			// Spelled two ways (set through the map): both kept, where
-			// once one of them was.
+			// Spelled two ways (set through the map): the values of
+			// both are kept, under the canonical name.
 			vs = append(ov[:len(ov):len(ov)], vs...)
 		}
 		out[ck] = vs
