@@ -101,6 +101,17 @@ func BenchmarkBackoff(b *testing.B) {
 // Transport against a loopback server (write-ahead, attempt, settle), from
 // one caller and from 64.
 func BenchmarkRoundTripJournaled(b *testing.B) {
+	benchRoundTrip(b, http.MethodPost, strings.Repeat("x", 200))
+}
+
+// BenchmarkRoundTripUnjournaled measures a GET through the Transport, which
+// retries it but writes nothing: what idem costs every request that is not
+// journaled once it replaces http.DefaultClient.
+func BenchmarkRoundTripUnjournaled(b *testing.B) {
+	benchRoundTrip(b, http.MethodGet, "")
+}
+
+func benchRoundTrip(b *testing.B, method, body string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusCreated)
@@ -108,7 +119,6 @@ func BenchmarkRoundTripJournaled(b *testing.B) {
 	defer srv.Close()
 	base := srv.Client().Transport.(*http.Transport)
 	base.MaxIdleConnsPerHost = 64
-	body := strings.Repeat("x", 200)
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			j, _ := testJournal(b)
@@ -116,8 +126,12 @@ func BenchmarkRoundTripJournaled(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			post := func() bool {
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
+			send := func() bool {
+				var rd io.Reader
+				if body != "" {
+					rd = strings.NewReader(body)
+				}
+				req, _ := http.NewRequest(method, srv.URL+"/payments", rd)
 				resp, err := tr.RoundTrip(req)
 				if err != nil {
 					b.Error(err)
@@ -130,13 +144,13 @@ func BenchmarkRoundTripJournaled(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			if callers == 1 {
-				for i := 0; i < b.N && post(); i++ {
+				for i := 0; i < b.N && send(); i++ {
 				}
 				return
 			}
 			b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
 			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() && post() {
+				for pb.Next() && send() {
 				}
 			})
 		})
