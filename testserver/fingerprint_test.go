@@ -54,3 +54,28 @@ func TestFingerprintIsOnePayment(t *testing.T) {
 	require.Equal(t, first.Amount, own.Amount)
 	require.Equal(t, first.Reference, own.Reference)
 }
+
+// Noticed in an earlier review, not by the fuzzer: encoding/json decodes every lone UTF-16
+// surrogate escape to U+FFFD, so "\ud800" and "\udbff" shared a fingerprint and a reused
+// key replayed where it should have answered 422. Such a string names no Unicode characters
+// (RFC 8259 section 8.2): 400, nothing stored. Escaped pairs and escaped backslashes are
+// still taken.
+func TestFingerprintRefusesLoneSurrogates(t *testing.T) {
+	for _, lone := range []string{`\ud800`, `\udbff`, `\udc00`, `a\ud800b`, `\ud800\u0041`, `\ud83d`, `\ude00\ud83d`} {
+		_, err := canonicalJSON([]byte(`"` + lone + `"`))
+		require.Error(t, err, "%s", lone)
+	}
+	for _, ok := range []string{`\ud83d\ude00`, `\\ud800`, `\u00e9`, `\\\ud83d\ude00`, `\"\ud83d\udE00`} {
+		_, err := canonicalJSON([]byte(`"` + ok + `"`))
+		require.NoError(t, err, "%s", ok)
+	}
+
+	s := newTestServer(t, nil)
+	a := post(t, s, "k", `{"amount": 1, "currency": "eur", "reference": "r\ud800"}`)
+	require.Equal(t, http.StatusBadRequest, a.status, "%s", a.body)
+	require.Contains(t, string(a.body), "invalid_request")
+	a = post(t, s, "k", `{"amount": 1, "currency": "eur", "reference": "r\udbff"}`)
+	require.Equal(t, http.StatusBadRequest, a.status, "%s", a.body)
+	require.Empty(t, s.Ledger().Effects)
+	require.Equal(t, http.StatusCreated, post(t, s, "k", `{"amount": 1, "currency": "eur", "reference": "r\ud83d\ude00"}`).status)
+}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -65,12 +66,19 @@ func parsePayment(body []byte) (payment, [sha256.Size]byte, error) {
 
 // canonicalJSON re-encodes the single JSON value in body with object keys sorted (as
 // encoding/json does for maps) and numbers kept verbatim, so that key order and white space
-// do not change a fingerprint. A body that is not UTF-8 is refused (RFC 8259 section 8.1):
-// encoding/json would turn each invalid byte into U+FFFD, so different bodies would share a
-// fingerprint.
+// do not change a fingerprint. A body that is not UTF-8 is refused (RFC 8259 section 8.1),
+// and so is one with a lone UTF-16 surrogate escape (section 8.2): encoding/json would turn
+// each invalid byte, and each lone surrogate, into U+FFFD, so different bodies would share
+// a fingerprint.
 func canonicalJSON(body []byte) ([]byte, error) {
 	if !utf8.Valid(body) {
 		return nil, errors.New("testserver: payment body is not UTF-8")
+	}
+	if loneSurrogate(body) {
+		// RFC 8259 section 8.2: such a string names no Unicode characters.
+		// encoding/json decodes every one to U+FFFD, so "\ud800" and
+		// "\udbff" would share a fingerprint.
+		return nil, errors.New("testserver: payment body has a lone UTF-16 surrogate escape")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -82,6 +90,41 @@ func canonicalJSON(body []byte) ([]byte, error) {
 		return nil, errors.New("testserver: payment body has data after the JSON value")
 	}
 	return json.Marshal(v)
+}
+
+// loneSurrogate reports whether body holds a \u escape of a UTF-16 surrogate
+// that is not a high one followed at once by an escaped low one. Outside
+// strings a backslash is not JSON at all, so the body is scanned whole.
+func loneSurrogate(body []byte) bool {
+	escape := func(i int) (rune, bool) { // the \uXXXX at body[i:], if any
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := escape(i)
+		if !ok {
+			i++ // an escape of one character: \\, \", \n, ...
+			continue
+		}
+		switch {
+		case 0xdc00 <= r && r <= 0xdfff:
+			return true // a low one with no high one before it
+		case 0xd800 <= r && r <= 0xdbff:
+			low, ok := escape(i + 6)
+			if !ok || low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 6 // the pair
+		}
+		i += 5
+	}
+	return false
 }
 
 // paymentStore holds created payments by ID. It is safe for concurrent use.

@@ -15,6 +15,7 @@ import (
 
 func FuzzCanonicalJSON(f *testing.F) {
 	f.Add([]byte(`{"amount": 5, "currency": "eur", "reference": "r", "meta": {"b": 1, "a": 2}}`), uint8(0), uint16(0))
+	f.Add([]byte(`{"amount": 5, "currency": "eur", "reference": "r\ud800\ud83d\ude00\\udc00"}`), uint8(0), uint16(0))
 	f.Fuzz(func(t *testing.T, body []byte, style uint8, pick uint16) {
 		canon, err := canonicalJSON(body)
 		p, fp, perr := parsePayment(body)
