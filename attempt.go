@@ -300,6 +300,9 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 		return resp, nil
 	}
 	t.crash(crashResponse)
+	if t.redirected(ctx, o, resp) {
+		return resp, nil // a 307 or 308: pending at its Location (redirect.go)
+	}
 	before := o.rec.State
 	now := t.clock.Now()
 	o.rec.State, o.rec.Status, o.rec.Updated = Settled, resp.StatusCode, now

@@ -12,6 +12,8 @@ const (
 	crashRequestWritten = "request-written" // an attempt's request was written; its response not read
 	crashResponse       = "response"        // a final response arrived; the settle not written
 	crashResume         = "resume"          // Resume re-sent one operation; others may follow
+	crashRedirected     = "redirected"      // a 307/308 moved the record, durably; the response not returned
+	crashHop            = "hop"             // the hop after a 307/308 arrived; nothing sent for it yet
 )
 
 // crash calls the test hook, if any, at a crash point.

@@ -65,6 +65,14 @@ var (
 	// URL, body). Nothing is sent.
 	ErrKeyReuse = errors.New("idem: operation ID reused with a different request")
 
+	// ErrRedirectChanged is returned, inside a *PendingError while the
+	// operation is pending, when the hop an http.Client sends after a 307 or
+	// 308 is not the journaled request at the Location the server named: its
+	// method, URL, body or key was changed (a CheckRedirect rewrote it).
+	// Nothing is sent; the operation stays as the journal has it, and Resume
+	// sends the journaled request to the Location.
+	ErrRedirectChanged = errors.New("idem: redirect hop differs from the journaled operation")
+
 	// ErrAlreadySettled is matched (errors.Is) by an *AlreadySettledError: the
 	// operation settled, and either that was longer than KeyTTL ago (so it is
 	// not sent again), or a call re-sent it within KeyTTL and got no answer.

@@ -75,6 +75,10 @@ type Record struct {
 	// idempotency key: that is Key.) A record keeps its encryption key for
 	// life: a rotation seals only new records under the new key.
 	EncryptionKeyID string `json:"kid,omitempty"`
+	// Location is where a 307 or 308 answer sent the operation (RFC 9110
+	// sections 15.4.8, 15.4.9), journaled as URL is; "" until then. Attempts
+	// and Resume go there; URL stays the operation's identity (redirect.go).
+	Location string `json:"location,omitempty"`
 	// Sealed is set on a record that Journal.Records lists without being able
 	// to open its sealed part: its key ID is not in the journal's Keyring
 	// (or the journal has none, as when opened read-only), or its sealed bytes

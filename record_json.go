@@ -87,6 +87,10 @@ func (r *Record) appendJSON(b, box []byte) ([]byte, error) {
 		b = append(b, `,"kid":`...)
 		b = appendJSONString(b, r.EncryptionKeyID)
 	}
+	if r.Location != "" {
+		b = append(b, `,"location":`...)
+		b = appendJSONString(b, r.Location)
+	}
 	if len(box) > 0 {
 		b = append(b, `,"sealed":"`...)
 		b = base64.StdEncoding.AppendEncode(b, box)

@@ -34,7 +34,7 @@ func randomRecord(rng *rand.Rand) *Record {
 		Created: when(), Updated: when(), LastAttempt: when(), NextAttempt: when(),
 		State: State(rng.IntN(6)), Attempts: rng.IntN(100) - 5, Status: rng.IntN(700) - 50}
 	if rng.IntN(2) == 0 {
-		r.OperationID, r.Host, r.LastError, r.EncryptionKeyID = pick(), pick(), pick(), pick()
+		r.OperationID, r.Host, r.LastError, r.EncryptionKeyID, r.Location = pick(), pick(), pick(), pick(), pick()
 		r.CallerKey = true
 		r.Header = http.Header{pick(): {pick(), pick()}, pick(): nil, "X-Empty": {}}
 		r.Dropped, r.DroppedQuery = []string{pick()}, []string{pick(), pick()}

@@ -82,6 +82,9 @@ func parseStored(meta []byte) (s storedRecord, ok bool) {
 	if p.field(`,"kid":`) {
 		r.EncryptionKeyID = p.str()
 	}
+	if p.field(`,"location":`) {
+		r.Location = p.str()
+	}
 	var box []byte
 	if p.field(`,"sealed":`) {
 		box = p.base64()

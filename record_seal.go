@@ -32,6 +32,8 @@ type sealedPart struct {
 	// BodySegment is Record.bodySegment: a staged body is sealed in parts
 	// of this many bytes, each on its own (sealSegment).
 	BodySegment int `json:"body_segment,omitempty"`
+	// LocationRest is Record.Location from its '?' on.
+	LocationRest string `json:"location_rest,omitempty"`
 }
 
 // errStored marks stored bytes that no version of idem writes.
@@ -53,8 +55,9 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 		return r.appendJSON(make([]byte, 0, 512), nil)
 	}
 	plain, rest := splitURL(r.URL)
+	locPlain, locRest := splitURL(r.Location)
 	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256,
-		BodySegment: r.bodySegment})
+		BodySegment: r.bodySegment, LocationRest: locRest})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +66,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 		return nil, err
 	}
 	c := *r
-	c.URL, c.Header, c.BodySHA256 = plain, nil, ""
+	c.URL, c.Header, c.BodySHA256, c.Location = plain, nil, "", locPlain
 	return c.appendJSON(make([]byte, 0, 512+len(box)*4/3), box)
 }
 
@@ -112,7 +115,7 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 	}
 	// Fields that a sealed record keeps in its box must be empty outside it:
 	// anything there was not written by idem, and is not authenticated.
-	if len(s.Box) == 0 || len(rec.Header) > 0 || rec.BodySHA256 != "" || strings.ContainsAny(rec.URL, "?#") {
+	if len(s.Box) == 0 || len(rec.Header) > 0 || rec.BodySHA256 != "" || strings.ContainsAny(rec.URL+rec.Location, "?#") {
 		return nil, nil, fmt.Errorf("%w: sealed record with its request in plaintext, or without its sealed part", errStored)
 	}
 	rec.Header = nil
@@ -165,10 +168,14 @@ func (k *keyring) openMeta(rec *Record, box []byte) error {
 	if p.URLRest != "" && p.URLRest[0] != '?' && p.URLRest[0] != '#' {
 		return fmt.Errorf("%w: sealed part under key %q: URL rest %q", ErrDecrypt, rec.EncryptionKeyID, p.URLRest)
 	}
+	if p.LocationRest != "" && (rec.Location == "" || p.LocationRest[0] != '?') {
+		return fmt.Errorf("%w: sealed part under key %q: Location rest %q", ErrDecrypt, rec.EncryptionKeyID, p.LocationRest)
+	}
 	if p.BodySegment < 0 || p.BodySegment > 1<<30 { // idem writes stageStep
 		return fmt.Errorf("%w: sealed part under key %q: body segment %d", ErrDecrypt, rec.EncryptionKeyID, p.BodySegment)
 	}
 	rec.URL += p.URLRest
+	rec.Location += p.LocationRest
 	rec.Header, rec.BodySHA256, rec.bodySegment = p.Header, p.BodySHA256, p.BodySegment
 	return nil
 }

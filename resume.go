@@ -213,7 +213,7 @@ launch:
 // recordHost is the host (host:port) of a journaled operation's URL, which
 // names its retry budget.
 func recordHost(rec *Record) string {
-	u, err := url.Parse(rec.URL)
+	u, err := url.Parse(rec.target())
 	if err != nil {
 		return ""
 	}
@@ -275,22 +275,32 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		return nil, fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s",
 			ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC())
 	}
-	req, err = http.NewRequestWithContext(ctx, rec.Method, rec.URL, bytes.NewReader(rec.Body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: journaled URL: %w", ErrInvalidRequest, err)
+	// A 307 or 308 moves the operation (redirect.go): it is sent again
+	// there, as an http.Client would follow it, rebuilt for its new target.
+	for hops := 0; ; hops++ {
+		req, err = http.NewRequestWithContext(ctx, rec.Method, rec.target(), bytes.NewReader(rec.Body))
+		if err != nil {
+			return nil, fmt.Errorf("%w: journaled URL: %w", ErrInvalidRequest, err)
+		}
+		req.Header = rec.Header.Clone()
+		if req.Header == nil {
+			req.Header = make(http.Header)
+		}
+		req.Host = rec.targetHost()
+		if err := t.prepareResume(req, rec); err != nil {
+			t.cfg.observer.Result(ctx, ResultEvent{State: Pending, Status: rec.Status, Attempts: rec.Attempts,
+				Resumed: true, NotSent: true})
+			return nil, err
+		}
+		resp, err = t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
+			maybeSent: true, limits: lim, resumed: true, retryToken: isRetry && hops == 0})
+		if err != nil || !t.resumedMove(resp) {
+			return resp, err
+		}
+		if err := t.followResumed(ctx, req, rec, resp, hops+1); err != nil {
+			return nil, err
+		}
 	}
-	req.Header = rec.Header.Clone()
-	if req.Header == nil {
-		req.Header = make(http.Header)
-	}
-	req.Host = rec.Host
-	if err := t.prepareResume(req, rec); err != nil {
-		t.cfg.observer.Result(ctx, ResultEvent{State: Pending, Status: rec.Status, Attempts: rec.Attempts,
-			Resumed: true, NotSent: true})
-		return nil, err
-	}
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
-		maybeSent: true, limits: lim, resumed: true, retryToken: isRetry})
 }
 
 // prepareResume lets PrepareResume restore what the journal does not keep,

@@ -115,6 +115,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+	if m := t.hopOf(req); m != nil { // net/http follows a redirect idem returned (redirect.go)
+		if m.follows {
+			return t.continueHop(req, m, lim)
+		}
+		req = m.unbound(req, t.cfg.KeyHeader)
+	}
 	body, err := t.readBody(req)
 	if err != nil {
 		return nil, err

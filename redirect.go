@@ -1,0 +1,299 @@
+// This file holds what idem does when a journaled operation is answered with
+// a redirect (RFC 9110 section 15.4) and an http.Client follows it. The
+// settle step of the attempt loop (attempt.go) hands a 3xx to redirected,
+// which moves the record and marks the response; RoundTrip (transport.go)
+// recognises the next hop net/http sends (its Request.Response is that very
+// response) and runs it as part of the same operation, or as a request of
+// its own; Resume (resume.go) follows a 307 or 308 itself.
+//
+// The mark rides on the response's Request, in its context, not on its Body:
+// an http.Client with a Timeout, and most instrumenting RoundTrippers, wrap
+// the Body of the response before net/http follows it.
+
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// maxRedirects is how many redirects Resume follows for one operation in one
+// pass: net/http's default for an http.Client.
+const maxRedirects = 10
+
+// errTooManyRedirects is the cause of the *PendingError Resume reports for
+// an operation still redirected after maxRedirects hops.
+var errTooManyRedirects = errors.New("idem: too many redirects")
+
+// hopMark is carried by a 3xx response that idem returned for a journaled
+// operation, for the hop net/http builds from it.
+type hopMark struct {
+	t    *Transport // only this Transport may take the hop as its operation's
+	id   uint64     // the operation's record
+	lock string     // and its lock name (lockName)
+	key  string
+	// location is the Location the hop must go to, resolved and journaled
+	// as a URL is (storedURL).
+	location string
+	// follows is set for a 307 or 308: the hop continues the operation.
+	// Otherwise (301, 302, 303) the operation settled and the hop is a
+	// request of its own.
+	follows bool
+}
+
+type hopCtxKey struct{}
+
+// markOf returns the mark that t put on resp, or nil.
+func (t *Transport) markOf(resp *http.Response) *hopMark {
+	if resp == nil || resp.Request == nil {
+		return nil
+	}
+	m, _ := resp.Request.Context().Value(hopCtxKey{}).(*hopMark)
+	if m == nil || m.t != t {
+		return nil
+	}
+	return m
+}
+
+// hopOf returns the mark of the redirect that req follows, if req is a hop
+// net/http's Client built from a response t marked.
+func (t *Transport) hopOf(req *http.Request) *hopMark {
+	if req.Response == nil {
+		return nil
+	}
+	return t.markOf(req.Response)
+}
+
+// redirectLocation resolves resp's Location against the URL of the request
+// that got it, as net/http's Client does; nil when there is none to follow
+// (no Location, one that does not parse, or one that is not http or https).
+func redirectLocation(sent *url.URL, resp *http.Response) *url.URL {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return nil
+	}
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return nil
+	}
+	u, err := sent.Parse(loc)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil
+	}
+	return u
+}
+
+// redirected handles a redirect answered to a journaled operation, before it
+// settles, and reports whether the operation moved rather than settled.
+//
+// A 307 or 308 (the hop keeps method and body) does not settle it: a pending
+// record moves to the Location, durably, before the response is returned,
+// so that a crash from here on leaves it pending where the server sent it.
+// A 301, 302 or 303 (the hop is a GET without body) settles it as any final
+// answer does. Either way the response is marked for its hop.
+func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) (moved bool) {
+	u := redirectLocation(o.req.URL, resp)
+	if u == nil {
+		return false
+	}
+	loc, droppedQuery := storedURL(u, t.cfg.sensitiveQuery)
+	m := &hopMark{t: t, id: o.rec.ID, lock: lockName(o.rec), key: o.rec.Key, location: loc,
+		follows: resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect}
+	sent := resp.Request
+	if sent == nil {
+		sent = o.req
+	}
+	resp.Request = sent.WithContext(context.WithValue(sent.Context(), hopCtxKey{}, m))
+	if !m.follows {
+		return false
+	}
+	if o.rec.State == Pending {
+		// (A settled operation sent again is answered by the server's
+		// replay; its record stays as it is.)
+		t.move(ctx, o, u, loc, droppedQuery, resp.StatusCode)
+	}
+	return true
+}
+
+// move points a pending record at a redirect's Location and commits it.
+func (t *Transport) move(ctx context.Context, o *op, u *url.URL, loc string, droppedQuery []string, status int) {
+	rec := o.rec
+	if orig, err := url.Parse(rec.URL); err != nil || !sameDomain(orig, u) {
+		// net/http does not send these to another domain (see
+		// http.Client's redirects), so Resume does not ask for them there.
+		rec.Dropped = slices.DeleteFunc(slices.Clone(rec.Dropped), crossDomainDropped)
+	}
+	rec.Location, rec.DroppedQuery = loc, droppedQuery
+	rec.Status, rec.NextAttempt, rec.LastError = status, time.Time{}, ""
+	err := t.journal.save(rec)
+	if err == nil {
+		err = t.journal.flush()
+	}
+	if err != nil {
+		// The record still names the URL that answered the redirect; sent
+		// there again, the same key meets the same redirect.
+		t.log(ctx, slog.LevelWarn, "idem: redirect not recorded", o, "status", status, "err", t.safeErr(o, err))
+	}
+	t.crash(crashRedirected)
+}
+
+// crossDomainDropped reports whether net/http's Client leaves header name
+// out of a redirect to another domain.
+func crossDomainDropped(name string) bool {
+	switch name {
+	case "Authorization", "Www-Authenticate", "Cookie", "Cookie2", "Proxy-Authorization", "Proxy-Authenticate":
+		return true
+	}
+	return false
+}
+
+// sameDomain reports whether net/http's Client keeps credentials on a
+// redirect from initial to dest: dest's host is initial's, or a subdomain of
+// it. A host that is not plain ASCII counts as another domain.
+func sameDomain(initial, dest *url.URL) bool {
+	ih, dh := strings.ToLower(initial.Hostname()), strings.ToLower(dest.Hostname())
+	for _, c := range ih + dh {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	if ih == dh {
+		return true
+	}
+	return !strings.ContainsAny(dh, ":%") && strings.HasSuffix(dh, "."+ih)
+}
+
+// unbound turns the hop that follows a 301, 302 or 303 into a request of its
+// own. WithOperationID and WithKey in its context belong to the first request
+// of the chain, whose operation settled with the 3xx; the operation's key,
+// copied by net/http from the caller's header, is left out too. Its method
+// alone then says whether it is journaled (a GET is not).
+func (m *hopMark) unbound(req *http.Request, keyHeader string) *http.Request {
+	ctx := context.WithValue(context.WithValue(req.Context(), opIDCtx, nil), keyCtx, nil)
+	r := req.WithContext(ctx)
+	if vs := headerValues(r.Header, keyHeader); len(vs) == 1 && vs[0] == m.key {
+		r.Header = r.Header.Clone()
+		for k := range r.Header {
+			if strings.EqualFold(k, keyHeader) {
+				delete(r.Header, k)
+			}
+		}
+	}
+	return r
+}
+
+// continueHop runs the hop that follows a 307 or 308 as its operation: the
+// same record, key and bytes. A hop whose method, URL, body or key is not
+// the one the server and the journal name (a CheckRedirect rewrote it) is
+// not sent.
+func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*http.Response, error) {
+	ctx := req.Context()
+	b, err := t.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	b.close()
+	if err := t.locks.lock(ctx, m.lock); err != nil {
+		return nil, err
+	}
+	defer t.locks.unlock(m.lock)
+	rec, err := t.journal.get(m.id)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("idem: redirect of operation (key %s) to %s: its record is no longer in the journal; nothing sent",
+			m.key, m.location)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing sent
+	}
+	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
+	keys := headerValues(req.Header, t.cfg.KeyHeader)
+	if b.tooLarge || method(req) != rec.Method || u != m.location || bodySum(b.buf) != rec.BodySHA256 ||
+		len(keys) > 1 || len(keys) == 1 && keys[0] != rec.Key {
+		err := fmt.Errorf("%w: operation %q (key %s) was redirected to %s %s; the hop is %s %s",
+			ErrRedirectChanged, rec.OperationID, rec.Key, rec.Method, m.location, method(req), u)
+		if rec.State == Pending {
+			return nil, &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+				LastStatus: rec.Status, Err: err, NextAttempt: rec.NextAttempt}
+		}
+		return nil, err
+	}
+	// The fingerprint is the record's own: only the state can refuse it.
+	if err := t.reuse(rec, rec.fingerprint(), rec.Key, false); err != nil {
+		return nil, err
+	}
+	if rec.State == Failed {
+		rec.Body = b.buf
+		if err := t.journal.repend(rec); err != nil {
+			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
+		}
+		t.stateChanged(Failed, Pending)
+	}
+	t.crash(crashHop)
+	// Sent where the server pointed, it may act there: never "failed" from
+	// here on, only pending, as a resumed operation.
+	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: b.buf, maybeSent: true, limits: lim})
+}
+
+// target is the URL an operation is sent to: the Location of the last 307
+// or 308, or its URL.
+func (r *Record) target() string {
+	if r.Location != "" {
+		return r.Location
+	}
+	return r.URL
+}
+
+// targetHost is the Host override an operation is sent with. net/http's
+// Client keeps one through a redirect to a relative Location only; the
+// record keeps it while the Location names the same host.
+func (r *Record) targetHost() string {
+	if r.Host == "" || r.Location == "" {
+		return r.Host
+	}
+	u, err1 := url.Parse(r.URL)
+	l, err2 := url.Parse(r.Location)
+	if err1 != nil || err2 != nil || u.Host != l.Host {
+		return ""
+	}
+	return r.Host
+}
+
+// followResumed is called when a resumed attempt was answered with a 307 or
+// 308 that moved rec (redirected): it closes the response and, after
+// maxRedirects hops in this pass, leaves the operation pending for a later
+// one. A nil error means: send it again, to its new target.
+func (t *Transport) followResumed(ctx context.Context, req *http.Request, rec *Record, resp *http.Response, hops int) error {
+	discard(resp)
+	if hops < maxRedirects {
+		return nil
+	}
+	next := t.clock.Now().Add(t.cfg.MaxInterval)
+	rec.NextAttempt = next
+	if err := t.journal.save(rec); err != nil {
+		o := &op{req: req, rec: rec, key: rec.Key}
+		t.log(ctx, slog.LevelWarn, "idem: pending state not recorded", o, "err", t.safeErr(o, err))
+	}
+	t.resumers.notePending(next)
+	return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+		LastStatus: resp.StatusCode, NextAttempt: next,
+		Err: fmt.Errorf("%w: stopped after %d redirects, at %s", errTooManyRedirects, maxRedirects, rec.Location)}
+}
+
+// resumedMove reports whether a resumed attempt's response is a 307 or 308
+// that moved its operation (redirected): Resume sends it again there.
+func (t *Transport) resumedMove(resp *http.Response) bool {
+	m := t.markOf(resp)
+	return m != nil && m.follows
+}

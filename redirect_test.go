@@ -1,0 +1,601 @@
+// Tests of redirects after a journaled call (redirect.go): a payments API
+// (testserver) behind a loopback front that redirects its endpoints, reached
+// through an *http.Client whose Transport is idem's, over HTTP/1.1 and over
+// HTTP/2 with TLS.
+
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/testserver"
+	"github.com/stretchr/testify/require"
+)
+
+// frontHit is one request the front received.
+type frontHit struct {
+	Method, Path, Host string
+	Keys               []string // the idempotency key header's values
+	Auth               string   // the Authorization header
+	Body               string
+}
+
+// redirectFront is a loopback server in front of a testserver's API that
+// redirects the way API gateways and frameworks do:
+//
+//	POST /307/payments   307, Location: /payments (method and body kept)
+//	POST /308/payments   308, Location: /payments
+//	POST /301/payments   301, Location: /payments (nothing done here)
+//	POST /302/payments   302, Location: /payments
+//	POST /303/payments   POST /payments is run, then 303, Location:
+//	                     /payments/{id} (POST/Redirect/GET: the effect exists)
+//	*    /loop/N         307 to /loop/N+1, for ever
+//	POST /far/payments   307 to the same API under the host name "localhost"
+//
+// Everything else goes to the API. It records every request it receives.
+type redirectFront struct {
+	*httptest.Server
+	pay *testserver.Server
+
+	mu   sync.Mutex
+	hits []frontHit
+}
+
+// startFront starts a front over a fresh testserver; with h2 it speaks
+// HTTP/2 over TLS (the client it returns trusts its certificate).
+func startFront(tb testing.TB, h2 bool) *redirectFront {
+	tb.Helper()
+	f := &redirectFront{pay: startPayments(tb, nil)}
+	api := f.pay.Handler()
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.hits = append(f.hits, frontHit{Method: r.Method, Path: r.URL.Path, Host: r.Host,
+			Keys: r.Header.Values(DefaultKeyHeader), Auth: r.Header.Get("Authorization"), Body: string(body)})
+		f.mu.Unlock()
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		var n int
+		switch {
+		case r.URL.Path == "/far/payments":
+			w.Header().Set("Location", strings.Replace(f.URL, "127.0.0.1", "localhost", 1)+"/payments")
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		case strings.HasPrefix(r.URL.Path, "/loop/"):
+			fmt.Sscanf(r.URL.Path, "/loop/%d", &n)
+			w.Header().Set("Location", fmt.Sprintf("/loop/%d", n+1))
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		case r.URL.Path == "/303/payments":
+			r.URL.Path = "/payments"
+			rec := httptest.NewRecorder()
+			api.ServeHTTP(rec, r)
+			if rec.Code != http.StatusCreated {
+				w.WriteHeader(rec.Code)
+				w.Write(rec.Body.Bytes())
+				return
+			}
+			w.Header().Set("Location", rec.Header().Get("Location"))
+			w.WriteHeader(http.StatusSeeOther)
+		case strings.HasSuffix(r.URL.Path, "/payments") && len(r.URL.Path) == len("/307/payments"):
+			fmt.Sscanf(r.URL.Path, "/%d/", &n)
+			w.Header().Set("Location", "/payments")
+			w.WriteHeader(n)
+		default:
+			api.ServeHTTP(w, r)
+		}
+	}))
+	if h2 {
+		f.EnableHTTP2 = true
+		f.StartTLS()
+	} else {
+		f.Start()
+	}
+	tb.Cleanup(f.Close)
+	return f
+}
+
+// base is the RoundTripper idem sends through: the front's own client
+// transport, which trusts its certificate and speaks HTTP/2 to it.
+func (f *redirectFront) base() http.RoundTripper { return f.Client().Transport }
+
+func (f *redirectFront) seen() []frontHit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]frontHit(nil), f.hits...)
+}
+
+// protos are the two wires every redirect test runs over.
+var protos = []struct {
+	name string
+	h2   bool
+}{{"http1", false}, {"h2", true}}
+
+// payment builds POST {url} for reference ref, its context carrying
+// WithOperationID when keying is "op", its header a key when "header".
+func payment(tb testing.TB, url, ref, keying string) *http.Request {
+	tb.Helper()
+	ctx := context.Background()
+	if keying == "op" {
+		ctx = WithOperationID(ctx, "charge/"+ref)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(paymentBody(ref, 100)))
+	require.NoError(tb, err)
+	req.Header.Set("Content-Type", "application/json")
+	if keying == "header" {
+		req.Header.Set(DefaultKeyHeader, "caller-key-"+ref)
+	}
+	return req
+}
+
+// TestRedirectChainIsOneOperation: a journaled POST answered 307, 308 or 303
+// and followed by an http.Client is one operation: one record, one key on
+// every POST, one effect, and the chain's final response. Before redirect.go,
+// the hop collided with the operation's own record (ErrKeyReuse, after the
+// 303's payment was made), or, with a minted key, became a second operation.
+func TestRedirectChainIsOneOperation(t *testing.T) {
+	for _, p := range protos {
+		for _, status := range []int{307, 308, 303} {
+			for _, keying := range []string{"minted", "op", "header"} {
+				t.Run(fmt.Sprintf("%s/%d/%s", p.name, status, keying), func(t *testing.T) {
+					f := startFront(t, p.h2)
+					j, _ := testJournal(t)
+					tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+					c := &http.Client{Transport: tr}
+					ref := fmt.Sprintf("r-%d-%s", status, keying)
+					resp, err := c.Do(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), ref, keying))
+					require.NoError(t, err)
+					got := drain(t, resp)
+					want := map[int]int{307: 201, 308: 201, 303: 200}[status]
+					require.Equal(t, want, resp.StatusCode, "%s", got)
+					if p.h2 {
+						require.Equal(t, 2, resp.ProtoMajor)
+					}
+					var pmt struct{ Reference string }
+					require.NoError(t, json.Unmarshal(got, &pmt))
+					require.Equal(t, ref, pmt.Reference)
+
+					require.Equal(t, 1, f.pay.Ledger().Effects[ref])
+					rec := onlyRecord(t, tr)
+					require.Equal(t, Settled, rec.State)
+					require.Equal(t, map[int]int{307: 201, 308: 201, 303: 303}[status], rec.Status)
+					for _, h := range f.seen() {
+						if h.Method == http.MethodPost {
+							require.Equal(t, []string{rec.Key}, h.Keys, "POST %s", h.Path)
+						} else {
+							require.Empty(t, h.Keys, "the GET after a 303 is a new request: %s %s", h.Method, h.Path)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRedirectStatusTable: what each redirect status does to a journaled
+// POST followed by an http.Client (the table in doc.go): never ErrKeyReuse,
+// and the record keeps what the server said. A 301 or 302 to a POST is
+// followed by net/http as a GET: the payment was not made, and the record
+// says so with its status.
+func TestRedirectStatusTable(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		final    int    // the status the caller gets
+		hop      string // the method of the hop
+		settled  int    // the record's status
+		location bool   // the record moved to the Location
+		effects  int
+	}{
+		// The GET lands on the API's list, which wants a reference: 400.
+		{301, 400, http.MethodGet, 301, false, 0},
+		{302, 400, http.MethodGet, 302, false, 0},
+		{303, 200, http.MethodGet, 303, false, 1},
+		{307, 201, http.MethodPost, 201, true, 1},
+		{308, 201, http.MethodPost, 201, true, 1},
+	} {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			f := startFront(t, false)
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			c := &http.Client{Transport: tr}
+			resp, err := c.Do(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, tc.status), "r", "op"))
+			require.NoError(t, err)
+			drain(t, resp)
+			require.Equal(t, tc.final, resp.StatusCode)
+			hits := f.seen()
+			require.Len(t, hits, 2)
+			require.Equal(t, tc.hop, hits[1].Method)
+			rec := onlyRecord(t, tr)
+			require.Equal(t, Settled, rec.State)
+			require.Equal(t, tc.settled, rec.Status)
+			require.Equal(t, f.URL+fmt.Sprintf("/%d/payments", tc.status), rec.URL, "URL stays the operation's identity")
+			if tc.location {
+				require.Equal(t, f.URL+"/payments", rec.Location)
+			} else {
+				require.Empty(t, rec.Location)
+			}
+			require.Equal(t, tc.effects, f.pay.Ledger().Effects["r"])
+		})
+	}
+}
+
+// TestErrKeyReuseMeansNothingSent: a call that returns ErrKeyReuse sent
+// nothing. Before redirect.go a redirect chain broke that: the first POST
+// reached the server (after a 303 the payment existed), then the hop
+// returned ErrKeyReuse. Now a chain never returns it, and a reused operation
+// ID with another body still does, with nothing sent.
+func TestErrKeyReuseMeansNothingSent(t *testing.T) {
+	for _, status := range []int{301, 302, 303, 307, 308} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			f := startFront(t, false)
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			c := &http.Client{Transport: tr}
+			resp, err := c.Do(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), "r", "op"))
+			if errors.Is(err, ErrKeyReuse) {
+				require.Empty(t, f.seen(), "ErrKeyReuse, yet the server received %v", f.seen())
+			}
+			require.NoError(t, err)
+			drain(t, resp)
+
+			// The same operation ID for another payment: refused, unsent.
+			before := len(f.seen())
+			req := payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), "r", "op")
+			req.Body = io.NopCloser(strings.NewReader(paymentBody("r", 999)))
+			req.ContentLength, req.GetBody = -1, nil
+			_, err = c.Do(req)
+			require.ErrorIs(t, err, ErrKeyReuse)
+			require.Len(t, f.seen(), before, "ErrKeyReuse, yet something was sent")
+		})
+	}
+}
+
+// TestRedirectNotFollowed: when the Client does not follow a 307 (its
+// CheckRedirect says ErrUseLastResponse, or the body has no GetBody), the
+// caller gets the 307 and the operation stays pending at the Location;
+// Resume sends it there with the same key and bytes. Before redirect.go it
+// settled with 307 and the payment was never made.
+func TestRedirectNotFollowed(t *testing.T) {
+	for _, how := range []string{"check-redirect", "no-getbody"} {
+		t.Run(how, func(t *testing.T) {
+			f := startFront(t, false)
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			c := &http.Client{Transport: tr}
+			req := payment(t, f.URL+"/307/payments", "r", "op")
+			if how == "check-redirect" {
+				c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			} else {
+				req.Body, req.GetBody = io.NopCloser(strings.NewReader(paymentBody("r", 100))), nil
+			}
+			resp, err := c.Do(req)
+			require.NoError(t, err)
+			drain(t, resp)
+			require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
+			rec := onlyRecord(t, tr)
+			require.Equal(t, Pending, rec.State)
+			require.Equal(t, f.URL+"/payments", rec.Location)
+			require.Equal(t, 0, f.pay.Ledger().Effects["r"])
+
+			var outs []Outcome
+			require.NoError(t, tr.Resume(context.Background(), func(o Outcome) {
+				if o.Response != nil {
+					drain(t, o.Response)
+				}
+				outs = append(outs, o)
+			}))
+			require.Len(t, outs, 1)
+			require.NoError(t, outs[0].Err)
+			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
+			hits := f.seen()
+			require.Len(t, hits, 2)
+			require.Equal(t, "/payments", hits[1].Path)
+			require.Equal(t, []string{rec.Key}, hits[1].Keys)
+			require.Equal(t, hits[0].Body, hits[1].Body)
+			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+			require.Equal(t, Settled, onlyRecord(t, tr).State)
+		})
+	}
+}
+
+// offline is a base on which every dial fails: nothing reaches the server.
+type offline struct{}
+
+func (offline) RoundTrip(r *http.Request) (*http.Response, error) { return dialFailure{}.RoundTrip(r) }
+
+// TestResumeFollowsRedirect: Resume follows a 307 or 308 itself, with the
+// same key and bytes; before redirect.go it settled the operation with the
+// redirect and the payment was never made.
+func TestResumeFollowsRedirect(t *testing.T) {
+	for _, status := range []int{307, 308} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			f := startFront(t, true)
+			j, _ := testJournal(t)
+			down, _ := transportOn(t, j, Options{MaxAttempts: 1}, offline{}, time.Time{})
+			_, err := down.RoundTrip(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), "r", "op"))
+			pendingErr(t, err)
+
+			tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
+			clk.Advance(time.Minute)
+			var outs []Outcome
+			require.NoError(t, tr.Resume(context.Background(), func(o Outcome) {
+				if o.Response != nil {
+					drain(t, o.Response)
+				}
+				outs = append(outs, o)
+			}))
+			require.Len(t, outs, 1)
+			require.NoError(t, outs[0].Err)
+			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
+			rec := onlyRecord(t, tr)
+			require.Equal(t, Settled, rec.State)
+			require.Equal(t, f.URL+"/payments", rec.Location)
+			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+			for _, h := range f.seen() {
+				require.Equal(t, []string{rec.Key}, h.Keys)
+			}
+		})
+	}
+}
+
+// TestRedirectLimit: a Location that redirects for ever. The Client stops
+// after 10 requests with its own error; the operation is pending at the
+// last Location (every POST carried its key). Resume follows 10 more, then
+// leaves it pending (MaxInterval later) with errTooManyRedirects.
+func TestRedirectLimit(t *testing.T) {
+	f := startFront(t, false)
+	j, _ := testJournal(t)
+	tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
+	c := &http.Client{Transport: tr}
+	_, err := c.Do(payment(t, f.URL+"/loop/0", "r", "op"))
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrKeyReuse)
+	require.Len(t, f.seen(), 10)
+	rec := onlyRecord(t, tr)
+	require.Equal(t, Pending, rec.State)
+	require.Equal(t, f.URL+"/loop/10", rec.Location)
+	for _, h := range f.seen() {
+		require.Equal(t, []string{rec.Key}, h.Keys)
+	}
+
+	var outs []Outcome
+	require.NoError(t, tr.Resume(context.Background(), func(o Outcome) { outs = append(outs, o) }))
+	require.Len(t, outs, 1)
+	perr := pendingErr(t, outs[0].Err)
+	require.ErrorIs(t, perr, errTooManyRedirects)
+	require.Equal(t, clk.Now().Add(DefaultMaxInterval), perr.NextAttempt)
+	require.Len(t, f.seen(), 20)
+	rec = onlyRecord(t, tr)
+	require.Equal(t, Pending, rec.State)
+	require.Equal(t, f.URL+"/loop/20", rec.Location)
+}
+
+// TestRedirectHopRewritten: a CheckRedirect that changes the hop after a 307
+// (another body, or another method) does not get it sent under the
+// operation's key: the call returns a *PendingError matching
+// ErrRedirectChanged, nothing more reaches the server, and Resume sends the
+// journaled request to the Location.
+func TestRedirectHopRewritten(t *testing.T) {
+	for _, how := range []string{"body", "method"} {
+		t.Run(how, func(t *testing.T) {
+			f := startFront(t, false)
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			c := &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+				if how == "method" {
+					req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodGet, nil, nil, 0
+					return nil
+				}
+				b := paymentBody("other", 5)
+				req.Body, req.ContentLength = io.NopCloser(strings.NewReader(b)), int64(len(b))
+				return nil
+			}}
+			_, err := c.Do(payment(t, f.URL+"/307/payments", "r", "op"))
+			perr := pendingErr(t, err)
+			require.ErrorIs(t, perr, ErrRedirectChanged)
+			require.Len(t, f.seen(), 1)
+
+			require.NoError(t, tr.Resume(context.Background(), nil))
+			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+			require.Equal(t, 0, f.pay.Ledger().Effects["other"])
+			require.Equal(t, Settled, onlyRecord(t, tr).State)
+		})
+	}
+}
+
+// TestRedirectToAnotherHost: net/http drops Authorization on a redirect to
+// another domain ("localhost" after "127.0.0.1"), and idem never puts it
+// back: the hop goes without it, and a record moved there no longer asks
+// PrepareResume for it (Record.Dropped); PrepareResume sees the Location.
+func TestRedirectToAnotherHost(t *testing.T) {
+	t.Run("followed", func(t *testing.T) {
+		f := startFront(t, false)
+		j, _ := testJournal(t)
+		tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+		c := &http.Client{Transport: tr}
+		req := payment(t, f.URL+"/far/payments", "r", "op")
+		req.Header.Set("Authorization", "Bearer secret-1")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		drain(t, resp)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		hits := f.seen()
+		require.Len(t, hits, 2)
+		require.Equal(t, "Bearer secret-1", hits[0].Auth)
+		require.True(t, strings.HasPrefix(hits[1].Host, "localhost:"), hits[1].Host)
+		require.Empty(t, hits[1].Auth)
+		require.Equal(t, hits[0].Keys, hits[1].Keys)
+		require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+	})
+	t.Run("resumed", func(t *testing.T) {
+		f := startFront(t, false)
+		j, _ := testJournal(t)
+		var sawHost []string
+		opts := Options{PrepareResume: func(r *http.Request) error {
+			sawHost = append(sawHost, r.URL.Hostname())
+			return nil
+		}}
+		tr, _ := transportOn(t, j, opts, f.base(), time.Time{})
+		c := &http.Client{Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		req := payment(t, f.URL+"/far/payments", "r", "op")
+		req.Header.Set("Authorization", "Bearer secret-1")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		drain(t, resp)
+		rec := onlyRecord(t, tr)
+		require.Equal(t, Pending, rec.State)
+		require.Empty(t, rec.Dropped)
+		require.True(t, strings.HasPrefix(rec.Location, "http://localhost:"), rec.Location)
+
+		var outs []Outcome
+		require.NoError(t, tr.Resume(context.Background(), func(o Outcome) {
+			if o.Response != nil {
+				drain(t, o.Response)
+			}
+			outs = append(outs, o)
+		}))
+		require.Len(t, outs, 1)
+		require.NoError(t, outs[0].Err)
+		require.Equal(t, []string{"localhost"}, sawHost)
+		hits := f.seen()
+		require.Len(t, hits, 2)
+		require.Empty(t, hits[1].Auth)
+		require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+	})
+}
+
+// TestRedirectHopAfterSettle: the hop of a 307 that arrives once the
+// operation has settled meanwhile (Resume sent it first) is sent again with
+// the same key, and the server replays; after KeyTTL it is refused
+// (ErrAlreadySettled) with nothing sent. Before redirect.go the hop of an
+// operation whose key idem minted was a second operation: two payments.
+func TestRedirectHopAfterSettle(t *testing.T) {
+	f := startFront(t, false)
+	j, _ := testJournal(t)
+	tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
+	resp, err := tr.RoundTrip(payment(t, f.URL+"/307/payments", "r", "minted"))
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
+	require.NoError(t, tr.Resume(context.Background(), nil))
+	require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+
+	hop := func() *http.Request {
+		r := payment(t, f.URL+"/payments", "r", "minted")
+		r.Response = resp
+		return r
+	}
+	again, err := tr.RoundTrip(hop())
+	require.NoError(t, err)
+	drain(t, again)
+	require.Equal(t, http.StatusCreated, again.StatusCode)
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+	require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+
+	clk.Advance(DefaultKeyTTL + time.Minute)
+	n := len(f.seen())
+	_, err = tr.RoundTrip(hop())
+	require.ErrorIs(t, err, ErrAlreadySettled)
+	require.Len(t, f.seen(), n)
+	require.Len(t, tr.journalRecords(t), 1)
+}
+
+// journalRecords lists every record of tr's journal.
+func (t *Transport) journalRecords(tb testing.TB) []*Record {
+	tb.Helper()
+	recs, err := t.journal.Records()
+	require.NoError(tb, err)
+	return recs
+}
+
+// TestRedirectJournaledGet: a GET or HEAD journaled by WithOperationID meets
+// the same table as a POST: a 307 continues the operation at the Location,
+// a 301 settles it and the hop is an ordinary GET, never ErrKeyReuse.
+func TestRedirectJournaledGet(t *testing.T) {
+	for _, tc := range []struct {
+		method   string
+		status   int
+		settled  int
+		location bool
+	}{
+		{http.MethodGet, 307, 400, true},
+		{http.MethodHead, 308, 400, true},
+		{http.MethodGet, 301, 301, false},
+		{http.MethodHead, 302, 302, false},
+	} {
+		t.Run(fmt.Sprint(tc.method, tc.status), func(t *testing.T) {
+			f := startFront(t, true)
+			j, _ := testJournal(t)
+			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			c := &http.Client{Transport: tr}
+			ctx := WithOperationID(context.Background(), "look/r")
+			req, err := http.NewRequestWithContext(ctx, tc.method, fmt.Sprintf("%s/%d/payments", f.URL, tc.status), nil)
+			require.NoError(t, err)
+			resp, err := c.Do(req)
+			require.NoError(t, err)
+			drain(t, resp)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode) // the list wants a reference
+			rec := onlyRecord(t, tr)
+			require.Equal(t, Settled, rec.State)
+			require.Equal(t, tc.settled, rec.Status)
+			require.Equal(t, tc.location, rec.Location != "")
+			hits := f.seen()
+			require.Len(t, hits, 2)
+			require.Equal(t, tc.method, hits[1].Method)
+			if tc.location {
+				require.Equal(t, []string{rec.Key}, hits[1].Keys)
+			} else {
+				require.Empty(t, hits[1].Keys)
+			}
+		})
+	}
+}
+
+// TestLocationSealed: a moved record's Location is journaled as its URL is:
+// with Options.Encryption its query is sealed, and it reads back the same.
+func TestLocationSealed(t *testing.T) {
+	k := fuzzKeyring(t)
+	for _, r := range fuzzSeeds() {
+		r.Location = "https://api.test/v2/payments?mode=live&region=eu"
+		meta, err := k.encodeMeta(r)
+		require.NoError(t, err)
+		body, err := k.encodeBody(r)
+		require.NoError(t, err)
+		got, sealErr, err := k.decodeStored(meta, body)
+		require.NoError(t, err)
+		require.NoError(t, sealErr)
+		requireSameRecord(t, r, got)
+		if r.EncryptionKeyID != "" {
+			require.NotContains(t, string(meta), "region=eu")
+			require.Contains(t, string(meta), "https://api.test/v2/payments")
+		}
+	}
+}
+
+// TestRedirectWithClientTimeout: an http.Client with a Timeout wraps the
+// Body of every response before it follows a redirect, so idem's mark rides
+// on the response's Request, not its Body. The chain is still one operation.
+func TestRedirectWithClientTimeout(t *testing.T) {
+	f := startFront(t, false)
+	j, _ := testJournal(t)
+	tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+	c := &http.Client{Transport: tr, Timeout: time.Minute}
+	resp, err := c.Do(payment(t, f.URL+"/307/payments", "r", "minted"))
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	rec := onlyRecord(t, tr)
+	require.Equal(t, http.StatusCreated, rec.Status)
+	require.Equal(t, 1, f.pay.Ledger().Effects["r"])
+	for _, h := range f.seen() {
+		require.Equal(t, []string{rec.Key}, h.Keys)
+	}
+}
