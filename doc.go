@@ -118,4 +118,36 @@
 //
 // The package testserver is a fake payments server with server-side
 // idempotency and fault injection, for proving exactly-once in tests.
+//
+// # Redirects
+//
+// An http.Client over idem that follows a redirect of a journaled call (RFC
+// 9110 section 15.4) keeps the chain one operation: idem marks the 3xx it
+// returns and knows the hop net/http builds from it (Request.Response),
+// whatever the hop's context or headers carry. A chain never returns
+// ErrKeyReuse.
+//
+//	301 302 303  Settled with that status. net/http sends the hop as a GET
+//	             without body: a request of its own, without the operation's
+//	             ID or key, not journaled. A 303 says the effect exists; a
+//	             301 or 302 to a POST says it may not.
+//	307 308      Not settled: before the 3xx is returned, the record moves,
+//	             durably, to the Location (Record.Location; URL stays the
+//	             operation's identity) and stays pending. The hop, same
+//	             method and bytes, continues it with the same key; the
+//	             chain's final answer settles it.
+//
+// If the Client does not follow a 307 or 308 (CheckRedirect, a body without
+// GetBody, the redirect limit, a Transport used alone), the caller gets the
+// 3xx or the Client's error and the operation stays pending: Resume sends it
+// to the Location, following up to 10 more redirects per pass; to drop it
+// instead, discard it by hand. A hop a CheckRedirect changed (method, URL,
+// body, key) is not sent: a *PendingError matching ErrRedirectChanged. A hop
+// after the operation settled is sent again with its key (the server
+// replays), or refused after KeyTTL, as any call. net/http sends no
+// Authorization or Cookie to another domain and idem adds none back: a
+// record moved there no longer lists them in Dropped, and PrepareResume sees
+// the Location in req.URL, so check its host before adding credentials. The
+// mark rides on the *http.Response idem returns: a RoundTripper between the
+// Client and idem may wrap its Body, but must return that response.
 package idem

@@ -162,6 +162,8 @@ type Options struct {
 	// PrepareResume, if set, is called on each request rebuilt by Resume before
 	// it is sent, to add what the journal does not keep (credentials).
 	// Returning an error leaves the operation pending and reports the error.
+	// After a 307 or 308, req.URL is the Location, perhaps on another host:
+	// add credentials only for hosts that should get them.
 	PrepareResume func(*http.Request) error
 
 	// ResumeConcurrency bounds the operations Resume sends at once. 0 means

@@ -34,7 +34,8 @@ import (
 //     response, retrying as the Classifier, the backoff and the host's
 //     RetryBudget allow;
 //  5. settles the operation and returns the response, or leaves it pending
-//     and returns a *PendingError, which Resume picks up later.
+//     and returns a *PendingError, which Resume picks up later. A 307 or 308
+//     leaves it pending at its Location (see Redirects in the package docs).
 //
 // Other requests are retried the same way but not journaled; when their
 // attempts run out they return the last response with a nil error, as the
@@ -100,7 +101,8 @@ func (t *Transport) base() http.RoundTripper {
 // an *AlreadySettledError, ErrUnknownEncryptionKey or ErrDecrypt (its
 // operation ID names a sealed record the journal cannot open),
 // ErrJournalCorrupt (its record's body does not match its hash), the
-// context's error, or a write-ahead error; after that, with a *PendingError
+// context's error, or a write-ahead error; for the hop of a redirect, with
+// a *PendingError matching ErrRedirectChanged; after that, with a *PendingError
 // (the operation stays pending; also when the RetryBudget denies re-sending
 // a pending operation), ErrPermanent or ErrOutcomeUnknown (unjournaled
 // requests only).
