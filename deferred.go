@@ -154,6 +154,11 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 		if d.rec.State == Pending || done.Get(id) == nil {
 			return nil
 		}
+		if d.rec.State == Settled { // e.g. a failed one resolved: no body kept
+			if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
+				return err
+			}
+		}
 		return done.Put(id, d.data) // e.g. expired after a give-up
 	}
 	if d.rec.State == Pending {

@@ -69,27 +69,23 @@ func getBody(bodies *bolt.Bucket, id []byte) []byte {
 }
 
 // deleteBody deletes the body stored under the record ID id, whole or in
-// chunks, with one search for a whole body and two for chunks.
+// chunks. The chunks' keys are gathered first and deleted one search each:
+// a bbolt cursor is not to be moved after a Delete (its Prev does not skip
+// a leaf that earlier deletes in the same transaction emptied, and returns
+// nil there), so deleting while walking left chunks behind whenever several
+// bodies were deleted in one commit.
 func deleteBody(bodies *bolt.Bucket, id []byte) error {
 	c := bodies.Cursor()
 	k, _ := c.Seek(id)
 	if bytes.Equal(k, id) {
-		return c.Delete()
+		return bodies.Delete(id)
 	}
-	if !isChunk(k, id) {
-		return nil // chunks would sort first after id: there are none
+	var keys [][]byte
+	for ; isChunk(k, id); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
 	}
-	// Chunks, from the last back: moving forward after a Delete, a bbolt
-	// cursor skips an entry; moving back, it finds the one before.
-	if next := binary.BigEndian.Uint64(id) + 1; next == 0 {
-		k, _ = c.Last()
-	} else if k, _ = c.Seek(idKey(next)); k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
-	for ; isChunk(k, id); k, _ = c.Prev() {
-		if err := c.Delete(); err != nil {
+	for _, k := range keys {
+		if err := bodies.Delete(k); err != nil {
 			return err
 		}
 	}
