@@ -157,6 +157,12 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 		db.Close()
 		return nil, err
 	}
+	if !readOnly {
+		if err := syncJournalDir(path, abs); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	j.warmCache()
 	return j, nil
 }
