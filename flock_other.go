@@ -1,10 +1,18 @@
 // This file is flock_unix.go's counterpart where locks are not flock(2):
-// closing the file is enough there.
+// closing the file is enough there, and idem checks the file once bbolt has
+// opened it, under bbolt's lock.
 
 //go:build !unix
 
 package idem
 
-import "os"
+import (
+	"os"
+	"time"
+)
+
+const lockable = false
+
+func lockFile(*os.File, bool, time.Duration) error { return nil }
 
 func unlockFile(*os.File) {}

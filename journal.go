@@ -190,7 +190,13 @@ var initialMmapSize = func() int {
 // and an fsync, so a growing journal pays one per MiB written.
 const growStep = 1 << 20
 
-func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
+	return openBoltWith(path, timeout, readOnly, func(f *os.File) error { return checkMeta(path, f) })
+}
+
+// openBoltWith is openBolt with check run on the file before bbolt reads it,
+// with bbolt's lock held (journal_meta.go).
+func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(*os.File) error) (db *bolt.DB, err error) {
 	// Only a regular file can be a journal. A directory gets EISDIR, which a
 	// reader's open would not say, and a named pipe would block that open
 	// until a writer came along.
@@ -220,8 +226,22 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, e
 	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, perm)
+			if err != nil || !lockable {
+				file = f
+				return f, err
+			}
+			// bbolt's own flock of f then succeeds at once.
+			if err := lockFile(f, !readOnly, timeout); err != nil {
+				f.Close()
+				return nil, err
+			}
+			if err := check(f); err != nil {
+				unlockFile(f)
+				f.Close()
+				return nil, err
+			}
 			file = f
-			return f, err
+			return f, nil
 		}}
 	if !readOnly {
 		opts.InitialMmapSize = initialMmapSize
@@ -230,10 +250,18 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, e
 	if db != nil {
 		db.AllocSize = growStep
 	}
+	if err == nil && !lockable { // bbolt holds the lock now
+		if err = check(file); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	var pathErr *fs.PathError
 	switch {
 	case err == nil:
 		return db, nil
+	case errors.Is(err, ErrJournalCorrupt):
+		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s (waited %v)", ErrJournalLocked, path, timeout)
 	case errors.As(err, &pathErr):
@@ -253,8 +281,7 @@ func (j *Journal) init() error {
 			return fmt.Errorf("idem: journal %s: %w", j.path, err)
 		}
 		if fi.Size() < tx.Size() {
-			return fmt.Errorf("%w: %s is %d bytes, shorter than the %d its pages need (truncated?)",
-				ErrJournalCorrupt, j.path, fi.Size(), tx.Size())
+			return errTruncated(j.path, fi.Size(), tx.Size())
 		}
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
