@@ -39,6 +39,10 @@ const journalUsage = `usage:
                                        delete settled, failed and expired records last
                                        updated more than D ago (0 deletes every finished
                                        record); pending records stay
+  idem journal accept-older FILE       open from now on, on purpose, a journal whose newest
+                                       commit's meta page is damaged as of the commit before
+                                       it; reconcile with the server first: that commit may
+                                       have held a write-ahead the server received
 
 ls, show and stats open the file read-only. Flags may come before or after FILE.
 `
@@ -59,6 +63,8 @@ func runJournal(args []string) error {
 		return journalResume(rest)
 	case "prune":
 		return journalPrune(rest)
+	case "accept-older":
+		return journalAcceptOlder(rest)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(journalUsage)
 		return flag.ErrHelp
