@@ -150,4 +150,26 @@
 // the Location in req.URL, so check its host before adding credentials. The
 // mark rides on the *http.Response idem returns: a RoundTripper between the
 // Client and idem may wrap its Body, but must return that response.
+//
+// # The journal file
+//
+// A settled operation keeps no body in the file: the commit that settles it
+// deletes the body, whole or in chunks (failed and expired ones keep theirs,
+// for reconciling, until Retention). bbolt never shrinks the file; later
+// commits reuse the pages earlier ones freed, so under steady traffic it stays
+// near its largest working set. Freed pages keep their old bytes until reused:
+// where bodies at rest matter, use Options.Encryption, or stop the application
+// and rewrite the file with its live data only (bbolt compact -o NEW OLD, then
+// move NEW over OLD). A writer Open fsyncs the journal's directory, so that a
+// new file's name is as durable as its contents.
+//
+// With one of bbolt's two meta pages damaged, bbolt would open the file one
+// commit older, perhaps without the write-ahead of an operation the server has
+// received. Open refuses such a file with a *MetaPageError (ErrJournalCorrupt)
+// naming it and the page. A meta page torn by a power loss during a commit
+// (which never returned, so lost nothing) looks the same as one damaged later,
+// so both are refused; after reconciling with the server, AcceptOlderCommit
+// ("idem journal accept-older") opens the file as of the older commit. A
+// truncated file is ErrJournalCorrupt, matching io.ErrUnexpectedEOF, for
+// writers and readers alike.
 package idem

@@ -104,7 +104,9 @@ type Journal struct {
 // are pruned every pruneInterval in the background. It returns an
 // error matching ErrJournalLocked if another process or another Journal in
 // this process holds the file (after Options.OpenTimeout), and
-// ErrJournalCorrupt if the file is not a readable journal. With
+// ErrJournalCorrupt if the file is not a readable journal (a *MetaPageError
+// if it would open one commit older; io.ErrUnexpectedEOF too if it is
+// truncated). It fsyncs the file's directory before it returns. With
 // Options.Encryption, records written from now on are sealed under its
 // Current key, and records sealed under any of its Keys can be read.
 func OpenJournal(path string, opts *Options) (*Journal, error) {
@@ -124,7 +126,7 @@ func OpenJournal(path string, opts *Options) (*Journal, error) {
 // OpenJournalReadOnly opens an existing journal for inspection. It shares the
 // file with other readers but not with a writer: while an application holds
 // the journal it returns ErrJournalLocked after timeout (0 means
-// DefaultOpenTimeout). It has no Keyring: sealed records are listed with
+// DefaultOpenTimeout), and ErrJournalCorrupt as OpenJournal does. It has no Keyring: sealed records are listed with
 // Record.Sealed set, and Lookup of one returns ErrUnknownEncryptionKey.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
