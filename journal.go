@@ -126,8 +126,9 @@ func OpenJournal(path string, opts *Options) (*Journal, error) {
 // OpenJournalReadOnly opens an existing journal for inspection. It shares the
 // file with other readers but not with a writer: while an application holds
 // the journal it returns ErrJournalLocked after timeout (0 means
-// DefaultOpenTimeout), and ErrJournalCorrupt as OpenJournal does. It has no Keyring: sealed records are listed with
-// Record.Sealed set, and Lookup of one returns ErrUnknownEncryptionKey.
+// DefaultOpenTimeout), and ErrJournalCorrupt as OpenJournal does. It has no
+// Keyring: sealed records are listed with Record.Sealed set, and Lookup of
+// one returns ErrUnknownEncryptionKey.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
 	if timeout <= 0 {
 		timeout = DefaultOpenTimeout
