@@ -129,6 +129,22 @@ var (
 	// pending.
 	ErrDecrypt = errors.New("idem: sealed record does not decrypt")
 
+	// ErrOperationNotFound is returned by Journal.Resolve and Journal.Discard
+	// when the journal has no operation by that operation ID or key (never
+	// had, or pruned it).
+	ErrOperationNotFound = errors.New("idem: no such operation in the journal")
+
+	// ErrOperationBusy is returned by Journal.Resolve and Journal.Discard for
+	// an operation that a call or Resume in this process is running: its
+	// outcome may be decided at any moment. Nothing is changed; try again
+	// once it returns.
+	ErrOperationBusy = errors.New("idem: operation in flight in this process")
+
+	// ErrOperationFinal is returned by Journal.Resolve for an operation
+	// already settled or failed, and by Journal.Discard for one settled,
+	// failed or expired: its end is written already. Nothing is changed.
+	ErrOperationFinal = errors.New("idem: operation already final")
+
 	// ErrPermanent wraps failures that no retry can fix (certificate errors,
 	// invalid requests); the operation is marked failed.
 	ErrPermanent = errors.New("idem: permanent failure")

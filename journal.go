@@ -97,6 +97,11 @@ type Journal struct {
 	closeErr    error
 
 	commits, writeAheads atomic.Uint64
+
+	// ops are the operations in flight in this process: every Transport over
+	// the journal holds an operation's lock while a call or Resume runs it,
+	// and Resolve and Discard refuse one that is held (journal_resolve.go).
+	ops keyedLocks
 }
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for

@@ -256,7 +256,8 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 	// given up on it until later, since the listing.
 	cur, err := t.journal.reget(rec)
 	if err != nil {
-		return nil, err
+		// A sealed record that cannot be opened ends past KeyTTL too.
+		return nil, t.expireUnopened(ctx, rec, err)
 	}
 	if cur == nil || cur.State != Pending {
 		return nil, errNotPending

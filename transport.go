@@ -49,7 +49,7 @@ type Transport struct {
 	cfg      *config
 	journal  *Journal
 	clock    clock
-	locks    keyedLocks
+	locks    *keyedLocks  // the journal's (Journal.ops), so Resolve sees what runs
 	resumers resumerSet   // background resumers to tell of new pending work
 	pending  pendingGauge // this Transport's share of the Observer's gauge
 	budget   *budget      // retry tokens per host
@@ -75,7 +75,10 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	if j != nil && !j.keyring.covers(cfg.keyring) {
 		return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
 	}
-	t := &Transport{cfg: cfg, journal: j, clock: realClock{}, budget: newBudget(cfg.RetryBudget)}
+	t := &Transport{cfg: cfg, journal: j, clock: realClock{}, locks: new(keyedLocks), budget: newBudget(cfg.RetryBudget)}
+	if j != nil {
+		t.locks = &j.ops
+	}
 	if j != nil && cfg.Observer != nil {
 		// The gauge starts from what earlier runs left pending.
 		n, err := j.pendingCount()

@@ -1,0 +1,323 @@
+// This file holds the ways out for an operation that no call or Resume will
+// finish: an operator resolves it by hand once reconciled (Resolve), or gives
+// it up (Discard); and a sealed record that cannot be opened expires once
+// past KeyTTL (expireUnopened), rather than being reported on every pass for
+// ever. Each change rewrites only the record's readable metadata: a sealed
+// part stays as it is, so it works without the record's key.
+
+package idem
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// OperationRef names one operation in a journal, for Journal.Resolve and
+// Journal.Discard: by its operation ID (WithOperationID), or by its
+// idempotency key (Record.Key, as `idem journal ls` and Outcome.Record show
+// it, whether the caller chose it or idem minted it). Exactly one of the two
+// must be set.
+type OperationRef struct {
+	OperationID string
+	Key         string
+}
+
+func (r OperationRef) String() string {
+	if r.OperationID != "" {
+		return fmt.Sprintf("operation %q", r.OperationID)
+	}
+	return fmt.Sprintf("key %q", r.Key)
+}
+
+// discardedError is the LastError of a discarded operation without a reason.
+const discardedError = "idem: discarded by hand"
+
+// Resolve marks a pending or expired operation settled with status, after an
+// operator reconciled it with the server (say GET /payments?reference=...
+// found the payment: status 201). It is then what a final response would
+// have left: Resume skips it, a call with its operation ID within KeyTTL of
+// Created is sent again with its key (the server replays its stored
+// response), and later gets an *AlreadySettledError carrying status. Its body
+// is deleted. The change is committed, with fsync, before Resolve returns;
+// it returns the record as now stored, without its body.
+//
+// status must be a final status code, 200 to 599 (RFC 9110 section 15). It
+// returns an error matching ErrOperationNotFound if the journal has no such
+// operation, ErrOperationBusy if a call or Resume in this process is sending
+// it (try again once it returns: it may settle by itself), ErrOperationFinal
+// if it is settled or failed already, and ErrInvalidOptions for a journal
+// opened read-only. A sealed record is resolved without its key: its sealed
+// part is kept as it is.
+//
+// Through a Client, prefer Client.Resolve: it also tells the Observer's
+// pending gauge.
+func (j *Journal) Resolve(ref OperationRef, status int) (*Record, error) {
+	rec, _, err := j.resolve(ref, status)
+	return rec, err
+}
+
+// Discard gives up a pending operation for good, after an operator decided it
+// must never be sent (or sent again): it becomes expired, the state of an
+// operation that is never re-sent blindly, with LastError "idem: discarded by
+// hand" and reason, if any, after it. Resume skips it, and a call with its
+// operation ID gets ErrKeyExpired, with nothing sent. Its body is deleted; the
+// record is kept for Retention, as every expired one is. The change is
+// committed, with fsync, before Discard returns; it returns the record as now
+// stored, without its body.
+//
+// It returns the errors Resolve does, and ErrOperationFinal for an operation
+// settled, failed or expired already (there is nothing to give up).
+//
+// Through a Client, prefer Client.Discard: it also tells the Observer's
+// pending gauge.
+func (j *Journal) Discard(ref OperationRef, reason string) (*Record, error) {
+	rec, _, err := j.discard(ref, reason)
+	return rec, err
+}
+
+// Resolve is Journal.Resolve on the Client's journal, which also takes the
+// operation off the Observer's pending gauge (Options.Observer).
+func (c *Client) Resolve(ref OperationRef, status int) (*Record, error) {
+	rec, from, err := c.journal.resolve(ref, status)
+	if err == nil {
+		c.transport.stateChanged(from, rec.State)
+	}
+	return rec, err
+}
+
+// Discard is Journal.Discard on the Client's journal, which also takes the
+// operation off the Observer's pending gauge (Options.Observer).
+func (c *Client) Discard(ref OperationRef, reason string) (*Record, error) {
+	rec, from, err := c.journal.discard(ref, reason)
+	if err == nil {
+		c.transport.stateChanged(from, rec.State)
+	}
+	return rec, err
+}
+
+func (j *Journal) resolve(ref OperationRef, status int) (*Record, State, error) {
+	if status < 200 || status > 599 {
+		return nil, 0, fmt.Errorf("idem: Resolve %s: status %d is not a final status (200-599)", ref, status)
+	}
+	return j.byHand(ref, "Resolve", func(rec *Record) error {
+		if rec.State != Pending && rec.State != Expired {
+			return fmt.Errorf("%w: it is %s", ErrOperationFinal, rec.State)
+		}
+		rec.State, rec.Status, rec.NextAttempt = Settled, status, time.Time{}
+		rec.LastError = ""
+		return nil
+	})
+}
+
+func (j *Journal) discard(ref OperationRef, reason string) (*Record, State, error) {
+	return j.byHand(ref, "Discard", func(rec *Record) error {
+		if rec.State != Pending {
+			return fmt.Errorf("%w: it is %s", ErrOperationFinal, rec.State)
+		}
+		rec.State, rec.NextAttempt, rec.LastError = Expired, time.Time{}, discardedError
+		if reason != "" {
+			rec.LastError += ": " + reason
+		}
+		return nil
+	})
+}
+
+// byHand applies change to the operation ref names, holding its lock so
+// that no call or Resume in this process sends it meanwhile, and deletes its
+// body. It returns the record as stored and the state it had.
+func (j *Journal) byHand(ref OperationRef, verb string, change func(*Record) error) (*Record, State, error) {
+	fail := func(err error) (*Record, State, error) {
+		return nil, 0, fmt.Errorf("idem: %s %s in %s: %w", verb, ref, j.path, err)
+	}
+	if (ref.OperationID == "") == (ref.Key == "") {
+		return fail(errors.New("name it by operation ID or by key, not both"))
+	}
+	if j.readOnly {
+		return fail(fmt.Errorf("%w: the journal is open read-only", ErrInvalidOptions))
+	}
+	found, err := j.findRef(ref)
+	if err != nil {
+		return fail(err)
+	}
+	if found == nil {
+		return fail(ErrOperationNotFound)
+	}
+	name := lockName(found)
+	if !j.ops.tryLock(name) {
+		return fail(ErrOperationBusy)
+	}
+	defer j.ops.unlock(name)
+	var from State
+	rec, err := j.restate(found.ID, true, func(rec *Record) error {
+		if rec.Key != found.Key {
+			return ErrOperationNotFound // pruned, its ID is not reused: cannot happen
+		}
+		from = rec.State
+		return change(rec)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return rec, from, nil
+}
+
+// findRef returns the readable metadata of the record ref names, or nil.
+// A key idem minted is not in the index: it is looked for among the pending
+// records, then the finished ones.
+func (j *Journal) findRef(ref OperationRef) (*Record, error) {
+	var found *Record
+	err := j.view(func(tx *bolt.Tx) error {
+		indexKey := "o\x00" + ref.OperationID
+		if ref.OperationID == "" {
+			indexKey = "k\x00" + ref.Key
+		}
+		if id := tx.Bucket(bucketIndex).Get([]byte(indexKey)); id != nil {
+			if len(id) != 8 {
+				return fmt.Errorf("%w: %s: bad index entry %x", ErrJournalCorrupt, j.path, id)
+			}
+			s, _, err := j.plainTx(tx, id)
+			if s != nil {
+				found = s.Record
+			}
+			return err
+		}
+		if ref.Key == "" {
+			return nil
+		}
+		for _, name := range [][]byte{bucketPending, bucketDone} {
+			c := tx.Bucket(name).Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				rec, err := decodePlain(v)
+				if err != nil || len(k) != 8 {
+					return fmt.Errorf("%w: %s: record %x: %v", ErrJournalCorrupt, j.path, k, err)
+				}
+				if rec.Key == ref.Key {
+					rec.ID = binary.BigEndian.Uint64(k)
+					found = rec
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
+// plainTx reads record id's stored metadata with its sealed part, if any,
+// left closed, and whether the pending bucket holds it (else the done one);
+// nil if neither does.
+func (j *Journal) plainTx(tx *bolt.Tx, id []byte) (s *storedRecord, inPending bool, err error) {
+	v := tx.Bucket(bucketPending).Get(id)
+	inPending = v != nil
+	if v == nil {
+		v = tx.Bucket(bucketDone).Get(id)
+	}
+	if v == nil {
+		return nil, false, nil
+	}
+	st, err := unmarshalStored(v)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
+	}
+	st.Record.ID = binary.BigEndian.Uint64(id)
+	st.Record.Sealed = st.Record.EncryptionKeyID != ""
+	return &st, inPending, nil
+}
+
+// restate changes record id's readable metadata by change, in one fsynced
+// commit, and moves it to the bucket its new state belongs in. A sealed
+// part is written back as it was (the journal may lack its key); a settled
+// plaintext record loses its headers, as Record.stored has it. With
+// dropBody, the body is deleted. The caller holds the operation's lock:
+// deferred changes made before are committed first, so none lands on top.
+// It returns the record as stored, without its body.
+func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) (*Record, error) {
+	if err := j.flush(); err != nil {
+		return nil, err
+	}
+	var out *Record
+	err := j.update(func(tx *bolt.Tx) error {
+		key := idKey(id)
+		s, wasPending, err := j.plainTx(tx, key)
+		if err != nil {
+			return err
+		}
+		if s == nil {
+			return ErrOperationNotFound
+		}
+		rec := s.Record
+		if err := change(rec); err != nil {
+			return err
+		}
+		rec.Updated = j.now()
+		if rec.State == Settled {
+			rec.Header = nil
+		}
+		data, err := rec.appendJSON(make([]byte, 0, 512), s.Box)
+		if err != nil {
+			return err
+		}
+		pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
+		to := done
+		if rec.State == Pending {
+			to = pending
+		}
+		switch {
+		case wasPending && to == done:
+			err = pending.Delete(key)
+		case !wasPending && to == pending:
+			err = done.Delete(key)
+		}
+		if err != nil {
+			return err
+		}
+		if err := to.Put(key, data); err != nil {
+			return err
+		}
+		if dropBody {
+			if err := deleteBody(tx.Bucket(bucketBodies), key); err != nil {
+				return err
+			}
+		}
+		cp := *rec
+		out = &cp
+		return nil
+	})
+	return out, err
+}
+
+// expireUnopened ends a pending operation that Resume could not open
+// (openErr: its key ID is not in the Keyring, or its sealed bytes do not
+// decrypt) once it is older than KeyTTL, as resume expires any other: it
+// becomes expired, its sealed part and body kept as they are, and the error
+// returned matches both ErrKeyExpired and openErr. Within KeyTTL it returns
+// openErr: the operation stays pending, for the key to be put back. rec is
+// the record as listed (Created is readable in a sealed record).
+func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr error) error {
+	if !errors.Is(openErr, ErrUnknownEncryptionKey) && !errors.Is(openErr, ErrDecrypt) {
+		return openErr
+	}
+	if t.clock.Now().Sub(rec.Created) <= t.cfg.KeyTTL {
+		return openErr
+	}
+	cur, err := t.journal.restate(rec.ID, false, func(cur *Record) error {
+		if cur.State != Pending {
+			return errNotPending
+		}
+		cur.State = Expired
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	*rec = *cur
+	t.stateChanged(Pending, Expired)
+	t.cfg.observer.Result(ctx, ResultEvent{State: Expired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
+	return fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s; it could not be opened: %w",
+		ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC(), openErr)
+}

@@ -1,0 +1,262 @@
+// Tests for the ways out of an operation nothing else will finish
+// (journal_resolve.go): a sealed record whose key is gone expires past
+// KeyTTL and stops being reported; Resolve and Discard, by operation ID and
+// by key, refuse what runs or has ended, and last across a reopen.
+
+package idem
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+// A record sealed under a key the Keyring no longer has is reported (not
+// sent) by every resumer pass within KeyTTL; once past KeyTTL it expires,
+// reported once with ErrKeyExpired joined to the unknown-key reason, and
+// later passes say nothing of it. Its sealed part is left intact: with the
+// key back it still opens.
+func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
+	checkGoroutines(t)
+	f := newSealedFixture(t)
+	ka, kb := newKey32(t), newKey32(t)
+	onlyA := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
+	onlyB := &Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
+	j, tr := f.open(t, onlyA)
+	body := f.leavePending(t, tr, "gone-1")
+	created := onlyRecordOf(t, j).Created
+	require.NoError(t, j.Close())
+
+	// Key A removed while gone-1 still needs it.
+	opts := Options{MaxAttempts: 1, Encryption: onlyB, KeyTTL: time.Hour, ResumeInterval: time.Minute}
+	j, err := OpenJournal(f.path, &opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	tr, clk := transportOn(t, j, opts, f.srv.base(), created)
+	clk.Advance(10 * time.Minute) // past its next attempt, within KeyTTL
+	c := &Client{journal: j, transport: tr}
+	var got outcomes
+	stop := c.StartResumer(context.Background(), got.add)
+	defer stop()
+
+	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 1 && clk.Timers() == 1 }, "first pass")
+	require.ErrorIs(t, got.all()[0].Err, ErrUnknownEncryptionKey)
+	require.NotErrorIs(t, got.all()[0].Err, ErrKeyExpired, "within KeyTTL it waits for its key")
+	require.Equal(t, Pending, onlyRecordOf(t, j).State)
+
+	clk.Advance(time.Minute) // the next poll, still within KeyTTL
+	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 2 && clk.Timers() == 1 }, "second pass")
+	require.NotErrorIs(t, got.all()[1].Err, ErrKeyExpired)
+
+	clk.Advance(time.Hour) // past KeyTTL
+	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 3 && clk.Timers() == 1 }, "pass past KeyTTL")
+	out := got.all()[2]
+	require.ErrorIs(t, out.Err, ErrKeyExpired)
+	require.ErrorIs(t, out.Err, ErrUnknownEncryptionKey, "the reason it could not be sent stays visible")
+	require.Equal(t, "gone-1", out.Record.OperationID)
+	require.Equal(t, Expired, out.Record.State)
+	rec := onlyRecordOf(t, j)
+	require.Equal(t, Expired, rec.State)
+	require.True(t, rec.Sealed)
+
+	// Later passes report nothing more.
+	for range 3 {
+		clk.Advance(time.Minute)
+		eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "a later pass")
+	}
+	time.Sleep(10 * time.Millisecond)
+	require.Len(t, got.all(), 3, "an expired operation is not reported again")
+	require.Empty(t, f.srv.requests()[1:], "nothing sent after the first attempt")
+	stop()
+	require.NoError(t, j.Close())
+
+	// The sealed part was written back untouched: with A back it opens.
+	j, err = OpenJournal(f.path, &Options{Encryption: &Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	rec, err = j.Lookup("gone-1")
+	require.NoError(t, err)
+	require.Equal(t, Expired, rec.State)
+	require.Equal(t, body, string(rec.Body), "expired keeps its body, for reconciling")
+	require.Equal(t, "trace-gone-1", rec.Header.Get("X-Trace"))
+}
+
+// failingScenario is a Transport over a fresh journal whose server answers
+// 503 to everything but requests carrying the header X-Hold, which wait
+// for release.
+func failingScenario(t *testing.T, opts *Options) (*Transport, *fakeClock, *recordingServer, chan struct{}) {
+	release := make(chan struct{})
+	tr, clk, srv := newScenario(t, opts, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			<-release
+		}
+		reply(w, http.StatusServiceUnavailable)
+	})
+	return tr, clk, srv, release
+}
+
+// bodyEntries counts the bodies bucket's entries (whole bodies and chunks)
+// of record id.
+func bodyEntries(t *testing.T, j *Journal, id uint64) int {
+	t.Helper()
+	n := 0
+	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketBodies).Cursor()
+		for k, _ := c.Seek(idKey(id)); k != nil && len(k) >= 8 && string(k[:8]) == string(idKey(id)); k, _ = c.Next() {
+			n++
+		}
+		return nil
+	}))
+	return n
+}
+
+// Resolve settles a pending operation by operation ID, Discard gives one up
+// by a key idem minted and another by the caller's key; bodies go, the
+// changes survive a reopen, Resume sends none of them, and later calls with
+// the same operation ID or key get the settled status or ErrKeyExpired,
+// with nothing sent.
+func TestResolveAndDiscard(t *testing.T) {
+	tr, clk, srv, _ := failingScenario(t, &Options{MaxAttempts: 1, KeyTTL: time.Hour})
+	send := func(ctx context.Context, body string) *PendingError {
+		req := newRequest(t, http.MethodPost, srv.URL+"/payments", body)
+		_, err := tr.RoundTrip(req.WithContext(ctx))
+		return pendingErr(t, err)
+	}
+	send(WithOperationID(context.Background(), "order-1/charge"), paymentBody("order-1", 10))
+	minted := send(context.Background(), paymentBody("order-2", 20)).Key
+	send(WithKey(context.Background(), "caller-key-3"), paymentBody("order-3", 30))
+	require.Len(t, srv.requests(), 3)
+	j := tr.journal
+
+	rec, err := j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusCreated)
+	require.NoError(t, err)
+	require.Equal(t, Settled, rec.State)
+	require.Equal(t, http.StatusCreated, rec.Status)
+	require.Nil(t, rec.Body)
+	require.Zero(t, bodyEntries(t, j, rec.ID), "a resolved operation keeps no body")
+
+	rec, err = j.Discard(OperationRef{Key: minted}, "refunded by support, ticket 77")
+	require.NoError(t, err)
+	require.Equal(t, Expired, rec.State)
+	require.Equal(t, "idem: discarded by hand: refunded by support, ticket 77", rec.LastError)
+	require.Zero(t, bodyEntries(t, j, rec.ID))
+	rec, err = j.Discard(OperationRef{Key: "caller-key-3"}, "")
+	require.NoError(t, err)
+	require.Equal(t, discardedError, rec.LastError)
+
+	// Refused: already final, unknown, ambiguous, not a final status.
+	_, err = j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusOK)
+	require.ErrorIs(t, err, ErrOperationFinal)
+	_, err = j.Discard(OperationRef{OperationID: "order-1/charge"}, "")
+	require.ErrorIs(t, err, ErrOperationFinal)
+	_, err = j.Discard(OperationRef{Key: minted}, "")
+	require.ErrorIs(t, err, ErrOperationFinal, "discarded already")
+	_, err = j.Resolve(OperationRef{OperationID: "order-9/charge"}, http.StatusCreated)
+	require.ErrorIs(t, err, ErrOperationNotFound)
+	_, err = j.Discard(OperationRef{Key: "no-such-key"}, "")
+	require.ErrorIs(t, err, ErrOperationNotFound)
+	_, err = j.Resolve(OperationRef{OperationID: "order-1/charge", Key: minted}, http.StatusCreated)
+	require.Error(t, err)
+	_, err = j.Resolve(OperationRef{}, http.StatusCreated)
+	require.Error(t, err)
+	_, err = j.Resolve(OperationRef{Key: "caller-key-3"}, 100)
+	require.Error(t, err)
+
+	// Committed: the same after a reopen.
+	j2 := reopen(t, j)
+	tr, err = NewTransport(j2, &Options{Base: srv.base(), MaxAttempts: 1, KeyTTL: time.Hour})
+	require.NoError(t, err)
+	tr.clock = clk
+	recs, err := j2.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	for _, r := range recs {
+		want := Expired
+		if r.OperationID == "order-1/charge" {
+			want = Settled
+		}
+		require.Equal(t, want, r.State, "record %d", r.ID)
+		require.Nil(t, r.Body)
+	}
+
+	clk.Advance(2 * time.Hour) // due, and past KeyTTL
+	require.Empty(t, resumeAll(t, tr), "Resume has nothing to do")
+	req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-1", 10))
+	_, err = tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), "order-1/charge")))
+	var settled *AlreadySettledError
+	require.ErrorAs(t, err, &settled)
+	require.Equal(t, http.StatusCreated, settled.Status)
+	req = newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-3", 30))
+	_, err = tr.RoundTrip(req.WithContext(WithKey(context.Background(), "caller-key-3")))
+	require.ErrorIs(t, err, ErrKeyExpired, "a discarded operation is never sent again")
+	require.Len(t, srv.requests(), 3, "nothing sent since")
+}
+
+// Resolve and Discard refuse an operation a call is sending right now, and
+// a journal opened read-only.
+func TestResolveRefusesInFlight(t *testing.T) {
+	tr, _, srv, release := failingScenario(t, &Options{MaxAttempts: 1})
+	var wg sync.WaitGroup
+	var callErr atomic.Value
+	wg.Go(func() {
+		req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("held", 1))
+		req.Header.Set("X-Hold", "1")
+		_, err := tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), "held")))
+		callErr.Store(err)
+	})
+	eventually(t, 2*time.Second, func() bool { return len(srv.requests()) == 1 }, "the call is in flight")
+	_, err := tr.journal.Resolve(OperationRef{OperationID: "held"}, http.StatusCreated)
+	require.ErrorIs(t, err, ErrOperationBusy)
+	_, err = tr.journal.Discard(OperationRef{OperationID: "held"}, "")
+	require.ErrorIs(t, err, ErrOperationBusy)
+	close(release)
+	wg.Wait()
+	pendingErr(t, callErr.Load().(error))
+	rec, err := tr.journal.Discard(OperationRef{OperationID: "held"}, "")
+	require.NoError(t, err, "free once the call returned")
+	require.Equal(t, Expired, rec.State)
+
+	path := tr.journal.Path()
+	require.NoError(t, tr.journal.Close())
+	ro, err := OpenJournalReadOnly(path, 0)
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.Resolve(OperationRef{OperationID: "held"}, http.StatusCreated)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// countingObserver counts the pending gauge.
+type countingObserver struct {
+	NopObserver
+	pending atomic.Int64
+}
+
+func (o *countingObserver) PendingChanged(d int) { o.pending.Add(int64(d)) }
+
+// Client.Resolve and Client.Discard take the operation off the Observer's
+// pending gauge.
+func TestClientResolveTellsObserver(t *testing.T) {
+	obs := &countingObserver{}
+	tr, _, srv, _ := failingScenario(t, &Options{MaxAttempts: 1, Observer: obs})
+	c := &Client{journal: tr.journal, transport: tr}
+	for _, op := range []string{"a", "b"} {
+		req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody(op, 1))
+		_, err := tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), op)))
+		pendingErr(t, err)
+	}
+	require.EqualValues(t, 2, obs.pending.Load())
+	_, err := c.Resolve(OperationRef{OperationID: "a"}, http.StatusCreated)
+	require.NoError(t, err)
+	_, err = c.Discard(OperationRef{OperationID: "b"}, "")
+	require.NoError(t, err)
+	_, err = c.Discard(OperationRef{OperationID: "b"}, "")
+	require.True(t, errors.Is(err, ErrOperationFinal))
+	require.Zero(t, obs.pending.Load())
+}
