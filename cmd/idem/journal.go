@@ -1,6 +1,7 @@
 // This file holds "idem journal": read-only inspection of a journal file
-// (ls, show) and pruning of old settled records (prune). stats and resume
-// have files of their own (journal_stats.go, journal_resume.go).
+// (ls, show) and pruning of old settled records (prune). stats, resume, and
+// resolve and discard have files of their own (journal_stats.go,
+// journal_resume.go, journal_resolve.go).
 
 package main
 
@@ -35,6 +36,13 @@ const journalUsage = `usage:
                                        journal does not keep (credentials), as PrepareResume
                                        does; exits 1 unless every one settled. Opens the file
                                        for writing: refused while an application holds it
+  idem journal resolve (-op ID | -key K) -status N FILE
+                                       mark a pending or expired operation settled with
+                                       status N, once you found its outcome on the server
+  idem journal discard (-op ID | -key K) [-reason R] FILE
+                                       give a pending operation up for good: expired, never
+                                       sent again. resolve and discard drop its body and, like
+                                       resume, open the file for writing
   idem journal prune [-retention D] FILE
                                        delete settled, failed and expired records last
                                        updated more than D ago (0 deletes every finished
@@ -65,6 +73,10 @@ func runJournal(args []string) error {
 		return journalPrune(rest)
 	case "accept-older":
 		return journalAcceptOlder(rest)
+	case "resolve":
+		return journalResolve(rest)
+	case "discard":
+		return journalDiscard(rest)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(journalUsage)
 		return flag.ErrHelp

@@ -1,0 +1,89 @@
+// This file holds "idem journal resolve" and "idem journal discard": an
+// operator ends by hand an operation that nothing else will finish, after
+// reconciling it with the server (Journal.Resolve, Journal.Discard). Both
+// open the journal for writing, so they refuse while an application holds
+// the file.
+
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/idem-go/idem"
+)
+
+// refFlags are the -op and -key flags that name one operation.
+type refFlags struct{ op, key *string }
+
+func addRefFlags(fs *flag.FlagSet) refFlags {
+	return refFlags{
+		op:  fs.String("op", "", "the operation's `ID` (WithOperationID)"),
+		key: fs.String("key", "", "the operation's idempotency `key`, as journal ls shows it"),
+	}
+}
+
+func (f refFlags) ref(cmd string) (idem.OperationRef, error) {
+	if (*f.op == "") == (*f.key == "") {
+		return idem.OperationRef{}, fmt.Errorf("%s: name the operation with -op ID or -key K (one of them)", cmd)
+	}
+	return idem.OperationRef{OperationID: *f.op, Key: *f.key}, nil
+}
+
+func journalResolve(args []string) error {
+	fs := flag.NewFlagSet("journal resolve", flag.ContinueOnError)
+	refs := addRefFlags(fs)
+	status := fs.Int("status", 0, "the final `status` the server gave the operation (200-599), as reconciled")
+	file, err := parseFile(fs, args)
+	if err != nil {
+		return err
+	}
+	ref, err := refs.ref(fs.Name())
+	if err != nil {
+		return err
+	}
+	if *status < 200 || *status > 599 {
+		return errors.New("journal resolve: -status must be the final status found on the server, 200-599")
+	}
+	return byHand(file, func(j *idem.Journal) (*idem.Record, error) { return j.Resolve(ref, *status) })
+}
+
+func journalDiscard(args []string) error {
+	fs := flag.NewFlagSet("journal discard", flag.ContinueOnError)
+	refs := addRefFlags(fs)
+	reason := fs.String("reason", "", "why, kept in the record's last_error")
+	file, err := parseFile(fs, args)
+	if err != nil {
+		return err
+	}
+	ref, err := refs.ref(fs.Name())
+	if err != nil {
+		return err
+	}
+	return byHand(file, func(j *idem.Journal) (*idem.Record, error) { return j.Discard(ref, *reason) })
+}
+
+// byHand opens the journal for writing, applies change and says what it did.
+func byHand(file string, change func(*idem.Journal) (*idem.Record, error)) error {
+	if _, err := os.Stat(file); err != nil {
+		return err
+	}
+	j, err := idem.OpenJournal(file, &idem.Options{OpenTimeout: time.Second})
+	if err != nil {
+		return lockedHint(err)
+	}
+	defer j.Close()
+	rec, err := change(j)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s %s (id %d, key %s)", rec.State, orDash(rec.OperationID), rec.ID, rec.Key)
+	if rec.Status != 0 && rec.State == idem.Settled {
+		fmt.Printf(" with status %d", rec.Status)
+	}
+	fmt.Println()
+	return j.Close()
+}
