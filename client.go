@@ -12,7 +12,9 @@ import (
 )
 
 // Client bundles a Journal and the Transport that writes to it. It is safe for
-// concurrent use. Close it when done: it owns the journal file.
+// concurrent use. Close it when done: it owns the journal file. Get one from
+// Open: the zero Client, which owns no journal, is not usable (the zero
+// Transport is, without a journal).
 //
 // A typical program opens one Client at startup, starts a background resumer
 // (or calls Resume), and uses HTTPClient wherever it used http.DefaultClient:

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -45,7 +46,14 @@ import (
 //
 // RoundTrip never modifies the caller's request, closes its body exactly once
 // on every path, and never returns a response together with an error.
+//
+// The zero Transport is usable, as net/http's is: it is NewTransport(nil,
+// nil), set up on its first call (safely for concurrent first calls), with
+// the default Options and no journal, so it retries requests that need no
+// journal and refuses the others with ErrNoJournal. A nil *Transport is
+// not usable.
 type Transport struct {
+	zero     sync.Once // sets up the zero Transport (transport_zero.go)
 	cfg      *config
 	journal  *Journal
 	clock    clock
@@ -110,6 +118,7 @@ func (t *Transport) base() http.RoundTripper {
 // a pending operation), ErrPermanent or ErrOutcomeUnknown (unjournaled
 // requests only).
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.setup()
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
