@@ -75,7 +75,11 @@ func (c *Client) Transport() *Transport { return c.transport }
 // Journal returns the Client's journal, for inspection.
 func (c *Client) Journal() *Journal { return c.journal }
 
-// Resume re-sends pending operations; see Transport.Resume.
+// Resume re-sends pending operations; see Transport.Resume. It returns when
+// each due operation settled or ran out of attempts, which with its server
+// down is the whole backoff schedule: bound ctx at startup
+// (context.WithTimeout; what is left stays pending), or use StartResumer,
+// which does not block.
 func (c *Client) Resume(ctx context.Context, fn func(Outcome)) error {
 	return c.transport.Resume(ctx, fn)
 }

@@ -37,8 +37,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	// On startup: finish what a crashed run left pending.
-	if err := c.Resume(context.Background(), nil); err != nil {
+	// On startup: finish what a crashed run left pending, for 30 s at most
+	// (with the server down, the rest stays pending for later).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Resume(ctx, nil); err != nil {
 		log.Fatal(err)
 	}
 	http.DefaultClient = c.HTTPClient() // the one-line drop-in
