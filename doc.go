@@ -172,4 +172,18 @@
 // ("idem journal accept-older") opens the file as of the older commit. A
 // truncated file is ErrJournalCorrupt, matching io.ErrUnexpectedEOF, for
 // writers and readers alike.
+//
+// # Loose ends
+//
+// Every pending operation has an end. One that Resume cannot send, such as
+// a record sealed under a key the Keyring no longer has, expires once older
+// than KeyTTL, like any other, and is reported once, with ErrKeyExpired
+// joined to the reason. An operator who reconciled an operation with the
+// server ends it by hand: Journal.Resolve (or `idem journal resolve`) marks
+// it settled with the status found; Journal.Discard (`idem journal
+// discard`) gives it up as expired, never to be sent. Both refuse an
+// operation in flight in this process or already final, drop its body, and
+// commit with fsync. The zero Transport is usable (default Options, no
+// journal). Resume blocks until each due operation is done or its attempts
+// run out: bound its context at startup, or use StartResumer.
 package idem

@@ -118,7 +118,9 @@ var (
 	// the journal was opened without one: a configuration error (put the key
 	// back), not damage.
 	// Resume reports it for that operation, which stays pending and is never
-	// sent without its sealed bytes; Journal.Lookup and a call with its
+	// sent without its sealed bytes; past KeyTTL it expires instead, reported
+	// once with an error matching both this and ErrKeyExpired (or resolve it
+	// by hand: Journal.Resolve). Journal.Lookup and a call with its
 	// operation ID return it. The wrapping error names the key ID.
 	ErrUnknownEncryptionKey = errors.New("idem: record sealed under an unknown key ID")
 

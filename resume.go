@@ -24,8 +24,9 @@ import (
 // reconcile it), an error from Options.PrepareResume,
 // ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing, or
 // ErrUnknownEncryptionKey or ErrDecrypt (a sealed record that could not be
-// opened: nothing was sent, the operation stays pending, and Record may be
-// Sealed, without its request).
+// opened: nothing was sent, the operation stays pending until KeyTTL, then
+// expires with ErrKeyExpired joined to the reason; Record may be Sealed,
+// without its request).
 type Outcome struct {
 	// Record is the operation as journaled (body included, except for an
 	// operation the RetryBudget held back, which was not read in full). It
