@@ -135,7 +135,7 @@ func (j *Journal) byHand(ref OperationRef, verb string, change func(*Record) err
 		return nil, 0, fmt.Errorf("idem: %s %s in %s: %w", verb, ref, j.path, err)
 	}
 	if (ref.OperationID == "") == (ref.Key == "") {
-		return fail(errors.New("name it by operation ID or by key, not both"))
+		return fail(errors.New("name it by operation ID or by key, one of the two"))
 	}
 	if j.readOnly {
 		return fail(fmt.Errorf("%w: the journal is open read-only", ErrInvalidOptions))
@@ -154,8 +154,8 @@ func (j *Journal) byHand(ref OperationRef, verb string, change func(*Record) err
 	defer j.ops.unlock(name)
 	var from State
 	rec, err := j.restate(found.ID, true, func(rec *Record) error {
-		if rec.Key != found.Key {
-			return ErrOperationNotFound // pruned, its ID is not reused: cannot happen
+		if rec.Key != found.Key { // record IDs are never reused: a damaged file
+			return fmt.Errorf("%w: record %d changed its key", ErrJournalCorrupt, rec.ID)
 		}
 		from = rec.State
 		return change(rec)
@@ -251,10 +251,10 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 			return ErrOperationNotFound
 		}
 		rec := s.Record
+		rec.Updated = j.now() // change may set its own clock's time
 		if err := change(rec); err != nil {
 			return err
 		}
-		rec.Updated = j.now()
 		if rec.State == Settled {
 			rec.Header = nil
 		}
@@ -309,7 +309,7 @@ func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr err
 		if cur.State != Pending {
 			return errNotPending
 		}
-		cur.State = Expired
+		cur.State, cur.Updated = Expired, t.clock.Now()
 		return nil
 	})
 	if err != nil {
