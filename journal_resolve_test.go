@@ -6,6 +6,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -109,7 +110,7 @@ func bodyEntries(t *testing.T, j *Journal, id uint64) int {
 	n := 0
 	require.NoError(t, j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketBodies).Cursor()
-		for k, _ := c.Seek(idKey(id)); k != nil && len(k) >= 8 && string(k[:8]) == string(idKey(id)); k, _ = c.Next() {
+		for k, _ := c.Seek(idKey(id)); bytes.HasPrefix(k, idKey(id)); k, _ = c.Next() {
 			n++
 		}
 		return nil
