@@ -125,8 +125,8 @@ launch:
 		}
 		// Past KeyTTL it is due at once, whatever the server asked: it is
 		// never sent again, only reported expired (see resume).
-		if now := t.clock.Now(); now.Before(rec.NextAttempt) && now.Sub(rec.Created) <= t.cfg.KeyTTL {
-			later(rec.NextAttempt)
+		if due, now := t.dueAt(rec); now.Before(due) {
+			later(due)
 			continue
 		}
 		name := lockName(rec)
@@ -138,7 +138,7 @@ launch:
 		// to a failing host instead of queueing its whole backlog.
 		// One past KeyTTL is only marked expired: nothing is sent.
 		now := t.clock.Now()
-		host, isRetry := recordHost(rec), rec.Attempts > 0 && now.Sub(rec.Created) <= t.cfg.KeyTTL
+		host, isRetry := recordHost(rec), rec.Attempts > 0 && !t.keyExpired(rec)
 		var g grant
 		if isRetry {
 			if deniedHosts[host] {
@@ -163,7 +163,7 @@ launch:
 			case errors.Is(err, errNotPending):
 				return
 			case errors.Is(err, errNotDue):
-				later(rec.NextAttempt)
+				later(t.cfg.dueAt(rec, t.now(rec)))
 				return
 			}
 			if resp != nil {
@@ -264,10 +264,10 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		return nil, errNotPending
 	}
 	*rec = *cur
-	if now := t.clock.Now(); now.Before(rec.NextAttempt) && now.Sub(rec.Created) <= t.cfg.KeyTTL {
+	if due, now := t.dueAt(rec); now.Before(due) {
 		return nil, errNotDue
 	}
-	if t.clock.Now().Sub(rec.Created) > t.cfg.KeyTTL {
+	if t.keyExpired(rec) {
 		rec.State, rec.Updated = Expired, t.clock.Now()
 		if err := t.journal.save(rec); err != nil {
 			return nil, err

@@ -83,7 +83,7 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	if j != nil && !j.keyring.covers(cfg.keyring) {
 		return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
 	}
-	t := &Transport{cfg: cfg, journal: j, clock: realClock{}, locks: new(keyedLocks), budget: newBudget(cfg.RetryBudget)}
+	t := &Transport{cfg: cfg, journal: j, clock: newStepClock(realClock{}), locks: new(keyedLocks), budget: newBudget(cfg.RetryBudget)}
 	if j != nil {
 		t.locks = &j.ops
 	}
@@ -313,17 +313,17 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 	if rec.fingerprint() != fp || (hasKey && key != rec.Key) {
 		return fmt.Errorf("%w: operation %q (key %s) was %s", ErrKeyReuse, rec.OperationID, rec.Key, rec.fingerprint())
 	}
-	now := t.clock.Now()
-	expired := now.Sub(rec.Created) > t.cfg.KeyTTL
+	now := t.now(rec)
+	expired, due := keyExpired(rec, now, t.cfg.KeyTTL), t.cfg.dueAt(rec, now)
 	switch {
 	case rec.State == Expired || (rec.State == Pending && expired):
 		return fmt.Errorf("%w: operation %q (key %s) created %s", ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC())
 	case rec.State == Settled && expired:
 		return &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
-	case rec.State == Pending && now.Before(rec.NextAttempt):
+	case rec.State == Pending && now.Before(due):
 		// The server asked for time (Retry-After); Resume will send it then.
 		return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
-			LastStatus: rec.Status, NextAttempt: rec.NextAttempt}
+			LastStatus: rec.Status, NextAttempt: due}
 	}
 	// Pending, failed, or settled within KeyTTL: send again with the same key;
 	// for a settled one the server replays its stored response.

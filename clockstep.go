@@ -1,0 +1,92 @@
+// This file holds stepClock, the clock a Transport reads: the wall clock,
+// never earlier than a time idem has already read or found in the journal.
+// An NTP step or a VM restore can set the wall clock back; the journal's
+// times (Created, LastAttempt, NextAttempt) are then dated in the future,
+// and every decision that compares them with now (due.go, expiry.go) would
+// hold operations back, or let them look younger, by the size of the step.
+
+package idem
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// stepClock wraps a clock so that Now never goes back. A reading earlier
+// than the latest one (or than a journal time shown to observe) raises a
+// skew that is added to every later reading: idem's time then runs at the
+// wall clock's rate from where it was, as if the step had not happened. A
+// step forward cannot be told from time passing, and is taken as it is.
+// It is safe for concurrent use.
+type stepClock struct {
+	base clock
+	last atomic.Int64 // latest time returned or observed, in Unix nanoseconds
+	skew atomic.Int64 // added to base's readings, >= 0
+}
+
+func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
+
+func (c *stepClock) Now() time.Time {
+	raw := c.base.Now()
+	for {
+		skew, last := c.skew.Load(), c.last.Load()
+		now := raw.Add(time.Duration(skew))
+		n := now.UnixNano()
+		switch {
+		case n < last-int64(stepTolerance):
+			// Earlier than a time already seen: the clock went back.
+			c.skew.CompareAndSwap(skew, skew+(last-n))
+		case n <= last || c.last.CompareAndSwap(last, n):
+			// A reading a little behind the latest is two goroutines
+			// racing, not a step: taking it as one would make the skew
+			// creep ahead.
+			return now
+		}
+	}
+}
+
+// stepTolerance is the smallest step back that stepClock corrects. Readings
+// taken at once by several goroutines come back in any order; a step below
+// this moves no decision by much.
+const stepTolerance = time.Second
+
+// observe tells the clock that t is a time already past: a time written in
+// the journal, by this process or an earlier one.
+func (c *stepClock) observe(t time.Time) {
+	n := t.UnixNano()
+	for {
+		last := c.last.Load()
+		if n <= last || c.last.CompareAndSwap(last, n) {
+			return
+		}
+	}
+}
+
+func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error { return c.base.Sleep(ctx, d) }
+
+func (c *stepClock) After(d time.Duration) (<-chan time.Time, func()) { return c.base.After(d) }
+
+// written is the latest time rec was written at: its creation, its last
+// attempt or its last state change. NextAttempt is not one: it is meant to
+// be in the future.
+func (rec *Record) written() time.Time {
+	w := rec.Created
+	if rec.LastAttempt.After(w) {
+		w = rec.LastAttempt
+	}
+	if rec.Updated.After(w) {
+		w = rec.Updated
+	}
+	return w
+}
+
+// now returns the Transport's time for a decision about rec: the clock's,
+// once it has observed rec's times, so that rec is never dated in the
+// future. A clock a test put in place of the stepClock is read as it is.
+func (t *Transport) now(rec *Record) time.Time {
+	if c, ok := t.clock.(*stepClock); ok && rec != nil {
+		c.observe(rec.written())
+	}
+	return t.clock.Now()
+}
