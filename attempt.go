@@ -108,7 +108,8 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		// attempt, so Resume honours the server's Retry-After too.
 		now := t.clock.Now()
 		wait, fromServer := sched.wait(resp, now)
-		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) {
+		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) ||
+			o.limits.yield != nil && o.limits.yield() {
 			return t.giveUp(ctx, o, last, now.Add(wait))
 		}
 		g := t.budget.take(host, now)

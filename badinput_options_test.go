@@ -88,7 +88,7 @@ func TestBadInputOptionsZeroMeansDefault(t *testing.T) {
 	require.Equal(t, DefaultRandomizationFactor, c.RandomizationFactor)
 	require.Equal(t, DefaultMaxInterval, c.MaxInterval)
 	require.Equal(t, DefaultMaxRetryAfter, c.MaxRetryAfter)
-	require.Zero(t, c.AttemptTimeout, "0 means no per-attempt limit")
+	require.Equal(t, DefaultAttemptTimeout, c.AttemptTimeout)
 	require.Equal(t, DefaultResumeConcurrency, c.ResumeConcurrency)
 	require.Equal(t, DefaultResumeInterval, c.ResumeInterval)
 	require.Equal(t, DefaultCloseTimeout, c.CloseTimeout)

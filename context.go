@@ -122,7 +122,11 @@ func withoutJournal(ctx context.Context) bool {
 // limits are the attempt limits of one call: Options, overridden per call.
 type limits struct {
 	maxAttempts    int
-	attemptTimeout time.Duration // 0: none
+	attemptTimeout time.Duration
+	// yield, if set, is asked after each attempt that would be retried
+	// whether to give up now instead, leaving the operation pending: Resume
+	// frees a slot for another host's operations (resume_fair.go).
+	yield func() bool
 }
 
 // callLimits reads WithMaxAttempts and WithAttemptTimeout from ctx over the

@@ -189,9 +189,12 @@ const pendingPage = 256
 // reading a page at a time: memory stays bounded however many are pending,
 // and no read transaction is open while the caller works. A read error ends
 // the sequence and is stored in *errp.
-func (j *Journal) pendingSeq(errp *error) iter.Seq[*Record] {
+func (j *Journal) pendingSeq(errp *error) iter.Seq[*Record] { return j.pendingSeqAfter(0, errp) }
+
+// pendingSeqAfter is pendingSeq from the first record with an ID above after.
+func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 	return func(yield func(*Record) bool) {
-		for after := uint64(0); ; {
+		for {
 			page, err := j.pendingAfter(after, pendingPage)
 			if err != nil {
 				*errp = err

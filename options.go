@@ -21,6 +21,7 @@ const (
 	DefaultRandomizationFactor = 0.5
 	DefaultMaxInterval         = 30 * time.Second
 	DefaultMaxRetryAfter       = 60 * time.Second
+	DefaultAttemptTimeout      = 30 * time.Second
 	DefaultResumeConcurrency   = 8
 	DefaultResumeInterval      = 30 * time.Second
 	DefaultCloseTimeout        = 5 * time.Second
@@ -146,8 +147,14 @@ type Options struct {
 	// server's time later. 0 means DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 
-	// AttemptTimeout bounds each attempt until its response headers arrive.
-	// 0 means no per-attempt limit (the request context still applies).
+	// AttemptTimeout bounds each attempt, the sending of its body included,
+	// until its response headers arrive; an attempt cut short is retried like a lost connection (the server may
+	// have acted: same key, same bytes). 0 means DefaultAttemptTimeout, 30 s:
+	// a payment API that has not begun to answer by then is not worth
+	// holding a call, or one of Resume's slots, for, while a retry with the
+	// same key will get its stored result (Stripe's client gives a whole
+	// request 80 s). There is no "no limit": the request context bounds the
+	// whole call, and WithAttemptTimeout sets a longer limit for one call.
 	AttemptTimeout time.Duration
 
 	// RetryBudget limits retries per host so that clients do not multiply a
@@ -230,6 +237,7 @@ func (o *Options) config() (*config, error) {
 	setDefault(&c.RandomizationFactor, DefaultRandomizationFactor)
 	setDefault(&c.MaxInterval, DefaultMaxInterval)
 	setDefault(&c.MaxRetryAfter, DefaultMaxRetryAfter)
+	setDefault(&c.AttemptTimeout, DefaultAttemptTimeout)
 	setDefault(&c.ResumeConcurrency, DefaultResumeConcurrency)
 	setDefault(&c.ResumeInterval, DefaultResumeInterval)
 	setDefault(&c.CloseTimeout, DefaultCloseTimeout)

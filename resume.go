@@ -9,11 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"net/http"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -53,7 +50,12 @@ var (
 // RetryBudget held one back in this pass (that one is reported; see
 // RetryBudget). At most Options.ResumeConcurrency operations are sent at
 // once, each with up to Options.MaxAttempts attempts; WithMaxAttempts and
-// WithAttemptTimeout on ctx override those for every operation sent.
+// WithAttemptTimeout on ctx override those for every operation sent. The
+// slots are shared fairly among hosts: while another host has due
+// operations, one holding more than its share gives a slot up after its
+// current attempt (the operation stays pending, reported with a
+// *PendingError), so a host that never answers delays the others by at most
+// one attempt timeout (Options.AttemptTimeout).
 //
 // Resume returns when every due operation has been tried, or ctx ends; the
 // error is non-nil only if the journal could not be read, or ctx carries an
@@ -67,148 +69,7 @@ func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 	if err != nil {
 		return err
 	}
-	var listErr error
-	t.resumeDue(ctx, t.journal.pendingSeq(&listErr), lim, nil, fn)
-	return listErr
-}
-
-// resumeDue sends the due operations among recs (pending records without
-// their bodies, read a page at a time) and reports each outcome to fn. It starts no more sends once
-// ctx ends or stop is closed, and returns when every send it started has
-// returned. It returns the earliest next-attempt time among the operations
-// a later pass should send, or the zero time if there is none: operations in
-// flight elsewhere in this process, and those that could not be sent, are
-// left out (the first tell the resumers when they give up; the second wait
-// for the next poll).
-func (t *Transport) resumeDue(ctx context.Context, recs iter.Seq[*Record], lim limits, stop <-chan struct{}, fn func(Outcome)) time.Time {
-	var (
-		mu     sync.Mutex // serialises fn
-		nextMu sync.Mutex
-		next   time.Time
-		// Up to ResumeConcurrency workers, started as needed, send the
-		// operations handed to them on work: a worker's stack, grown deep
-		// by net/http and bbolt, serves many operations.
-		wg      sync.WaitGroup
-		work    = make(chan func())
-		workers int
-		// denied and answered tell whether the retry budget held some
-		// operations back while the server answered others: then the
-		// budget is filling again and a pass soon after sends more.
-		denied, answered atomic.Bool
-		// deniedHosts are the hosts whose budget held an operation back in
-		// this pass: their other operations wait for the next pass,
-		// unreported, so that an outage's backlog is not reported (and
-		// logged) again in full on every pass.
-		deniedHosts = map[string]bool{}
-	)
-	later := func(at time.Time) {
-		nextMu.Lock()
-		defer nextMu.Unlock()
-		if next.IsZero() || at.Before(next) {
-			next = at
-		}
-	}
-	report := func(out Outcome) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case fn != nil:
-			fn(out)
-		case out.Response != nil:
-			out.Response.Body.Close()
-		}
-	}
-launch:
-	for rec := range recs {
-		if ctx.Err() != nil || closed(stop) {
-			break
-		}
-		// Past KeyTTL it is due at once, whatever the server asked: it is
-		// never sent again, only reported expired (see resume).
-		if due, now := t.dueAt(rec); now.Before(due) {
-			later(due)
-			continue
-		}
-		name := lockName(rec)
-		if !t.locks.tryLock(name) {
-			continue // in flight in this process
-		}
-		// Re-sending an operation already attempted is a retry: it needs a
-		// token of the retry budget, taken here so that a pass stops sending
-		// to a failing host instead of queueing its whole backlog.
-		// One past KeyTTL is only marked expired: nothing is sent.
-		now := t.clock.Now()
-		host, isRetry := recordHost(rec), rec.Attempts > 0 && !t.keyExpired(rec)
-		var g grant
-		if isRetry {
-			if deniedHosts[host] {
-				t.locks.unlock(name)
-				continue
-			}
-			if g = t.budget.take(host, now); !g.ok {
-				t.locks.unlock(name)
-				denied.Store(true)
-				deniedHosts[host] = true
-				report(Outcome{Record: rec, Err: t.resumeDenied(ctx, rec, host)})
-				continue
-			}
-		}
-		job := func() {
-			defer t.locks.unlock(name)
-			resp, err := t.resume(ctx, rec, lim, isRetry)
-			if isRetry && resp == nil && !errors.As(err, new(*PendingError)) {
-				t.budget.undo(host, g) // not sent after all
-			}
-			switch {
-			case errors.Is(err, errNotPending):
-				return
-			case errors.Is(err, errNotDue):
-				later(t.cfg.dueAt(rec, t.now(rec)))
-				return
-			}
-			if resp != nil {
-				answered.Store(true)
-			}
-			t.crash(crashResume)
-			var pe *PendingError
-			if errors.As(err, &pe) {
-				later(pe.NextAttempt)
-			}
-			report(Outcome{Record: rec, Response: resp, Err: err})
-		}
-		select {
-		case work <- job: // an idle worker took it
-			continue
-		default:
-		}
-		if workers < t.cfg.ResumeConcurrency {
-			workers++
-			wg.Go(func() {
-				job()
-				for next := range work {
-					next()
-				}
-			})
-			continue
-		}
-		select {
-		case work <- job:
-		case <-stop:
-			t.locks.unlock(name)
-			t.budget.undo(host, g)
-			break launch
-		case <-ctx.Done():
-			t.locks.unlock(name)
-			t.budget.undo(host, g)
-			break launch
-		}
-	}
-	close(work)
-	wg.Wait()
-	if denied.Load() && answered.Load() {
-		later(t.clock.Now().Add(probeEvery))
-	}
-	return next
+	return t.newResumeRun(ctx, lim, nil, fn, func(time.Time) {}).all() // resume_pass.go
 }
 
 // recordHost is the host (host:port) of a journaled operation's URL, which

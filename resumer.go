@@ -83,11 +83,20 @@ type resumer struct {
 
 	mu  sync.Mutex
 	due time.Time // earliest next attempt noted since the last pass; zero if none
+
+	// run sends what the passes find due. A pass does not wait for its
+	// sends: operations that come due meanwhile, for another host, are
+	// queued by the next pass and get their share of the slots at once.
+	run *resumeRun
 }
 
 func (r *resumer) loop() {
 	defer close(r.done)
 	defer r.t.resumers.remove(r)
+	r.run = r.t.newResumeRun(r.ctx, r.lim, r.quit, r.fn, r.note)
+	// A host whose queue was full has room: a pass reads its operations.
+	r.run.pool.onRoom = func() { r.note(r.t.clock.Now()) }
+	defer r.run.pool.close() // waits for the sends in progress
 	for {
 		next := r.pass()
 		if closed(r.quit) || r.ctx.Err() != nil || !r.sleepUntil(next) {
@@ -104,9 +113,8 @@ func (r *resumer) pass() time.Time {
 	r.mu.Unlock()
 	wake := t.clock.Now().Add(t.cfg.ResumeInterval)
 	var err error
-	if next := t.resumeDue(r.ctx, t.journal.pendingSeq(&err), r.lim, r.quit, r.fn); !next.IsZero() && next.Before(wake) {
-		wake = next
-	}
+	r.run.newPass()
+	r.run.scan(t.journal.pendingSeq(&err), nil) // what it leaves for later is noted
 	if err != nil && r.ctx.Err() == nil && !closed(r.quit) {
 		if l := t.cfg.Logger; l != nil {
 			l.Log(r.ctx, slog.LevelError, "idem: resumer cannot read the journal", "err", err.Error())

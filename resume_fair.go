@@ -1,0 +1,202 @@
+// This file holds fairPool, the scheduler of Resume and the background
+// resumer (resume_pass.go): pending operations wait in one queue per host,
+// and each free slot goes to the host that has the fewest operations being
+// sent, so that a host that accepts connections and never answers cannot
+// hold every slot while another host has due work.
+
+package idem
+
+import "sync"
+
+// fairPool sends queued records on at most slots goroutines. It is work
+// conserving: a host alone may use every slot. While another host waits, an
+// operation of a host holding more than its share gives its slot up after
+// its current attempt (yield), so one dead host delays the others by at most
+// one attempt timeout. Memory is bounded by metadata: a host's queue holds at
+// most perHost records (without bodies); add refuses more, and the scanner
+// reads them again once that host has room. It is safe for concurrent use.
+type fairPool struct {
+	slots, perHost int
+	send           func(host string, rec *Record)
+
+	mu      sync.Mutex
+	queues  map[string][]*Record
+	order   []string // hosts with queued records, least recently served first
+	running map[string]int
+	known   map[uint64]bool // records queued or being sent
+	full    map[string]bool // hosts add refused since they last had room
+	workers int
+	closed  bool
+	wg      sync.WaitGroup
+	// room receives when a host in full has room again; onRoom, if set, is
+	// called then too.
+	room   chan struct{}
+	onRoom func()
+}
+
+func newFairPool(slots, perHost int, send func(host string, rec *Record)) *fairPool {
+	return &fairPool{slots: slots, perHost: perHost, send: send, queues: map[string][]*Record{},
+		running: map[string]int{}, known: map[uint64]bool{}, full: map[string]bool{},
+		room: make(chan struct{}, 1)}
+}
+
+// add queues rec for host. It returns false, and queues nothing, if host's
+// queue is full. A record already queued or being sent is not queued again.
+func (p *fairPool) add(host string, rec *Record) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known[rec.ID] || p.closed {
+		return true
+	}
+	q := p.queues[host]
+	if len(q) >= p.perHost {
+		p.full[host] = true
+		return false
+	}
+	if len(q) == 0 {
+		p.order = append(p.order, host)
+	}
+	p.queues[host] = append(q, rec)
+	p.known[rec.ID] = true
+	return true
+}
+
+// pump starts workers for the queued records, up to slots.
+func (p *fairPool) pump() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.workers < p.slots && !p.closed {
+		host, rec := p.next()
+		if rec == nil {
+			return
+		}
+		p.workers++
+		// A worker's stack, grown deep by net/http and bbolt, serves many
+		// operations.
+		p.wg.Go(func() {
+			for rec != nil {
+				p.send(host, rec)
+				host, rec = p.done(host, rec)
+			}
+		})
+	}
+}
+
+// done ends the send of rec and returns the worker's next record, if any.
+func (p *fairPool) done(host string, rec *Record) (string, *Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running[host]--; p.running[host] == 0 {
+		delete(p.running, host)
+	}
+	delete(p.known, rec.ID)
+	if !p.closed {
+		if h, r := p.next(); r != nil {
+			return h, r
+		}
+	}
+	p.workers--
+	return "", nil
+}
+
+// next takes a queued record of the host with the fewest records being sent,
+// the least recently served among equals. p.mu is held.
+func (p *fairPool) next() (string, *Record) {
+	best := -1
+	for i, h := range p.order {
+		if best < 0 || p.running[h] < p.running[p.order[best]] {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", nil
+	}
+	host := p.order[best]
+	q := p.queues[host]
+	rec := q[0]
+	q[0] = nil
+	q = q[1:]
+	p.running[host]++
+	p.order = append(p.order[:best], p.order[best+1:]...)
+	if len(q) == 0 {
+		delete(p.queues, host)
+	} else {
+		p.queues[host] = q
+		p.order = append(p.order, host)
+	}
+	if p.full[host] && len(q) <= p.perHost/2 {
+		delete(p.full, host)
+		p.signal()
+	}
+	return host, rec
+}
+
+// yield reports whether an operation of host should give its slot up after
+// its current attempt: every slot is busy, and another host with queued
+// records has at least two fewer being sent, so that the slot evens them.
+func (p *fairPool) yield(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.workers < p.slots || p.closed {
+		return false
+	}
+	n := p.running[host]
+	for _, h := range p.order {
+		if h != host && p.running[h] < n-1 {
+			return true
+		}
+	}
+	return false
+}
+
+// drop forgets host's queued records: they stay pending, for a later pass.
+func (p *fairPool) drop(host string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropLocked(host)
+}
+
+func (p *fairPool) dropLocked(host string) {
+	for _, rec := range p.queues[host] {
+		delete(p.known, rec.ID)
+	}
+	if _, ok := p.queues[host]; ok {
+		delete(p.queues, host)
+		for i, h := range p.order {
+			if h == host {
+				p.order = append(p.order[:i], p.order[i+1:]...)
+				break
+			}
+		}
+	}
+	if p.full[host] {
+		delete(p.full, host)
+		p.signal()
+	}
+}
+
+// signal tells a scanner waiting for room. p.mu is held.
+func (p *fairPool) signal() {
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
+	if p.onRoom != nil {
+		p.onRoom()
+	}
+}
+
+// wait returns once every queued record has been sent.
+func (p *fairPool) wait() { p.wg.Wait() }
+
+// close drops the queued records, starts nothing more, and waits for the
+// sends in progress.
+func (p *fairPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	for host := range p.queues {
+		p.dropLocked(host)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

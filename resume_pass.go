@@ -1,0 +1,219 @@
+// This file holds a resume run: the scans over the journal's pending records
+// that Resume and the background resumer (resumer.go) make, and the send of
+// each due operation through a fairPool (resume_fair.go), which shares
+// Options.ResumeConcurrency slots fairly among hosts.
+
+package idem
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// resumeRun sends due pending operations and reports each outcome. Resume
+// makes one per call; a background resumer keeps one for its life, and its
+// passes feed the same pool.
+type resumeRun struct {
+	t     *Transport
+	ctx   context.Context
+	lim   limits
+	stop  <-chan struct{} // closed: send nothing more; nil for Resume
+	fn    func(Outcome)
+	later func(time.Time) // an operation to send later, at that time
+	pool  *fairPool
+
+	reportMu sync.Mutex // serialises fn
+	// deniedHosts are the hosts whose budget held an operation back in this
+	// pass: their other operations wait for the next pass, unreported, so
+	// that an outage's backlog is not reported (and logged) again in full on
+	// every pass.
+	deniedMu    sync.Mutex
+	deniedHosts map[string]bool
+	// denied and answered tell whether the retry budget held some
+	// operations back while the server answered others: then the budget is
+	// filling again and a pass soon after sends more.
+	denied, answered atomic.Bool
+}
+
+func (t *Transport) newResumeRun(ctx context.Context, lim limits, stop <-chan struct{}, fn func(Outcome), later func(time.Time)) *resumeRun {
+	r := &resumeRun{t: t, ctx: ctx, lim: lim, stop: stop, fn: fn, later: later, deniedHosts: map[string]bool{}}
+	r.pool = newFairPool(t.cfg.ResumeConcurrency, pendingPage, r.send)
+	r.lim.yield = nil // set per host in send
+	return r
+}
+
+// all runs one pass over the journal, then reads again, from where they were
+// left out, the records of hosts whose queue was full, until every due record
+// has been queued; it returns when all have been sent. This is Resume.
+func (r *resumeRun) all() error {
+	var err error
+	backlog := r.scan(r.t.journal.pendingSeq(&err), nil)
+	for len(backlog) > 0 && err == nil && r.waitRoom() {
+		from := uint64(0)
+		for _, id := range backlog {
+			if from == 0 || id < from {
+				from = id
+			}
+		}
+		backlog = r.scan(r.t.journal.pendingSeqAfter(from-1, &err), backlog)
+	}
+	r.pool.wait()
+	return err
+}
+
+// scan queues the due records of recs and starts their sends; it notes when
+// the others come due. With only set, it takes only the records of only's
+// hosts from the ID only names for each on. It returns the hosts whose queue
+// was full, each with the first record left out.
+func (r *resumeRun) scan(recs iter.Seq[*Record], only map[string]uint64) map[string]uint64 {
+	t := r.t
+	var backlog map[string]uint64
+	added := 0
+	for rec := range recs {
+		if r.ctx.Err() != nil || closed(r.stop) {
+			break
+		}
+		host := recordHost(rec)
+		if from, ok := only[host]; only != nil && (!ok || rec.ID < from) {
+			continue
+		}
+		if _, ok := backlog[host]; ok {
+			continue // keep each host's operations in order
+		}
+		// Past KeyTTL it is due at once, whatever the server asked: it is
+		// never sent again, only reported expired (see resume).
+		if due, now := t.dueAt(rec); now.Before(due) {
+			r.later(due)
+			continue
+		}
+		if r.isDenied(host) {
+			continue
+		}
+		if !r.pool.add(host, rec) {
+			if backlog == nil {
+				backlog = map[string]uint64{}
+			}
+			backlog[host] = rec.ID
+			if only != nil && len(backlog) == len(only) {
+				break // every host read again is full again
+			}
+			continue
+		}
+		// Start sending a page at a time: the hosts of a whole page are
+		// known before the slots are given out.
+		if added++; added%pendingPage == 0 {
+			r.pool.pump()
+		}
+	}
+	r.pool.pump()
+	return backlog
+}
+
+// waitRoom waits until a host whose queue was full has room again. It
+// returns false if the run is to stop.
+func (r *resumeRun) waitRoom() bool {
+	select {
+	case <-r.pool.room:
+		return true
+	case <-r.ctx.Done():
+		return false
+	case <-r.stop:
+		return false
+	}
+}
+
+func (r *resumeRun) isDenied(host string) bool {
+	r.deniedMu.Lock()
+	defer r.deniedMu.Unlock()
+	return r.deniedHosts[host]
+}
+
+// newPass starts a pass of a background resumer: hosts denied in the last
+// one are tried again.
+func (r *resumeRun) newPass() {
+	r.deniedMu.Lock()
+	defer r.deniedMu.Unlock()
+	clear(r.deniedHosts)
+}
+
+func (r *resumeRun) report(out Outcome) {
+	r.reportMu.Lock()
+	defer r.reportMu.Unlock()
+	switch {
+	case r.fn != nil:
+		r.fn(out)
+	case out.Response != nil:
+		out.Response.Body.Close()
+	}
+}
+
+// send sends one queued operation, or expires it, and reports the outcome.
+func (r *resumeRun) send(host string, rec *Record) {
+	t := r.t
+	if r.ctx.Err() != nil || closed(r.stop) {
+		return
+	}
+	name := lockName(rec)
+	if !t.locks.tryLock(name) {
+		return // in flight in this process
+	}
+	defer t.locks.unlock(name)
+	// Re-sending an operation already attempted is a retry: it needs a
+	// token of the retry budget, so that a pass stops sending to a failing
+	// host instead of queueing its whole backlog. One past KeyTTL is only
+	// marked expired: nothing is sent.
+	isRetry := rec.Attempts > 0 && !t.keyExpired(rec)
+	var g grant
+	if isRetry {
+		r.deniedMu.Lock()
+		if r.deniedHosts[host] {
+			r.deniedMu.Unlock()
+			return
+		}
+		if g = t.budget.take(host, t.clock.Now()); !g.ok {
+			r.deniedHosts[host] = true
+			r.deniedMu.Unlock()
+			r.pool.drop(host)
+			r.setFlag(&r.denied)
+			r.report(Outcome{Record: rec, Err: t.resumeDenied(r.ctx, rec, host)})
+			return
+		}
+		r.deniedMu.Unlock()
+	}
+	lim := r.lim
+	lim.yield = func() bool { return r.pool.yield(host) }
+	resp, err := t.resume(r.ctx, rec, lim, isRetry)
+	if isRetry && resp == nil && !errors.As(err, new(*PendingError)) {
+		t.budget.undo(host, g) // not sent after all
+	}
+	switch {
+	case errors.Is(err, errNotPending):
+		return
+	case errors.Is(err, errNotDue):
+		due, _ := t.dueAt(rec)
+		r.later(due)
+		return
+	}
+	if resp != nil {
+		r.setFlag(&r.answered)
+	}
+	t.crash(crashResume)
+	var pe *PendingError
+	if errors.As(err, &pe) {
+		r.later(pe.NextAttempt)
+	}
+	r.report(Outcome{Record: rec, Response: resp, Err: err})
+}
+
+// setFlag sets denied or answered; once both are, a pass soon after sends
+// what the budget held back.
+func (r *resumeRun) setFlag(f *atomic.Bool) {
+	f.Store(true)
+	if r.denied.Load() && r.answered.Load() {
+		r.later(r.t.clock.Now().Add(probeEvery))
+	}
+}
