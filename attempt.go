@@ -126,6 +126,10 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 			t.budget.undo(host, g) // the retry was never sent
 			return t.giveUp(ctx, o, outcome{err: err, status: last.status}, now.Add(wait))
 		}
+		if o.limits.yield != nil && o.limits.yield() { // another host waited out the backoff
+			t.budget.undo(host, g)
+			return t.giveUp(ctx, o, last, t.clock.Now())
+		}
 	}
 }
 

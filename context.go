@@ -123,9 +123,10 @@ func withoutJournal(ctx context.Context) bool {
 type limits struct {
 	maxAttempts    int
 	attemptTimeout time.Duration
-	// yield, if set, is asked after each attempt that would be retried
-	// whether to give up now instead, leaving the operation pending: Resume
-	// frees a slot for another host's operations (resume_fair.go).
+	// yield, if set, is asked after each attempt that would be retried, and
+	// after its backoff wait, whether to give up now instead, leaving the
+	// operation pending: Resume frees a slot for another host's operations
+	// (resume_fair.go).
 	yield func() bool
 }
 

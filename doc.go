@@ -186,4 +186,28 @@
 // commit with fsync. The zero Transport is usable (default Options, no
 // journal). Resume blocks until each due operation is done or its attempts
 // run out: bound its context at startup, or use StartResumer.
+//
+// # Clock steps
+//
+// Journal times come from the wall clock, which an NTP step or a VM restore
+// can move. The Transport's clock never reads earlier than a time it has
+// read or found in the journal, and after a step back runs on from there. A
+// stored next attempt so holds an operation back at most the wait chosen for
+// it (the backoff, or the server's Retry-After) from now; a step back
+// shortens KeyTTL's count only by the time the process was down meanwhile.
+// A step forward makes records look older: an operation may expire early
+// (ErrKeyExpired: reconcile, nothing sent), a finished record may be pruned
+// early. Retention's margin over KeyTTL (6 days by default) is the forward
+// step a journal absorbs before a reused operation ID could mint a second key.
+//
+// # Resume fairness
+//
+// Resume and the background resumer share Options.ResumeConcurrency slots
+// among hosts: each free slot goes to the host with the fewest operations
+// being sent, and while another host waits, an operation of a host over its
+// share gives its slot up after its current attempt or backoff wait (it
+// stays pending). A host that accepts connections and never answers delays
+// the others by at most one Options.AttemptTimeout (30 s by default) or one
+// backoff wait (at most Options.MaxInterval, 30 s by default). Queues hold
+// records' metadata only, at most a page per host.
 package idem

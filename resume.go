@@ -53,9 +53,10 @@ var (
 // WithAttemptTimeout on ctx override those for every operation sent. The
 // slots are shared fairly among hosts: while another host has due
 // operations, one holding more than its share gives a slot up after its
-// current attempt (the operation stays pending, reported with a
-// *PendingError), so a host that never answers delays the others by at most
-// one attempt timeout (Options.AttemptTimeout).
+// current attempt or backoff wait (the operation stays pending, reported
+// with a *PendingError), so a host that never answers delays the others by
+// at most one attempt timeout (Options.AttemptTimeout) or, if longer, one
+// backoff wait (Options.MaxInterval).
 //
 // Resume returns when every due operation has been tried, or ctx ends; the
 // error is non-nil only if the journal could not be read, or ctx carries an

@@ -11,8 +11,8 @@ import "sync"
 // fairPool sends queued records on at most slots goroutines. It is work
 // conserving: a host alone may use every slot. While another host waits, an
 // operation of a host holding more than its share gives its slot up after
-// its current attempt (yield), so one dead host delays the others by at most
-// one attempt timeout. Memory is bounded by metadata: a host's queue holds at
+// its current attempt or backoff wait (yield), so one dead host delays the
+// others by at most one attempt timeout or backoff wait. Memory is bounded by metadata: a host's queue holds at
 // most perHost records (without bodies); add refuses more, and the scanner
 // reads them again once that host has room. It is safe for concurrent use.
 type fairPool struct {

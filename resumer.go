@@ -25,9 +25,11 @@ const minResumeGap = 50 * time.Millisecond
 // next-attempt time comes (including a server's Retry-After, and operations
 // that calls in this process leave pending later), and at least every
 // Options.ResumeInterval. At most Options.ResumeConcurrency operations are
-// sent at once. Operations in flight in this process are never sent twice. If
-// a pass cannot read the journal, fn gets an Outcome with a nil Record and the
-// error, and the resumer tries again after ResumeInterval.
+// sent at once, the slots shared fairly among hosts as in Resume; a pass
+// does not wait for the sends of the last one. Operations in flight in this
+// process are never sent twice. If a pass cannot read the journal, fn gets
+// an Outcome with a nil Record and the error, and the resumer tries again
+// after ResumeInterval.
 //
 // fn is called from the resumer's goroutines, one call at a time. It must not
 // call stop or Close (they wait for fn to return).
