@@ -302,7 +302,7 @@ func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr err
 	if !errors.Is(openErr, ErrUnknownEncryptionKey) && !errors.Is(openErr, ErrDecrypt) {
 		return openErr
 	}
-	if t.clock.Now().Sub(rec.Created) <= t.cfg.KeyTTL {
+	if !t.keyExpired(rec) {
 		return openErr
 	}
 	cur, err := t.journal.restate(rec.ID, false, func(cur *Record) error {

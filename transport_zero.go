@@ -17,7 +17,7 @@ func (t *Transport) setup() {
 		}
 		t.cfg, t.locks, t.budget = cfg, new(keyedLocks), newBudget(cfg.RetryBudget)
 		if t.clock == nil { // a test may have set its own
-			t.clock = realClock{}
+			t.clock = newStepClock(realClock{})
 		}
 	})
 }
