@@ -194,7 +194,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 	j, tr := f.open(t, nil)
 	plainBody := f.leavePending(t, tr, "before")
 	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-5", journalVersion(t, f.path), "no encryption, no new version")
+	require.Equal(t, "idem-journal-8", journalVersion(t, f.path), "no encryption, no new version")
 
 	j, tr = f.open(t, kr)
 	f.leavePending(t, tr, "after")
@@ -203,7 +203,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plainBody, string(rec.Body))
 	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-7", journalVersion(t, f.path),
+	require.Equal(t, "idem-journal-9", journalVersion(t, f.path),
 		"marked, so that an idem without sealed records refuses the file")
 
 	// Read-only, without keys: listed, the sealed one as such.

@@ -62,7 +62,7 @@ var (
 
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in
 	// the journal is used for a request with a different fingerprint (method,
-	// URL, body). Nothing is sent.
+	// URL, body, Content-Type, Content-Encoding). Nothing is sent.
 	ErrKeyReuse = errors.New("idem: operation ID reused with a different request")
 
 	// ErrRedirectChanged is returned, inside a *PendingError while the
@@ -72,6 +72,18 @@ var (
 	// Nothing is sent; the operation stays as the journal has it, and Resume
 	// sends the journaled request to the Location.
 	ErrRedirectChanged = errors.New("idem: redirect hop differs from the journaled operation")
+
+	// ErrIdentityMismatch is returned, before anything is written or sent,
+	// when an operation ID or caller's idempotency key already in the
+	// journal is used under another identity than the one its operation was
+	// created under: another declared identity (Options.Identity,
+	// WithIdentity), or, with none declared, other credentials (sensitive
+	// headers, URL userinfo, sensitive query parameters). Nothing is sent,
+	// and the error tells nothing of the other identity's operation.
+	// Resume reports it for an operation that Options.Identity maps, once
+	// PrepareResume has prepared it, to another identity; nothing is sent
+	// and the operation stays pending.
+	ErrIdentityMismatch = errors.New("idem: operation belongs to another identity")
 
 	// ErrAlreadySettled is matched (errors.Is) by an *AlreadySettledError: the
 	// operation settled, and either that was longer than KeyTTL ago (so it is

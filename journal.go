@@ -15,10 +15,12 @@
 //	         bodies and nothing copies them. A body over 64 KiB is stored
 //	         in chunks, ID+chunk number -> chunk (journal_body.go)
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version: 5, or 7 once a writer with
-//	         Options.Encryption has opened it (version 5 plus sealed records,
+//	meta     the journal version: 8, or 9 once a writer with
+//	         Options.Encryption has opened it (version 8 plus sealed records,
 //	         record_seal.go), so that an idem that cannot open them refuses
-//	         the file instead of sending ciphertext as a body; and
+//	         the file instead of sending ciphertext as a body;
+//	         "identity-key", the HMAC key of credential tags
+//	         (identity_key.go); and
 //	         "staged\x00"+ID while a body of 1 MiB or more is written ahead
 //	         of its record (journal_body.go)
 
@@ -50,16 +52,19 @@ var (
 	bucketIndex   = []byte("index")
 	bucketMeta    = []byte("meta")
 	metaVersion   = []byte("version")
-	// The file's format version: 5 for a plaintext journal, 7 once opened
+	// The file's format version: 8 for a plaintext journal, 9 once opened
 	// with Options.Encryption (for good). 3 and 4, the same before bodies
-	// were stored in chunks (journal_body.go), and 6, sealed before large
-	// bodies were sealed in parts (sealSegment), are read, and marked 5 or 7
-	// when opened for writing, so that an older idem refuses the file rather
-	// than miss a chunked body or fail to open a body sealed in parts.
-	versionPlain  = []byte("idem-journal-5")
-	versionSealed = []byte("idem-journal-7")
+	// were stored in chunks (journal_body.go), 6, sealed before large
+	// bodies were sealed in parts (sealSegment), and 5 and 7, before
+	// operations were bound to identities (identity.go), are read, and
+	// marked 8 or 9 when opened for writing, so that an older idem refuses
+	// the file rather than miss a chunked body, fail to open a body sealed
+	// in parts, or let another identity run a bound operation.
+	versionPlain  = []byte("idem-journal-8")
+	versionSealed = []byte("idem-journal-9")
 	knownVersions = map[string]bool{ // version -> marked as sealed
-		"idem-journal-3": false, "idem-journal-4": true, "idem-journal-6": true,
+		"idem-journal-3": false, "idem-journal-4": true, "idem-journal-5": false,
+		"idem-journal-6": true, "idem-journal-7": true,
 		string(versionPlain): false, string(versionSealed): true,
 	}
 )
@@ -84,6 +89,9 @@ type Journal struct {
 	// reads the mapping unlocked, which a commit may be remapping.
 	pageSize int
 	now      func() time.Time
+	// identityKey is the HMAC key of credential tags (identity_key.go);
+	// nil in a read-only journal of a file written before it existed.
+	identityKey []byte
 
 	commit    committer
 	retention time.Duration  // for the periodic prune; 0 for read-only
@@ -321,6 +329,9 @@ func (j *Journal) init() error {
 		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketBodies) == nil || tx.Bucket(bucketIndex) == nil {
 			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
 		}
+		if err := j.loadIdentityKey(meta); err != nil {
+			return err
+		}
 		if j.readOnly {
 			return nil
 		}
@@ -340,6 +351,9 @@ func (j *Journal) create(tx *bolt.Tx) error {
 	}
 	meta, err := tx.CreateBucket(bucketMeta)
 	if err != nil {
+		return err
+	}
+	if err := j.loadIdentityKey(meta); err != nil {
 		return err
 	}
 	if j.keyring != nil {

@@ -171,7 +171,40 @@ type Options struct {
 	// Returning an error leaves the operation pending and reports the error.
 	// After a 307 or 308, req.URL is the Location, perhaps on another host:
 	// add credentials only for hosts that should get them.
+	// IdentityFrom(req.Context()) is the identity the operation was created
+	// under, if one was declared: add that identity's credentials. Resume
+	// trusts what PrepareResume adds; only Options.Identity, if set, is
+	// asked again (ErrIdentityMismatch).
 	PrepareResume func(*http.Request) error
+
+	// Identity, if set, maps a journaled request to the identity it is made
+	// for: the tenant, customer or account on whose behalf it is sent, never
+	// a credential (a refreshed token must stay the same operation; the
+	// identity is journaled as given, sealed under Encryption). It is called
+	// once per journaled call, before anything is written or sent, and must
+	// not read the body; an error fails the call, and "" declares no
+	// identity. WithIdentity declares one per call; where both declare one
+	// they must be equal, or RoundTrip fails with ErrInvalidRequest: neither
+	// overrides the other silently.
+	//
+	// An operation is bound to the identity it was created under. A call
+	// under another identity that names it (the same operation ID or
+	// caller's key) fails with ErrIdentityMismatch, and nothing is sent,
+	// in this process or after a restart. With no identity declared, the
+	// identity is the creator's credentials: the values of the sensitive
+	// headers (SensitiveHeaders and DefaultSensitiveHeaders), the URL's
+	// userinfo and the SensitiveQueryParams; a call whose credentials
+	// differ (a refreshed token, a changed cookie) is refused. Only a keyed
+	// hash of them is journaled (Record.CredentialTag). Credentials added
+	// below idem (by Base, like an OAuth2 transport, or a TLS client
+	// certificate) are not seen: declare the identity then. Operation IDs
+	// and caller's keys are one namespace per journal: prefix them with the
+	// tenant where tenants choose them.
+	//
+	// Resume calls Identity again on the request PrepareResume prepared,
+	// and does not send it (ErrIdentityMismatch) if it names another
+	// identity than the operation's.
+	Identity func(*http.Request) (string, error)
 
 	// ResumeConcurrency bounds the operations Resume sends at once. 0 means
 	// DefaultResumeConcurrency.

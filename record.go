@@ -54,12 +54,33 @@ type Record struct {
 	// DroppedQuery names (never values) the query parameters left out of URL
 	// (Options.SensitiveQueryParams), sorted; Resume sends nothing until
 	// PrepareResume has put them back.
-	DroppedQuery []string  `json:"dropped_query,omitempty"`
-	CallerKey    bool      `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
-	Body         []byte    `json:"-"`                    // stored in its own bucket; dropped once settled
-	BodySHA256   string    `json:"sha256"`               // hex, of the body as sent
-	Created      time.Time `json:"created"`              // written ahead, just before the first attempt: KeyTTL counts from it
-	State        State     `json:"state"`
+	DroppedQuery []string `json:"dropped_query,omitempty"`
+	CallerKey    bool     `json:"caller_key,omitempty"` // the caller chose Key (else idem minted it)
+	// Identity is the identity the operation was created under, as
+	// declared (Options.Identity, WithIdentity): a tenant or account name,
+	// never a credential. "" if none was declared; CredentialTag then binds
+	// the operation instead. See identity.go.
+	Identity string `json:"identity,omitempty"`
+	// CredentialTag binds an operation created with no declared identity to
+	// its creator's credentials (sensitive headers, URL userinfo, sensitive
+	// query parameters) without storing them: hex of HMAC-SHA-256, cut to
+	// 128 bits, under a random key kept in the journal file (see
+	// identity_key.go for what that protects against). Records written
+	// before identities were bound (journal versions up to 7) have neither
+	// field, and any identity may continue them.
+	CredentialTag string `json:"cred,omitempty"`
+	// ContentType and ContentEncoding are the request's representation
+	// headers, normalized (media type and parameter names lowercased,
+	// codings lowercased, comma-separated): part of the operation's
+	// fingerprint, and kept once the record is settled and its Header
+	// dropped. "" for a header the request did not carry, or named in
+	// Options.SensitiveHeaders.
+	ContentType     string    `json:"content_type,omitempty"`
+	ContentEncoding string    `json:"content_encoding,omitempty"`
+	Body            []byte    `json:"-"`       // stored in its own bucket; dropped once settled
+	BodySHA256      string    `json:"sha256"`  // hex, of the body as sent
+	Created         time.Time `json:"created"` // written ahead, just before the first attempt: KeyTTL counts from it
+	State           State     `json:"state"`
 	// Attempts counts the attempts whose outcome was recorded. Attempts cut
 	// short by a crash are not counted, nor net/http's own single re-send on a
 	// dead keep-alive connection (same key, same bytes).

@@ -48,6 +48,22 @@ func (r *Record) appendJSON(b, box []byte) ([]byte, error) {
 	if r.CallerKey {
 		b = append(b, `,"caller_key":true`...)
 	}
+	if r.Identity != "" {
+		b = append(b, `,"identity":`...)
+		b = appendJSONString(b, r.Identity)
+	}
+	if r.CredentialTag != "" {
+		b = append(b, `,"cred":`...)
+		b = appendJSONString(b, r.CredentialTag)
+	}
+	if r.ContentType != "" {
+		b = append(b, `,"content_type":`...)
+		b = appendJSONString(b, r.ContentType)
+	}
+	if r.ContentEncoding != "" {
+		b = append(b, `,"content_encoding":`...)
+		b = appendJSONString(b, r.ContentEncoding)
+	}
 	b = append(b, `,"sha256":`...)
 	b = appendJSONString(b, r.BodySHA256)
 	var err error

@@ -57,6 +57,18 @@ func parseStored(meta []byte) (s storedRecord, ok bool) {
 		r.DroppedQuery = p.strs()
 	}
 	r.CallerKey = p.field(`,"caller_key":true`)
+	if p.field(`,"identity":`) {
+		r.Identity = p.str()
+	}
+	if p.field(`,"cred":`) {
+		r.CredentialTag = p.str()
+	}
+	if p.field(`,"content_type":`) {
+		r.ContentType = p.str()
+	}
+	if p.field(`,"content_encoding":`) {
+		r.ContentEncoding = p.str()
+	}
 	p.lit(`,"sha256":`)
 	r.BodySHA256 = p.str()
 	p.lit(`,"created":`)

@@ -1,8 +1,8 @@
 // This file holds how a Record is stored (journal.go holds the layout): its
 // metadata as JSON, its body apart. When the record names a key ID
 // (Options.Encryption, encrypt.go), what it holds of the request itself —
-// headers, the URL's query, the body's SHA-256, and the body —
-// is sealed; what Resume and listings need to schedule and name it (key,
+// headers, the URL's query, the body's SHA-256, the body, and the
+// operation's identity binding and representation headers — is sealed; what Resume and listings need to schedule and name it (key,
 // operation ID, method, scheme, host and path, state, times) stays readable.
 
 package idem
@@ -34,6 +34,13 @@ type sealedPart struct {
 	BodySegment int `json:"body_segment,omitempty"`
 	// LocationRest is Record.Location from its '?' on.
 	LocationRest string `json:"location_rest,omitempty"`
+	// The operation's binding and representation (identity.go): sealed
+	// too, so that the file shows neither tenant names nor which records
+	// share one, nor a credential tag to test guesses against.
+	Identity        string `json:"identity,omitempty"`
+	CredentialTag   string `json:"cred,omitempty"`
+	ContentType     string `json:"content_type,omitempty"`
+	ContentEncoding string `json:"content_encoding,omitempty"`
 }
 
 // errStored marks stored bytes that no version of idem writes.
@@ -57,7 +64,8 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	plain, rest := splitURL(r.URL)
 	locPlain, locRest := splitURL(r.Location)
 	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256,
-		BodySegment: r.bodySegment, LocationRest: locRest})
+		BodySegment: r.bodySegment, LocationRest: locRest, Identity: r.Identity, CredentialTag: r.CredentialTag,
+		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding})
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +75,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	}
 	c := *r
 	c.URL, c.Header, c.BodySHA256, c.Location = plain, nil, "", locPlain
+	c.Identity, c.CredentialTag, c.ContentType, c.ContentEncoding = "", "", "", ""
 	return c.appendJSON(make([]byte, 0, 512+len(box)*4/3), box)
 }
 
@@ -115,7 +124,8 @@ func (k *keyring) decodeStored(meta, body []byte) (rec *Record, sealErr, err err
 	}
 	// Fields that a sealed record keeps in its box must be empty outside it:
 	// anything there was not written by idem, and is not authenticated.
-	if len(s.Box) == 0 || len(rec.Header) > 0 || rec.BodySHA256 != "" || strings.ContainsAny(rec.URL+rec.Location, "?#") {
+	if len(s.Box) == 0 || len(rec.Header) > 0 || rec.BodySHA256 != "" || strings.ContainsAny(rec.URL+rec.Location, "?#") ||
+		rec.Identity != "" || rec.CredentialTag != "" || rec.ContentType != "" || rec.ContentEncoding != "" {
 		return nil, nil, fmt.Errorf("%w: sealed record with its request in plaintext, or without its sealed part", errStored)
 	}
 	rec.Header = nil
@@ -177,6 +187,7 @@ func (k *keyring) openMeta(rec *Record, box []byte) error {
 	rec.URL += p.URLRest
 	rec.Location += p.LocationRest
 	rec.Header, rec.BodySHA256, rec.bodySegment = p.Header, p.BodySHA256, p.BodySegment
+	rec.Identity, rec.CredentialTag, rec.ContentType, rec.ContentEncoding = p.Identity, p.CredentialTag, p.ContentType, p.ContentEncoding
 	return nil
 }
 

@@ -142,7 +142,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 	// A 307 or 308 moves the operation (redirect.go): it is sent again
 	// there, as an http.Client would follow it, rebuilt for its new target.
 	for hops := 0; ; hops++ {
-		req, err = http.NewRequestWithContext(ctx, rec.Method, rec.target(), bytes.NewReader(rec.Body))
+		req, err = http.NewRequestWithContext(resumeContext(ctx, rec), rec.Method, rec.target(), bytes.NewReader(rec.Body))
 		if err != nil {
 			return nil, fmt.Errorf("%w: journaled URL: %w", ErrInvalidRequest, err)
 		}
@@ -175,6 +175,9 @@ func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 		if err := t.cfg.PrepareResume(req); err != nil {
 			return fmt.Errorf("idem: PrepareResume: %w", err)
 		}
+	}
+	if err := t.checkResumed(req, rec); err != nil { // identity.go
+		return err
 	}
 	for _, name := range rec.Dropped {
 		if len(headerValues(req.Header, name)) == 0 {

@@ -44,9 +44,10 @@ func TestStoredURLStripsSensitiveQuery(t *testing.T) {
 
 func TestSensitiveQueryFingerprint(t *testing.T) {
 	// The fingerprint is taken without the sensitive parameters: calling
-	// again with a fresh token is the same operation, and the server gets
-	// that call's token on the wire; a change to another parameter is
-	// another request.
+	// again with a fresh token, under a declared identity, is the same
+	// operation, and the server gets that call's token on the wire; a change
+	// to another parameter is another request. (With no identity declared,
+	// a fresh token is other credentials: identity_test.go.)
 	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}},
 		func(n int, w http.ResponseWriter, _ *http.Request) {
 			if n == 1 {
@@ -63,7 +64,7 @@ func TestSensitiveQueryFingerprint(t *testing.T) {
 	})
 	call := func(query string) (*http.Response, error) {
 		req := newRequest(t, http.MethodPost, srv.URL+"/payments?"+query, paymentBody("order-q1", 100))
-		return tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), "op-q1")))
+		return tr.RoundTrip(req.WithContext(WithIdentity(WithOperationID(context.Background(), "op-q1"), "tenant-q")))
 	}
 	_, err := call("a=1&token=first")
 	pastNextAttempt(clk, pendingErr(t, err).NextAttempt)

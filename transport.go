@@ -219,6 +219,10 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 			return nil, err
 		}
 	}
+	call, err := t.bindingOf(req) // identity.go
+	if err != nil {
+		return nil, err
+	}
 	if !hasKey {
 		// Minted once: the lock below and a new record use the same key.
 		if key, err = newKey(); err != nil {
@@ -263,10 +267,13 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
 			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
 			DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
+		t.bind(rec, call)
 		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 		t.crash(crashWriteAhead)
+	} else if err := t.admit(rec, call, name); err != nil {
+		return nil, err
 	} else if err := t.reuse(rec, fingerprint(method(req), u, sum), key, hasKey); err != nil {
 		return nil, err
 	}
