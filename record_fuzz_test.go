@@ -38,12 +38,13 @@ func fuzzSeeds() []*Record {
 		Method: http.MethodPost, URL: "https://api.test/v1/payments?mode=live#f",
 		Header:  http.Header{"Content-Type": {"application/json"}, "X-Trace": {"t-1", "t-2"}},
 		Dropped: []string{"Authorization"}, DroppedQuery: []string{"token"},
+		Identity: "tenant-acme", ContentType: "application/json; charset=utf-8", ContentEncoding: "gzip",
 		Body:       []byte(`{"amount":4200,"currency":"eur","card":"4111111111111111"}`),
 		BodySHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		Created:    at, Updated: at, State: Pending, Attempts: 2, LastAttempt: at.Add(time.Second),
 		NextAttempt: at.Add(time.Minute), Status: 503, LastError: "idem: 503"}
 	settled := &Record{Key: "caller-key-1", CallerKey: true, Method: http.MethodPatch, URL: "http://127.0.0.1:8080/orders/7",
-		Host: "orders.internal", BodySHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		Host: "orders.internal", CredentialTag: "5d0c1f0a3b2e4d6c8a9b7e1f2c3d4e5f", ContentType: "application/merge-patch+json", BodySHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 		Created: at, Updated: at.Add(time.Hour), State: Settled, Attempts: 1, Status: 201}
 	var seeds []*Record
 	for _, kid := range []string{"", "fuzz", "other"} {
@@ -118,6 +119,9 @@ func TestDecodeRecordSeedsRoundTrip(t *testing.T) {
 		if r.EncryptionKeyID != "" {
 			require.NotContains(t, string(meta), "X-Trace")
 			require.NotContains(t, string(meta), "mode=live")
+			require.NotContains(t, string(meta), "tenant-acme")
+			require.NotContains(t, string(meta), "5d0c1f0a3b2e")
+			require.NotContains(t, string(meta), "json")
 			require.NotContains(t, string(body), "4111")
 		}
 	}

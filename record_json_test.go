@@ -36,6 +36,7 @@ func randomRecord(rng *rand.Rand) *Record {
 	if rng.IntN(2) == 0 {
 		r.OperationID, r.Host, r.LastError, r.EncryptionKeyID, r.Location = pick(), pick(), pick(), pick(), pick()
 		r.CallerKey = true
+		r.Identity, r.CredentialTag, r.ContentType, r.ContentEncoding = pick(), pick(), pick(), pick()
 		r.Header = http.Header{pick(): {pick(), pick()}, pick(): nil, "X-Empty": {}}
 		r.Dropped, r.DroppedQuery = []string{pick()}, []string{pick(), pick()}
 	}

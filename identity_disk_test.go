@@ -1,0 +1,164 @@
+// Tests that binding operations to identities writes no credential to the
+// journal file: its raw bytes are searched for every token, and for their
+// unkeyed hashes, with and without Options.Encryption.
+
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/testserver"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestIdentityNoCredentialOnDisk(t *testing.T) {
+	for _, encrypted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plaintext", true: "encrypted"}[encrypted], func(t *testing.T) {
+			t.Parallel()
+			testIdentityNoCredentialOnDisk(t, encrypted)
+		})
+	}
+}
+
+func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
+	pay, base, rt := paymentsOver(t, false)
+	opts := Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}
+	if encrypted {
+		opts.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+	}
+	path := filepath.Join(t.TempDir(), "identity.journal")
+	j, err := OpenJournal(path, &opts)
+	require.NoError(t, err)
+	tr, _ := transportOn(t, j, opts, rt, time.Time{})
+
+	// Settled and pending operations, with a declared identity and without;
+	// credentials in a header, the URL's userinfo and a query parameter.
+	const (
+		userPass   = "uiPASS_9d2e"
+		queryToken = "QTOK_51ac"
+	)
+	pay.Script(testserver.Fault{}, testserver.Fault{}, testserver.Fault{Kind: testserver.FaultStatus},
+		testserver.Fault{Kind: testserver.FaultStatus})
+	for i, c := range []struct {
+		op, identity string
+	}{{"settled-undeclared", ""}, {"settled-acme", "acme-tenant"}, {"pending-undeclared", ""}, {"pending-globex", "globex-tenant"}} {
+		ctx := WithOperationID(context.Background(), c.op)
+		if c.identity != "" {
+			ctx = WithIdentity(ctx, c.identity)
+		}
+		req := tenantPayment(t, ctx, base, c.op, tokenAcme)
+		req.URL.RawQuery = "token=" + queryToken
+		req.URL.User = url.UserPassword("ui", userPass)
+		resp, err := tr.RoundTrip(req)
+		if i < 2 {
+			require.NoError(t, err)
+			drain(t, resp)
+		} else {
+			pendingErr(t, err)
+		}
+	}
+	var tags []string
+	for _, op := range []string{"settled-undeclared", "pending-undeclared"} {
+		rec, err := j.Lookup(op)
+		require.NoError(t, err)
+		require.Len(t, rec.CredentialTag, 32, "128 bits in hex")
+		tags = append(tags, rec.CredentialTag)
+	}
+	require.Equal(t, tags[0], tags[1], "the same credentials, the same tag")
+	require.NoError(t, j.Close())
+
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var secrets []string
+	for _, s := range []string{tokenAcme, "acme_tok_3f9a1c", userPass, queryToken} {
+		sum := sha256.Sum256([]byte(s))
+		secrets = append(secrets, s, hex.EncodeToString(sum[:]), hex.EncodeToString(sum[:16]))
+	}
+	requireAbsent(t, raw, "the journal", secrets...)
+	if encrypted {
+		requireAbsent(t, raw, "the encrypted journal", "acme-tenant", "globex-tenant", tags[0])
+	} else {
+		// What is not sealed is there to be found: the search can fail.
+		for _, s := range []string{"globex-tenant", tags[0]} {
+			require.Contains(t, string(raw), s, "the plaintext journal should hold it")
+		}
+	}
+
+	// The key is the journal's own: 32 bytes in its meta bucket.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		require.Len(t, tx.Bucket(bucketMeta).Get(metaIdentityKey), identityKeySize)
+		return nil
+	}))
+	require.NoError(t, db.Close())
+
+	// A second journal tags the same credentials differently: a tag links
+	// nothing across journals.
+	j2, err := OpenJournal(filepath.Join(t.TempDir(), "other.journal"), &opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { j2.Close() })
+	tr2, _ := transportOn(t, j2, opts, rt, time.Time{})
+	req := tenantPayment(t, WithOperationID(context.Background(), "other"), base, "other", tokenAcme)
+	req.URL.RawQuery = "token=" + queryToken
+	req.URL.User = url.UserPassword("ui", userPass)
+	resp, err := tr2.RoundTrip(req)
+	require.NoError(t, err)
+	drain(t, resp)
+	rec, err := j2.Lookup("other")
+	require.NoError(t, err)
+	require.NotEqual(t, tags[0], rec.CredentialTag)
+	require.NotEmpty(t, rec.CredentialTag)
+
+	// After a restart the tag still matches its credentials, and no others.
+	j3, err := OpenJournal(path, &opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { j3.Close() })
+	tr3, _ := transportOn(t, j3, opts, rt, time.Time{})
+	for _, token := range []string{tokenGlobex, tokenAcme} {
+		req := tenantPayment(t, WithOperationID(context.Background(), "settled-undeclared"), base, "settled-undeclared", token)
+		req.URL.RawQuery = "token=" + queryToken
+		req.URL.User = url.UserPassword("ui", userPass)
+		resp, err := tr3.RoundTrip(req)
+		if token == tokenGlobex {
+			require.ErrorIs(t, err, ErrIdentityMismatch)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+		drain(t, resp)
+	}
+}
+
+// A binding written in plaintext beside a sealed part is not one idem
+// wrote: it would rebind the operation unauthenticated.
+func TestSealedRecordWithPlaintextBindingIsCorrupt(t *testing.T) {
+	for _, field := range []string{"identity", "cred", "content_type", "content_encoding"} {
+		t.Run(field, func(t *testing.T) {
+			f := newSealedFixture(t)
+			kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+			j, tr := f.open(t, kr)
+			f.leavePending(t, tr, "t1")
+			rec, err := j.Lookup("t1")
+			require.NoError(t, err)
+			require.NotEmpty(t, rec.CredentialTag, "sealed, and opened")
+			require.NoError(t, j.Close())
+			tamper(t, f.path, "t1", func(tx *bolt.Tx, id []byte) {
+				editMeta(t, tx, id, func(m map[string]any) { m[field] = "x" })
+			})
+			j, _ = f.open(t, kr)
+			_, err = j.Lookup("t1")
+			require.ErrorIs(t, err, ErrJournalCorrupt)
+		})
+	}
+}
