@@ -27,6 +27,8 @@ import (
 //   - WithOperationID: bind the call to a business operation; calling again
 //     with the same ID (here or after a restart) reuses its key and record.
 //     Makes any method journaled.
+//   - WithIdentity: declare the identity (tenant, account) the call is made
+//     for; the operation is bound to it (see Options.Identity).
 //   - WithoutJournal: do not write this call to the journal; it is retried as
 //     an unjournaled request, with a key kept in memory only.
 //   - WithMaxAttempts: attempts for this call, instead of Options.MaxAttempts.

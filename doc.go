@@ -100,7 +100,8 @@
 //   - URL userinfo is not journaled; PrepareResume must restore it.
 //   - An operation's fingerprint takes the URL without its
 //     SensitiveQueryParams: repeating an operation ID with a fresh token is
-//     the same operation, not ErrKeyReuse.
+//     the same request, not ErrKeyReuse (under a declared identity, the same
+//     operation; see below).
 //   - Two calls with one operation ID run one after the other: the second
 //     finds the first's record and sends with its key, so the server replays.
 //   - A POST sent WithoutJournal still gets an idempotency key, kept in memory
@@ -210,4 +211,25 @@
 // the others by at most one Options.AttemptTimeout (30 s by default) or one
 // backoff wait (at most Options.MaxInterval, 30 s by default). Queues hold
 // records' metadata only, at most a page per host.
+//
+// # One journal, several identities
+//
+// An operation is bound to the identity it was created under: a call under
+// another identity that names it (its operation ID or caller's key) fails
+// with ErrIdentityMismatch before anything is sent, also after a restart.
+// Declare the identity, a tenant or account name and never a credential,
+// with Options.Identity (request to identity) or WithIdentity (per call);
+// where both give one they must agree. A refreshed token under one declared
+// identity continues the operation. With none declared, the creator's
+// credentials are the identity (sensitive headers, URL userinfo,
+// SensitiveQueryParams), so a fresh token is refused: a service that rotates
+// tokens declares its identity. The journal keeps the declared identity and,
+// of credentials, only an HMAC-SHA-256 tag under a random key kept in the
+// file: no credential is on disk, but a weak secret in a plaintext journal
+// can be guessed offline by whoever holds the file; Options.Encryption seals
+// both. Resume hands PrepareResume the identity (IdentityFrom) and trusts
+// the credentials it adds, unless Options.Identity maps them to another.
+// Content-Type and Content-Encoding are part of an operation's fingerprint
+// (ErrKeyReuse). Records written before identities were bound (journal
+// version 7 or older) are bound to none.
 package idem
