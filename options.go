@@ -84,14 +84,16 @@ type Options struct {
 	// puts them (appended, say), which matters only to a server that
 	// fingerprints the URL's bytes. The operation's fingerprint (ErrKeyReuse)
 	// uses the URL without them: a call that repeats an operation ID with a
-	// fresh token is the same operation.
+	// fresh token is the same request (the same operation under a declared
+	// Identity; with none, a fresh token is other credentials).
 	// Nil, the default, names none; an empty name is ErrInvalidOptions. (The
 	// URL's fragment is never journaled: net/http never sends it.)
 	SensitiveQueryParams []string
 
 	// Encryption, if set, seals what each new journal record holds of its
 	// request (the body, the non-sensitive headers, the URL's query, the
-	// body's SHA-256) with AES-256-GCM under the Keyring's Current key, and
+	// body's SHA-256, the identity and credential tag, see Identity) with
+	// AES-256-GCM under the Keyring's Current key, and
 	// opens records sealed under any of its Keys; see Keyring for rotation.
 	// Nil stores them in plaintext. A journal once opened with a Keyring is
 	// marked so for good: opened without one, it takes no new record (Open,

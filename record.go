@@ -103,8 +103,8 @@ type Record struct {
 	// Sealed is set on a record that Journal.Records lists without being able
 	// to open its sealed part: its key ID is not in the journal's Keyring
 	// (or the journal has none, as when opened read-only), or its sealed bytes
-	// do not decrypt. Header, Body, BodySHA256 and the URL's query are
-	// then absent. Journal.Lookup returns the reason instead.
+	// do not decrypt. Header, Body, BodySHA256, the URL's query, Identity,
+	// CredentialTag, ContentType and ContentEncoding are then absent. Journal.Lookup returns the reason instead.
 	Sealed bool `json:"-"`
 
 	// listed is the metadata as the file held it when a listing read the
