@@ -101,11 +101,18 @@ func (p *fairPool) done(host string, rec *Record) (string, *Record) {
 
 // next takes a queued record of the host with the fewest records being sent,
 // the least recently served among equals. p.mu is held.
+//
+// At most slots hosts have a record being sent, so the first host in order
+// with none, the best there can be, is at most slots+1 hosts in: the scan
+// and the removal cost O(slots), not O(hosts), however many hosts wait.
 func (p *fairPool) next() (string, *Record) {
 	best := -1
 	for i, h := range p.order {
 		if best < 0 || p.running[h] < p.running[p.order[best]] {
 			best = i
+		}
+		if p.running[h] == 0 {
+			break
 		}
 	}
 	if best < 0 {
@@ -117,7 +124,10 @@ func (p *fairPool) next() (string, *Record) {
 	q[0] = nil
 	q = q[1:]
 	p.running[host]++
-	p.order = append(p.order[:best], p.order[best+1:]...)
+	// Remove order[best] by moving the hosts before it, not after it.
+	copy(p.order[1:best+1], p.order[:best])
+	p.order[0] = ""
+	p.order = p.order[1:]
 	if len(q) == 0 {
 		delete(p.queues, host)
 	} else {
@@ -141,6 +151,9 @@ func (p *fairPool) yield(host string) bool {
 		return false
 	}
 	n := p.running[host]
+	if n < 2 {
+		return false // no host has fewer than none: not a scan of every host
+	}
 	for _, h := range p.order {
 		if h != host && p.running[h] < n-1 {
 			return true
