@@ -29,13 +29,22 @@ func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
 
 func (c *stepClock) Now() time.Time {
 	raw := c.base.Now()
+	fresh := false
 	for {
 		skew, last := c.skew.Load(), c.last.Load()
 		now := raw.Add(time.Duration(skew))
 		n := now.UnixNano()
 		switch {
+		case n < last-int64(stepTolerance) && !fresh:
+			// This goroutine may have stalled (GC, CPU throttling, a
+			// stopped process) between reading the clock and here, while
+			// others read it on time: read it again before taking the
+			// reading for a step, which would move idem's time ahead of
+			// the wall clock for good.
+			raw, fresh = c.base.Now(), true
 		case n < last-int64(stepTolerance):
-			// Earlier than a time already seen: the clock went back.
+			// Earlier than a time already seen, read again: the clock
+			// went back.
 			c.skew.CompareAndSwap(skew, skew+(last-n))
 		case n <= last || c.last.CompareAndSwap(last, n):
 			// A reading a little behind the latest is two goroutines
