@@ -1,5 +1,5 @@
-// Attack: journals written by the idem before issue 13 (format 5, and 7
-// sealed), with operations left pending, opened by this idem. Each must
+// Journals written by an older idem (format 5, and 7 sealed), with
+// operations left pending, opened by this idem. Each must
 // still be resumed, or re-called by its operation ID, exactly once, with its
 // key and bytes, and not refused as another identity's or another request.
 // The fixtures (testdata/legacy) were written by e2d2b67's idem with
@@ -52,7 +52,7 @@ func legacyPay(ref string, pad int) string {
 	return fmt.Sprintf(`{"amount":100,"currency":"EUR","reference":%q,"pad":%q}`, ref, strings.Repeat("x", pad))
 }
 
-func TestAttackLegacyJournalResumedExactlyOnce(t *testing.T) {
+func TestLegacyJournalResumedExactlyOnce(t *testing.T) {
 	for _, fixture := range []string{"journal-5.gz", "journal-7.gz"} {
 		t.Run(fixture, func(t *testing.T) {
 			pay := startPayments(t, nil)
