@@ -41,6 +41,10 @@ type op struct {
 	maybeSent bool
 	limits    limits // attempts and per-attempt timeout for this call
 	resumed   bool   // run by Resume
+	// newConn sends the next attempt on a new connection, after a 421;
+	// misdirected is set once an attempt of this call got a 421
+	// (misdirected.go).
+	newConn, misdirected bool
 	// retryToken is set when a retry-budget token was taken to send a pending
 	// operation already attempted (by Resume, or a call with its operation
 	// ID or key): its first attempt here is a retry.
@@ -84,8 +88,11 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		if resp != nil {
 			last.status = resp.StatusCode
 		}
-		o.maybeSent = o.maybeSent || wrote || resp != nil
-		class := t.cfg.Classifier(Attempt{Request: o.req, Response: resp, Err: err, Keyed: o.key != "", Wrote: wrote})
+		o.maybeSent = o.maybeSent || wrote && !unprocessed(err) || resp != nil
+		class := t.cfg.Classifier(Attempt{Request: o.req, Response: resp, Err: err, Keyed: o.key != "", Wrote: wrote,
+			N: n, Misdirected: o.misdirected})
+		o.newConn = misdirected(resp)
+		o.misdirected = o.misdirected || o.newConn
 		t.cfg.observer.Attempt(ctx, AttemptEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
 			N: n, Status: last.status, Class: class, Duration: took})
 		switch {
@@ -180,7 +187,11 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		attemptValue = attemptHeader(n, maxN)
 	}
 	req := o.newRequest(actx, t.cfg.KeyHeader, attemptValue)
-	resp, err = t.base().RoundTrip(req)
+	base, done := t.base(), func() {}
+	if o.newConn {
+		base, done = t.newConnBase()
+	}
+	resp, err = base.RoundTrip(req)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -195,6 +206,7 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	}
 	if err != nil {
 		cancel()
+		done()
 		if timedOut.Load() && ctx.Err() == nil {
 			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, d, err)
 		}
@@ -202,6 +214,9 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	}
 	if d > 0 {
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	}
+	if o.newConn {
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: done}
 	}
 	return resp, tr.written.Load(), nil
 }

@@ -53,6 +53,12 @@ type Attempt struct {
 	// Wrote reports whether the request headers were written to a connection
 	// (httptrace WroteHeaders). False means the server cannot have acted.
 	Wrote bool
+	// N is the attempt's number in this call, from 1.
+	N int
+	// Misdirected reports whether an earlier attempt of this call was
+	// answered 421 Misdirected Request; the attempt right after it went out
+	// on a new connection (RFC 9110 section 15.5.20).
+	Misdirected bool
 }
 
 // A Classifier maps an attempt's outcome to a Class. It must be safe for
@@ -62,14 +68,25 @@ type Classifier func(Attempt) Class
 
 // DefaultClassifier is idem's classification table:
 //
-//	nothing reached the server (dial, DNS, not written)    Retry
-//	the server may have acted (reset, EOF, timeout)        RetryIfSafe
-//	408, 425, 429, 500, 502, 503, 504; 409 when keyed      Retry
-//	certificate errors, ErrInvalidRequest, ErrBodyTooLarge Permanent
-//	a status outside 100..599 (as 500: RFC 9110 section 15) Retry
-//	any other status (2xx, 3xx, other 4xx, 501, 505)       Final
+//	nothing reached the server (dial, DNS, proxy dial, not written)  Retry
+//	the server never processed it (HTTP/2 REFUSED_STREAM)            Retry
+//	the server may have acted (reset, EOF, timeout, other HTTP/2
+//	stream resets, GOAWAY, malformed response)                       RetryIfSafe
+//	408, 425, 429, 500, 502, 503, 504; 409 when keyed                Retry
+//	421 the first time in a call (then on a new connection)          Retry
+//	a status outside 100..599 (as 500: RFC 9110 section 15)          Retry
+//	a *ProxyConnectError with 408, 429, 500, 502, 503 or 504         Retry
+//	any other *ProxyConnectError (407, 403, ...)                     Permanent
+//	a TLS alert refusing the handshake or the client certificate     Permanent
+//	certificate errors, TLS to a non-TLS server (RecordHeaderError),
+//	ErrInvalidRequest, ErrBodyTooLarge                               Permanent
+//	any other status (2xx, 3xx, other 4xx, a second 421, 501, 505)   Final
 //
-// Errors are matched with errors.Is and errors.As, never by their text.
+// Errors are matched with errors.Is and errors.As and typed hooks, never by
+// their text. A TLS alert is read from crypto/tls's own alert type (see
+// tlsAlert); a refused CONNECT is typed only when the base *http.Transport
+// has CheckProxyConnect installed, as the one idem builds for a nil
+// Options.Base has.
 func DefaultClassifier(a Attempt) Class {
 	if a.Err != nil {
 		return classifyError(a.Err, a.Wrote)
@@ -80,19 +97,31 @@ func DefaultClassifier(a Attempt) Class {
 		// a 5xx, so as 500.
 		return Retry
 	}
+	switch {
+	case retryableStatus(code):
+		return Retry
+	case code == http.StatusConflict && a.Keyed:
+		// The IETF Idempotency-Key draft answers 409 while a request with the
+		// same key is still being processed.
+		return Retry
+	case code == http.StatusMisdirectedRequest && !a.Misdirected:
+		// RFC 9110 section 15.5.20: the server did not process the request;
+		// the client may retry it, whatever its method, on another
+		// connection. Once: a second 421 is final.
+		return Retry
+	}
+	return Final
+}
+
+// retryableStatus reports whether a server's status asks to try again.
+func retryableStatus(code int) bool {
 	switch code {
 	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
 		http.StatusInternalServerError, http.StatusBadGateway,
 		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return Retry
-	case http.StatusConflict:
-		// The IETF Idempotency-Key draft answers 409 while a request with the
-		// same key is still being processed.
-		if a.Keyed {
-			return Retry
-		}
+		return true
 	}
-	return Final
+	return false
 }
 
 func classifyError(err error, wrote bool) Class {
@@ -102,19 +131,74 @@ func classifyError(err error, wrote bool) Class {
 		hostErr     x509.HostnameError
 		invalidCert x509.CertificateInvalidError
 		recordErr   tls.RecordHeaderError
-		opErr       *net.OpError
+		proxyErr    *ProxyConnectError
 		dnsErr      *net.DNSError
 	)
 	switch {
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth),
 		errors.As(err, &hostErr), errors.As(err, &invalidCert),
-		errors.As(err, &recordErr),
+		errors.As(err, &recordErr), refusingAlert(err),
 		errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrBodyTooLarge):
 		return Permanent
-	case errors.As(err, &dnsErr), errors.As(err, &opErr) && opErr.Op == "dial":
+	case errors.As(err, &proxyErr):
+		if retryableStatus(proxyErr.StatusCode) {
+			return Retry
+		}
+		return Permanent
+	case errors.As(err, &dnsErr), hasOp(err, "dial"), hasOp(err, "proxyconnect"):
 		return Retry
-	case !wrote:
+	case !wrote, refusedStream(err):
 		return Retry
 	}
 	return RetryIfSafe
+}
+
+// unprocessed reports whether err proves that no HTTP server saw the attempt,
+// even though its headers were written: the server's TLS layer refused the
+// connection, the proxy never opened the tunnel, or an HTTP/2 server refused
+// the stream before any processing (RFC 9113 section 8.7). The attempt loop
+// then does not count the attempt as possibly sent.
+func unprocessed(err error) bool {
+	if err == nil {
+		return false
+	}
+	return refusingAlert(err) || errors.As(err, new(*ProxyConnectError)) || refusedStream(err)
+}
+
+// hasOp reports whether err wraps a *net.OpError for op anywhere in its
+// chain; errors.As would stop at the first *net.OpError (net/http wraps a
+// proxy's dial error in one of Op "proxyconnect").
+func hasOp(err error, op string) bool {
+	found := false
+	walkErrors(err, func(e error) bool {
+		if o, ok := e.(*net.OpError); ok && o.Op == op {
+			found = true
+		}
+		return found
+	})
+	return found
+}
+
+// walkErrors calls f on err and every error it wraps, depth first, until f
+// returns true.
+func walkErrors(err error, f func(error) bool) bool {
+	for depth := 0; err != nil && depth < 100; depth++ {
+		if f(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walkErrors(e, f) {
+					return true
+				}
+			}
+			return false
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -56,7 +56,10 @@ var DefaultSensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "
 // the field. Options are read once, when the Client, Transport or Journal is
 // built; changing them later has no effect.
 type Options struct {
-	// Base sends each attempt. Nil means http.DefaultTransport.
+	// Base sends each attempt. Nil means a clone of http.DefaultTransport
+	// made by NewTransport, with CheckProxyConnect installed. idem never
+	// modifies a Base given here; install CheckProxyConnect on it yourself
+	// for a refused proxy CONNECT to fail at once.
 	Base http.RoundTripper
 
 	// Methods lists the methods that are journaled and keyed. Nil means

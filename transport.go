@@ -57,10 +57,11 @@ type Transport struct {
 	cfg      *config
 	journal  *Journal
 	clock    clock
-	locks    *keyedLocks  // the journal's (Journal.ops), so Resolve sees what runs
-	resumers resumerSet   // background resumers to tell of new pending work
-	pending  pendingGauge // this Transport's share of the Observer's gauge
-	budget   *budget      // retry tokens per host
+	locks    *keyedLocks       // the journal's (Journal.ops), so Resolve sees what runs
+	resumers resumerSet        // background resumers to tell of new pending work
+	pending  pendingGauge      // this Transport's share of the Observer's gauge
+	budget   *budget           // retry tokens per host
+	own      http.RoundTripper // the base when Options.Base is nil (base.go)
 	// crashAt is a test-only hook, nil in normal use: a test worker sets it to
 	// die at the crash points of crashpoint.go.
 	crashAt func(point string)
@@ -87,6 +88,9 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	if j != nil {
 		t.locks = &j.ops
 	}
+	if cfg.Base == nil {
+		t.own = defaultBase()
+	}
 	if j != nil && cfg.Observer != nil {
 		// The gauge starts from what earlier runs left pending.
 		n, err := j.pendingCount()
@@ -102,6 +106,9 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 func (t *Transport) base() http.RoundTripper {
 	if t.cfg.Base != nil {
 		return t.cfg.Base
+	}
+	if t.own != nil {
+		return t.own
 	}
 	return http.DefaultTransport
 }
