@@ -232,4 +232,18 @@
 // Content-Type and Content-Encoding are part of an operation's fingerprint
 // (ErrKeyReuse). Records written before identities were bound (journal
 // version 7 or older) are bound to none.
+//
+// # Classification of transport errors
+//
+// DefaultClassifier reads errors by type only. A TLS alert refusing the
+// handshake or the client certificate (crypto/tls's alert type) and a
+// proxy's refusal of CONNECT (*ProxyConnectError, typed by CheckProxyConnect
+// through http.Transport.OnProxyConnectResponse) fail the operation at once:
+// no HTTP handler saw the request, even when, in TLS 1.3, it was written. A
+// nil Options.Base is a clone of http.DefaultTransport with CheckProxyConnect;
+// a caller's Base is never modified. A 421 Misdirected Request is re-sent once
+// on a new connection, then final (RFC 9110 section 15.5.20). HTTP/2
+// REFUSED_STREAM is "nothing processed" (RFC 9113 section 8.7); net/http's
+// GOAWAY error has no exported type, so it counts as "the server may have
+// acted".
 package idem
