@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -22,7 +23,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +105,80 @@ func tlsBase(tb testing.TB, roots *x509.CertPool, certs ...tls.Certificate) *htt
 		TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}
 	tb.Cleanup(base.CloseIdleConnections)
 	return base
+}
+
+// requestGate opens once a request's headers are on the wire: at the first
+// write to the connection that completes after httptrace's WroteHeaders
+// (net/http reports WroteHeaders with the headers still in its buffer, then
+// flushes them, over HTTP/1.1 and HTTP/2 alike). A server that waits for it
+// refuses the client's certificate only after the request was written, as on
+// a real network, where the request leaves a round trip before the server's
+// alert can arrive.
+type requestGate struct {
+	headers atomic.Bool
+	once    sync.Once
+	sent    chan struct{}
+}
+
+func newRequestGate() *requestGate { return &requestGate{sent: make(chan struct{})} }
+
+func (g *requestGate) open() { g.once.Do(func() { close(g.sent) }) }
+
+// context returns a context whose ClientTrace marks WroteHeaders; idem's
+// attempt adds its own trace, which calls this one too (httptrace composes).
+func (g *requestGate) context() context.Context {
+	return httptrace.WithClientTrace(context.Background(),
+		&httptrace.ClientTrace{WroteHeaders: func() { g.headers.Store(true) }})
+}
+
+// dial is an http.Transport DialContext whose connections open the gate.
+func (g *requestGate) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &gateConn{Conn: c, g: g}, nil
+}
+
+type gateConn struct {
+	net.Conn
+	g *requestGate
+}
+
+func (c *gateConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err == nil && c.g.headers.Load() {
+		c.g.open()
+	}
+	return n, err
+}
+
+// gatedClientAuth starts a TLS 1.3 server, HTTP/2 if h2, that asks for a
+// client certificate and refuses one missing or not issued by ca, but only
+// once gate is open (or after 5 s): it refuses in VerifyConnection, so
+// crypto/tls sends bad_certificate (42), whatever the reason.
+func gatedClientAuth(tb testing.TB, ca *testCA, h2 bool, gate *requestGate, h http.HandlerFunc) string {
+	tb.Helper()
+	cfg := &tls.Config{Certificates: []tls.Certificate{ca.issue(tb, false, time.Now().Add(time.Hour))},
+		ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			bound := time.NewTimer(5 * time.Second)
+			defer bound.Stop()
+			select {
+			case <-gate.sent:
+			case <-bound.C:
+			}
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no client certificate")
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: ca.pool,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+			return err
+		}}
+	srv := tlsServer(tb, cfg, h2, h)
+	tb.Cleanup(gate.open) // runs before srv.Close
+	return srv.URL
 }
 
 // serveConns accepts connections on a fresh 127.0.0.1 listener and runs

@@ -179,6 +179,30 @@ func wrote(want bool) func(t *testing.T, err error, first Attempt) {
 	}
 }
 
+// offer makes base present cert whatever CA names the server's
+// CertificateRequest gives.
+func offer(base *http.Transport, cert tls.Certificate) {
+	base.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+}
+
+// alert checks that the first attempt's error carries the TLS alert code.
+func alert(code tls.AlertError) func(t *testing.T, err error, first Attempt) {
+	return func(t *testing.T, _ error, first Attempt) {
+		a, ok := tlsAlert(first.Err)
+		require.True(t, ok, "%v", first.Err)
+		require.Equal(t, code, a)
+	}
+}
+
+// alertAfterWrite is alert, and the request was written before the alert
+// was read.
+func alertAfterWrite(code tls.AlertError) func(t *testing.T, err error, first Attempt) {
+	return func(t *testing.T, err error, first Attempt) {
+		alert(code)(t, err, first)
+		require.True(t, first.Wrote, "the request was written before the alert was read")
+	}
+}
+
 func closedPort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -226,33 +250,30 @@ func tlsRows() []classRow {
 		if h2 {
 			proto = "HTTP/2"
 		}
+		// gated is a client through a requestGate, offering no certificate
+		// or one from another CA, and a server that refuses it once the
+		// gate is open.
+		gated := func(otherCA bool) func(t *testing.T) classEnv {
+			return func(t *testing.T) classEnv {
+				ca, gate := newTestCA(t, "idem CA"), newRequestGate()
+				base := tlsBase(t, ca.pool)
+				base.DialContext = gate.dial
+				if otherCA {
+					offer(base, newTestCA(t, "other CA").issue(t, true, time.Now().Add(time.Hour)))
+				}
+				return classEnv{base: base, url: gatedClientAuth(t, ca, h2, gate, created), ctx: gate.context()}
+			}
+		}
 		rows = append(rows,
 			// TLS 1.3: the client's handshake completes before the server
 			// checks the certificate; the refusal arrives as an alert on the
-			// first read, after the request was written. No handler ran.
-			row("TLS 1.3 alert after handshake/no client certificate/"+proto, Permanent, func(t *testing.T) classEnv {
-				ca := newTestCA(t, "idem CA")
-				return classEnv{base: tlsBase(t, ca.pool), url: clientAuth(t, ca, tls.VersionTLS13, h2)}
-			}).with(func(t *testing.T, err error, first Attempt) {
-				a, ok := tlsAlert(first.Err)
-				require.True(t, ok, "%v", first.Err)
-				require.Equal(t, tls.AlertError(116), a, "certificate_required")
-				if !h2 {
-					require.True(t, first.Wrote, "the request was written before the alert was read")
-				}
-			}),
-			row("TLS 1.3 alert after handshake/client certificate from another CA/"+proto, Permanent, func(t *testing.T) classEnv {
-				ca, other := newTestCA(t, "idem CA"), newTestCA(t, "other CA")
-				// Offered whatever the server's CertificateRequest names.
-				cert := other.issue(t, true, time.Now().Add(time.Hour))
-				base := tlsBase(t, ca.pool)
-				base.TLSClientConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
-				return classEnv{base: base, url: clientAuth(t, ca, tls.VersionTLS13, h2)}
-			}).with(func(t *testing.T, err error, first Attempt) {
-				a, ok := tlsAlert(first.Err)
-				require.True(t, ok, "%v", first.Err)
-				require.Equal(t, tls.AlertError(48), a, "unknown_ca")
-			}),
+			// first read, after the request was written. No handler ran. The
+			// server refuses only once the request's headers are on the wire
+			// (requestGate), the order a real network gives.
+			row("TLS 1.3 alert after the request/no client certificate/"+proto, Permanent, gated(false)).
+				with(alertAfterWrite(42)), // bad_certificate, from VerifyConnection
+			row("TLS 1.3 alert after the request/client certificate from another CA/"+proto, Permanent, gated(true)).
+				with(alertAfterWrite(42)),
 			row("TLS 1.3 client certificate accepted/"+proto, Final, func(t *testing.T) classEnv {
 				ca := newTestCA(t, "idem CA")
 				return classEnv{base: tlsBase(t, ca.pool, ca.issue(t, true, time.Now().Add(time.Hour))),
@@ -261,6 +282,22 @@ func tlsRows() []classRow {
 		)
 	}
 	return append(rows,
+		// crypto/tls's own refusals, ungated: certificate_required and
+		// unknown_ca. On loopback the alert may be read before the request
+		// is written or after; the class is the same. HTTP/1.1 only: over
+		// HTTP/2 an alert read before the first stream opens reaches idem as
+		// net/http's untyped "client conn could not be established" (the
+		// known limit in doc.go).
+		row("TLS 1.3 alert after handshake/no client certificate/HTTP/1.1", Permanent, func(t *testing.T) classEnv {
+			ca := newTestCA(t, "idem CA")
+			return classEnv{base: tlsBase(t, ca.pool), url: clientAuth(t, ca, tls.VersionTLS13, false)}
+		}).with(alert(116)), // certificate_required
+		row("TLS 1.3 alert after handshake/client certificate from another CA/HTTP/1.1", Permanent, func(t *testing.T) classEnv {
+			ca := newTestCA(t, "idem CA")
+			base := tlsBase(t, ca.pool)
+			offer(base, newTestCA(t, "other CA").issue(t, true, time.Now().Add(time.Hour)))
+			return classEnv{base: base, url: clientAuth(t, ca, tls.VersionTLS13, false)}
+		}).with(alert(48)), // unknown_ca
 		row("TLS 1.2 alert in the handshake/no client certificate", Permanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
 			return classEnv{base: tlsBase(t, ca.pool), url: clientAuth(t, ca, tls.VersionTLS12, false)}

@@ -245,5 +245,7 @@
 // on a new connection, then final (RFC 9110 section 15.5.20). HTTP/2
 // REFUSED_STREAM is "nothing processed" (RFC 9113 section 8.7); net/http's
 // GOAWAY error has no exported type, so it counts as "the server may have
-// acted".
+// acted". Known limit: over HTTP/2, a TLS alert read before the first stream
+// opens reaches idem as net/http's untyped "client conn could not be
+// established" and is retried as "nothing sent".
 package idem
