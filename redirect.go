@@ -4,7 +4,9 @@
 // which moves the record and marks the response; RoundTrip (transport.go)
 // recognises the next hop net/http sends (its Request.Response is that very
 // response) and runs it as part of the same operation, or as a request of
-// its own; Resume (resume.go) follows a 307 or 308 itself.
+// its own; Resume (resume.go) follows a 307 or 308 itself. Once moved, an
+// operation is sent only to its Location, by Resume, the hop, or a call that
+// names it again (toTarget).
 //
 // The mark rides on the response's Request, in its context, not on its Body:
 // an http.Client with a Timeout, and most instrumenting RoundTrippers, wrap
@@ -221,17 +223,22 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 	keys := headerValues(req.Header, t.cfg.KeyHeader)
 	if b.tooLarge || method(req) != rec.Method || u != m.location || bodySum(b.buf) != rec.BodySHA256 ||
 		len(keys) > 1 || len(keys) == 1 && keys[0] != rec.Key {
-		err := fmt.Errorf("%w: operation %q (key %s) was redirected to %s %s; the hop is %s %s",
-			ErrRedirectChanged, rec.OperationID, rec.Key, rec.Method, m.location, method(req), u)
-		if rec.State == Pending {
-			return nil, &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
-				LastStatus: rec.Status, Err: err, NextAttempt: rec.NextAttempt}
-		}
-		return nil, err
+		return nil, unsent(rec, fmt.Errorf("%w: operation %q (key %s) was redirected to %s %s; the hop is %s %s",
+			ErrRedirectChanged, rec.OperationID, rec.Key, rec.Method, m.location, method(req), u))
 	}
 	// The fingerprint is the record's own: only the state can refuse it.
 	if err := t.reuse(rec, rec.fingerprint(), rec.Key, false); err != nil {
 		return nil, err
+	}
+	// The hop goes where the journal says the operation is, as a call that
+	// names it does: its Location, unless a later redirect moved it on, or
+	// this one's move was not recorded. A settled operation is replayed only
+	// where it settled; there, it is not this Location.
+	if rec.State == Settled && rec.target() != m.location {
+		return nil, &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
+	}
+	if req, err = t.toTarget(req, rec); err != nil {
+		return nil, unsent(rec, err)
 	}
 	if rec.State == Failed {
 		rec.Body = b.buf
@@ -244,6 +251,16 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 	// Sent where the server pointed, it may act there: never "failed" from
 	// here on, only pending, as a resumed operation.
 	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: b.buf, maybeSent: true, limits: lim})
+}
+
+// unsent returns err for a call that sent nothing of rec: inside a
+// *PendingError while rec is pending.
+func unsent(rec *Record, err error) error {
+	if rec.State != Pending {
+		return err
+	}
+	return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+		LastStatus: rec.Status, Err: err, NextAttempt: rec.NextAttempt}
 }
 
 // target is the URL an operation is sent to: the Location of the last 307
@@ -268,6 +285,73 @@ func (r *Record) targetHost() string {
 		return ""
 	}
 	return r.Host
+}
+
+// toTarget returns the request a call sends for an operation already in the
+// journal: req itself when it names rec's target, else req pointed at the
+// target, as a hop there would be. A call names the operation's URL, and a
+// hop the Location it follows; once a 307 or 308 moved the operation, the
+// server holds its key at the record's target, and only there. req keeps its
+// body, key and the other headers; its Host override is kept for a target on
+// the same host (targetHost). On another domain (sameDomain), the headers
+// net/http leaves out of a redirect there (crossDomainDropped) are left out.
+// The target's stored URL lacks its sensitive query parameters
+// (rec.DroppedQuery): req's values are put back, on the same domain only;
+// one req cannot fill so fails with ErrSensitiveQueryMissing, nothing sent,
+// and a parameter the target does not name is never added.
+func (t *Transport) toTarget(req *http.Request, rec *Record) (*http.Request, error) {
+	target := rec.target()
+	if u, _ := storedURL(req.URL, t.cfg.sensitiveQuery); u == target {
+		return req, nil
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("%w: journaled URL: %w", ErrInvalidRequest, err)
+	}
+	same := sameDomain(req.URL, u)
+	if len(rec.DroppedQuery) > 0 {
+		var q []string
+		if u.RawQuery != "" {
+			q = append(q, u.RawQuery)
+		}
+		for _, name := range rec.DroppedQuery {
+			n := len(q)
+			if same {
+				q = appendParam(q, req.URL.RawQuery, name)
+			}
+			if len(q) == n {
+				return nil, fmt.Errorf("%w: %s, named by %s (operation %q): this call cannot give it there",
+					ErrSensitiveQueryMissing, name, target, rec.OperationID)
+			}
+		}
+		u.RawQuery = strings.Join(q, "&")
+	}
+	r := req.WithContext(req.Context())
+	r.URL = u
+	if u.Host != req.URL.Host {
+		r.Host = ""
+	}
+	if !same {
+		r.Header = req.Header.Clone()
+		for k := range r.Header {
+			if crossDomainDropped(http.CanonicalHeaderKey(k)) {
+				delete(r.Header, k)
+			}
+		}
+	}
+	return r, nil
+}
+
+// appendParam appends to q the parameters of a raw query whose name, decoded
+// as stripQuery decodes it, is name, with their bytes as sent.
+func appendParam(q []string, raw, name string) []string {
+	for part := range strings.SplitSeq(raw, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(k); err == nil && n == name {
+			q = append(q, part)
+		}
+	}
+	return q
 }
 
 // followResumed is called when a resumed attempt was answered with a 307 or

@@ -283,6 +283,10 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		return nil, err
 	} else if err := t.reuse(rec, fingerprint(method(req), u, sum), key, hasKey); err != nil {
 		return nil, err
+	} else if req, err = t.toTarget(req, rec); err != nil {
+		// Moved by a 307 or 308, it goes where the server holds its key,
+		// as in Resume (redirect.go); refused there, nothing is sent.
+		return nil, unsent(rec, err)
 	}
 	// A record from an earlier call may have reached the server already,
 	// unless it failed, which it does only before that could happen.
