@@ -145,12 +145,23 @@
 // instead, discard it by hand. A hop a CheckRedirect changed (method, URL,
 // body, key) is not sent: a *PendingError matching ErrRedirectChanged. A hop
 // after the operation settled is sent again with its key (the server
-// replays), or refused after KeyTTL, as any call. net/http sends no
-// Authorization or Cookie to another domain and idem adds none back: a
-// record moved there no longer lists them in Dropped, and PrepareResume sees
-// the Location in req.URL, so check its host before adding credentials. The
-// mark rides on the *http.Response idem returns: a RoundTripper between the
-// Client and idem may wrap its Body, but must return that response.
+// replays), or refused after KeyTTL, as any call; one pointing elsewhere than
+// where it settled is refused (ErrAlreadySettled), nothing sent. net/http
+// sends no Authorization or Cookie to another domain and idem adds none back:
+// a record moved there no longer lists them in Dropped, and PrepareResume
+// sees the Location in req.URL, so check its host before adding credentials.
+// The mark rides on the *http.Response idem returns: a RoundTripper between
+// the Client and idem may wrap its Body, but must return that response.
+//
+// A moved operation lives at its Location, where the server holds its key:
+// a later call that names it again (its operation ID or caller's key, with
+// the URL it was created with) is sent there too, as Resume and the hop
+// are, with the same key and bytes and the caller's headers, pending or
+// settled within KeyTTL. On another domain those headers lose Authorization,
+// Cookie and the others net/http drops on such a hop. The caller's
+// SensitiveQueryParams go only to a Location on its domain that names them
+// (Record.DroppedQuery); one the call cannot fill so leaves the operation
+// unsent (ErrSensitiveQueryMissing), for Resume and PrepareResume.
 //
 // # The journal file
 //

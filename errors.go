@@ -87,8 +87,9 @@ var (
 
 	// ErrAlreadySettled is matched (errors.Is) by an *AlreadySettledError: the
 	// operation settled, and either that was longer than KeyTTL ago (so it is
-	// not sent again), or a call re-sent it within KeyTTL and got no answer.
-	// Either way its stored outcome stands.
+	// not sent again), or a call re-sent it within KeyTTL and got no answer,
+	// or a redirect of that re-send points elsewhere than where it settled
+	// (not followed). Either way its stored outcome stands.
 	ErrAlreadySettled = errors.New("idem: operation already settled")
 
 	// ErrKeyExpired is reported for an operation that stayed pending for longer
@@ -122,7 +123,11 @@ var (
 	// original URL carried a query parameter named in
 	// Options.SensitiveQueryParams (say an API token) that
 	// Options.PrepareResume did not put back. The journal keeps only its
-	// name (Record.DroppedQuery). The operation stays pending.
+	// name (Record.DroppedQuery). The operation stays pending. A call that
+	// names an operation moved by a 307 or 308 returns it, nothing sent (inside
+	// a *PendingError while pending), when its Location names such a parameter
+	// and the call's URL cannot give it (it lacks it, or the Location is on
+	// another domain).
 	ErrSensitiveQueryMissing = errors.New("idem: sensitive query parameter not restored for resume")
 
 	// ErrUnknownEncryptionKey is returned for a record sealed under an
@@ -204,8 +209,8 @@ func (e *PendingError) Unwrap() error { return e.Err }
 
 // AlreadySettledError is returned when an operation ID names an operation that
 // settled longer than KeyTTL ago, or when a call re-sent a settled operation
-// and got no answer. Nothing more will be sent for it. It matches
-// ErrAlreadySettled.
+// and got no answer, or a 307 or 308 to somewhere it did not settle.
+// Nothing more will be sent for it. It matches ErrAlreadySettled.
 type AlreadySettledError struct {
 	OperationID string
 	Key         string
