@@ -221,7 +221,9 @@
 // stays pending). A host that accepts connections and never answers delays
 // the others by at most one Options.AttemptTimeout (30 s by default) or one
 // backoff wait (at most Options.MaxInterval, 30 s by default). Queues hold
-// records' metadata only, at most a page per host.
+// records' metadata only: at most a page (256) per host and two pages in all;
+// when they are full, a host with none queued takes the place of the last
+// record of the longest queue, which is read again later.
 //
 // # One journal, several identities
 //

@@ -12,12 +12,17 @@ import "sync"
 // conserving: a host alone may use every slot. While another host waits, an
 // operation of a host holding more than its share gives its slot up after
 // its current attempt or backoff wait (yield), so one dead host delays the
-// others by at most one attempt timeout or backoff wait. Memory is bounded by metadata: a host's queue holds at
-// most perHost records (without bodies); add refuses more, and the scanner
-// reads them again once that host has room. It is safe for concurrent use.
+// others by at most one attempt timeout or backoff wait. Memory is bounded
+// by metadata: a host's queue holds at most perHost records (without
+// bodies), and the pool at most maxQueued; add refuses more, and the scanner
+// reads them again once there is room. It is safe for concurrent use.
 type fairPool struct {
 	slots, perHost int
-	send           func(host string, rec *Record)
+	// maxQueued is twice perHost: a host alone still queues a whole page, and
+	// the pool holds at most twice the page a pass held before resume
+	// fairness, however many hosts the journal names.
+	maxQueued int
+	send      func(host string, rec *Record)
 
 	mu      sync.Mutex
 	queues  map[string][]*Record
@@ -28,37 +33,90 @@ type fairPool struct {
 	workers int
 	closed  bool
 	wg      sync.WaitGroup
-	// room receives when a host in full has room again; onRoom, if set, is
-	// called then too.
+	// room receives when a host in full has room again, or a full pool has
+	// emptied to half; onRoom, if set, is called then too.
 	room   chan struct{}
 	onRoom func()
+
+	queued   int  // records in queues
+	poolFull bool // add refused a record for want of room in the pool
 }
 
 func newFairPool(slots, perHost int, send func(host string, rec *Record)) *fairPool {
-	return &fairPool{slots: slots, perHost: perHost, send: send, queues: map[string][]*Record{},
+	return &fairPool{slots: slots, perHost: perHost, maxQueued: 2 * perHost, send: send, queues: map[string][]*Record{},
 		running: map[string]int{}, known: map[uint64]bool{}, full: map[string]bool{},
 		room: make(chan struct{}, 1)}
 }
 
-// add queues rec for host. It returns false, and queues nothing, if host's
-// queue is full. A record already queued or being sent is not queued again.
-func (p *fairPool) add(host string, rec *Record) bool {
+// added is what add did with a record.
+type added struct {
+	ok       bool // queued, or already queued or being sent
+	poolFull bool // not queued: the pool is full (else host's queue is)
+	// evicted, if set, was the last queued record of evictedHost, the host
+	// with the longest queue: the record added took its place in the full
+	// pool. It is no longer queued, and evictedHost's queue counts as full.
+	evicted     *Record
+	evictedHost string
+}
+
+// add queues rec for host. It queues nothing if host's queue is full, or if
+// the pool is full and no host has a queue at least two longer than host's;
+// else a full pool makes room by evicting the last record of the longest
+// queue, so that hosts already queued (a dead one's page) cannot keep
+// another host out. A record already queued or being sent is not queued
+// again.
+func (p *fairPool) add(host string, rec *Record) added {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.known[rec.ID] || p.closed {
-		return true
+		return added{ok: true}
 	}
 	q := p.queues[host]
 	if len(q) >= p.perHost {
 		p.full[host] = true
-		return false
+		return added{}
+	}
+	res := added{ok: true}
+	if p.queued >= p.maxQueued {
+		h := p.longest()
+		if len(p.queues[h]) < len(q)+2 {
+			p.poolFull = true
+			return added{poolFull: true}
+		}
+		res.evictedHost, res.evicted = h, p.evictLast(h)
 	}
 	if len(q) == 0 {
 		p.order = append(p.order, host)
 	}
 	p.queues[host] = append(q, rec)
+	p.queued++
 	p.known[rec.ID] = true
-	return true
+	return res
+}
+
+// longest returns the host with the longest queue. p.mu is held. It scans
+// the queued hosts, at most maxQueued, and runs only when the pool is full.
+func (p *fairPool) longest() string {
+	best := ""
+	for _, h := range p.order {
+		if len(p.queues[h]) > len(p.queues[best]) {
+			best = h
+		}
+	}
+	return best
+}
+
+// evictLast takes host's last queued record out of the pool, host's queue
+// holding at least two. p.mu is held.
+func (p *fairPool) evictLast(host string) *Record {
+	q := p.queues[host]
+	rec := q[len(q)-1]
+	q[len(q)-1] = nil
+	p.queues[host] = q[:len(q)-1]
+	p.queued--
+	delete(p.known, rec.ID)
+	p.full[host] = true // signal once it has room: the scanner reads rec again
+	return rec
 }
 
 // pump starts workers for the queued records, up to slots.
@@ -123,6 +181,7 @@ func (p *fairPool) next() (string, *Record) {
 	rec := q[0]
 	q[0] = nil
 	q = q[1:]
+	p.queued--
 	p.running[host]++
 	// Remove order[best] by moving the hosts before it, not after it.
 	copy(p.order[1:best+1], p.order[:best])
@@ -138,7 +197,16 @@ func (p *fairPool) next() (string, *Record) {
 		delete(p.full, host)
 		p.signal()
 	}
+	p.roomInPool()
 	return host, rec
+}
+
+// roomInPool signals once a full pool has emptied to half. p.mu is held.
+func (p *fairPool) roomInPool() {
+	if p.poolFull && p.queued <= p.maxQueued/2 {
+		p.poolFull = false
+		p.signal()
+	}
 }
 
 // yield reports whether an operation of host should give its slot up after
@@ -173,6 +241,7 @@ func (p *fairPool) dropLocked(host string) {
 	for _, rec := range p.queues[host] {
 		delete(p.known, rec.ID)
 	}
+	p.queued -= len(p.queues[host])
 	if _, ok := p.queues[host]; ok {
 		delete(p.queues, host)
 		for i, h := range p.order {
@@ -186,6 +255,7 @@ func (p *fairPool) dropLocked(host string) {
 		delete(p.full, host)
 		p.signal()
 	}
+	p.roomInPool()
 }
 
 // signal tells a scanner waiting for room. p.mu is held.

@@ -183,16 +183,16 @@ func TestFairPoolSharesSlots(t *testing.T) {
 		return started[h]
 	}
 	for i := range 3 {
-		require.True(t, p.add("a", &Record{ID: uint64(1 + i)}))
+		require.True(t, p.add("a", &Record{ID: uint64(1 + i)}).ok)
 	}
-	require.False(t, p.add("a", &Record{ID: 4}), "a's queue is full")
-	require.True(t, p.add("a", &Record{ID: 1}), "already queued: not queued twice")
+	require.False(t, p.add("a", &Record{ID: 4}).ok, "a's queue is full")
+	require.True(t, p.add("a", &Record{ID: 1}).ok, "already queued: not queued twice")
 	p.pump()
 	eventually(t, 2*time.Second, func() bool { return count("a") == 3 }, "a alone uses the slots it needs")
 	require.False(t, p.yield("a"), "a slot is free")
 
-	require.True(t, p.add("b", &Record{ID: 10}))
-	require.True(t, p.add("b", &Record{ID: 11}))
+	require.True(t, p.add("b", &Record{ID: 10}).ok)
+	require.True(t, p.add("b", &Record{ID: 11}).ok)
 	p.pump()
 	eventually(t, 2*time.Second, func() bool { return count("b") == 1 }, "b gets the free slot")
 	require.True(t, p.yield("a"), "a holds 3 of 4 slots while b waits with 1")
@@ -201,4 +201,159 @@ func TestFairPoolSharesSlots(t *testing.T) {
 	p.wait()
 	require.Equal(t, 3, count("a"))
 	require.Equal(t, 2, count("b"))
+}
+
+// The pool queues every host's records while its slots are busy. Choosing
+// the next record must not cost a scan of every queued host: with 30,000
+// hosts that made the scheduling alone take about a minute of CPU, under
+// the pool's lock (quadratic), where sending took no time at all.
+func TestFairPoolManyHostsLinear(t *testing.T) {
+	const hosts = 30000
+	gate := make(chan struct{})
+	var sent atomic.Int64
+	var p *fairPool
+	p = newFairPool(DefaultResumeConcurrency, pendingPage, func(h string, _ *Record) {
+		<-gate
+		p.yield(h) // as each attempt of a resumed operation asks
+		sent.Add(1)
+	})
+	for i := range hosts {
+		if !p.add(fmt.Sprintf("h%d.example:443", i), &Record{ID: uint64(i + 1)}).ok {
+			break // the pool is full: the scanner stops here
+		}
+		if (i+1)%pendingPage == 0 {
+			p.pump()
+		}
+	}
+	p.pump()
+	start := time.Now()
+	close(gate)
+	p.wait()
+	took := time.Since(start)
+	// Linear, this takes milliseconds (more under -race).
+	if took > 10*time.Second {
+		t.Fatalf("scheduling %d one-record hosts took %v", sent.Load(), took)
+	}
+	t.Logf("%d hosts: %v", sent.Load(), took)
+}
+
+// Before resume fairness, a pass held one page of pending records (and the
+// ResumeConcurrency being sent) in memory, whatever the journal held. The
+// pool's queues are bounded per host and in total: with one record per host
+// (a webhook sender's journal after an outage), it holds at most two pages
+// and the records being sent, not every host's.
+func TestFairPoolQueuesBoundedAcrossHosts(t *testing.T) {
+	const hosts = 3000
+	gate := make(chan struct{})
+	var p *fairPool
+	p = newFairPool(DefaultResumeConcurrency, pendingPage, func(string, *Record) { <-gate })
+	refused := 0
+	for i := range hosts {
+		if res := p.add(fmt.Sprintf("h%d.example:443", i), &Record{ID: uint64(i + 1)}); res.poolFull {
+			refused++
+		}
+		if (i+1)%pendingPage == 0 {
+			p.pump()
+		}
+	}
+	p.mu.Lock()
+	held := len(p.known)
+	p.mu.Unlock()
+	close(gate)
+	p.wait()
+	require.LessOrEqual(t, held, 2*pendingPage+DefaultResumeConcurrency, "the pool held %d records at once (one page is %d)", held, pendingPage)
+	require.Equal(t, hosts-held, refused, "what it did not hold it refused as full")
+}
+
+// A full pool makes room for a host with no queue by taking the last record
+// of the longest queue out (the scanner reads it again): hosts already
+// queued, such as dead ones with a page each, cannot keep another host out
+// of the pool, so fairness still bounds its wait. A host whose queue is no
+// shorter than every other's is refused, and the pool says when it has room.
+func TestFairPoolFullEvictsLongestQueue(t *testing.T) {
+	gate := make(chan struct{})
+	p := newFairPool(1, 4, func(string, *Record) { <-gate }) // holds 8 queued
+	for i := range 4 {
+		require.True(t, p.add("dead-a", &Record{ID: uint64(1 + i)}).ok)
+		require.True(t, p.add("dead-b", &Record{ID: uint64(11 + i)}).ok)
+	}
+	res := p.add("healthy", &Record{ID: 21})
+	require.True(t, res.ok, "the pool is full, yet the healthy host gets in")
+	require.Equal(t, "dead-a", res.evictedHost)
+	require.Equal(t, uint64(4), res.evicted.ID, "the longest queue's last record")
+	res = p.add("other", &Record{ID: 22})
+	require.True(t, res.ok)
+	require.Equal(t, "dead-b", res.evictedHost)
+	require.Equal(t, uint64(14), res.evicted.ID)
+	require.True(t, p.add("dead-a", &Record{ID: 4}).poolFull, "dead-a's queue is the longest: refused")
+	require.True(t, p.add("third", &Record{ID: 23}).ok, "dead-a's 3 are two more than none")
+	require.Equal(t, 8, p.queued, "still full, never fuller")
+
+	// It is drained down to half: the scanner is told to read on.
+	p.pump()
+	select {
+	case <-p.room:
+	default:
+	}
+	close(gate)
+	p.wait()
+	select {
+	case <-p.room:
+	default:
+		t.Fatal("the pool emptied, and said nothing")
+	}
+	require.False(t, p.poolFull)
+}
+
+// A Resume pass over more one-operation hosts than the pool holds stops
+// where the pool was full and reads on from there once it has room, without
+// reading a record twice: every operation is sent once, and the pool never
+// held more than two pages and the slots.
+func TestResumeReadsOnPastFullPool(t *testing.T) {
+	const hosts = 3*pendingPage + 10
+	tr, clk := testTransport(t, &Options{ResumeConcurrency: 4})
+	var wg sync.WaitGroup
+	errs := make(chan error, hosts)
+	for w := range 32 { // concurrent inserts share commits
+		wg.Go(func() {
+			for i := w; i < hosts; i += 32 {
+				errs <- tr.journal.insert(&Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost,
+					URL: fmt.Sprintf("https://h%d.example/payments", i), Body: []byte("{}"),
+					Created: clk.Now(), Updated: clk.Now(), State: Pending}, true)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	sent := map[uint64]int{}
+	run := tr.newResumeRun(context.Background(), limits{}, nil, nil, func(time.Time) {})
+	run.pool = newFairPool(4, pendingPage, func(_ string, rec *Record) {
+		<-gate
+		mu.Lock()
+		sent[rec.ID]++
+		mu.Unlock()
+	})
+	done := make(chan error, 1)
+	go func() { done <- run.all() }()
+	eventually(t, 10*time.Second, func() bool {
+		run.pool.mu.Lock()
+		defer run.pool.mu.Unlock()
+		return run.pool.poolFull
+	}, "the pool fills")
+	run.pool.mu.Lock()
+	held := len(run.pool.known)
+	run.pool.mu.Unlock()
+	require.LessOrEqual(t, held, 2*pendingPage+4)
+	close(gate)
+	require.NoError(t, <-done)
+	require.Len(t, sent, hosts, "every operation sent")
+	for id, n := range sent {
+		require.Equal(t, 1, n, "record %d sent %d times", id, n)
+	}
 }

@@ -47,41 +47,81 @@ func (t *Transport) newResumeRun(ctx context.Context, lim limits, stop <-chan st
 }
 
 // all runs one pass over the journal, then reads again, from where they were
-// left out, the records of hosts whose queue was full, until every due record
+// left out, the records of hosts whose queue was full and, if the pool was,
+// those of every host past where the pass stopped, until every due record
 // has been queued; it returns when all have been sent. This is Resume.
 func (r *resumeRun) all() error {
 	var err error
-	backlog := r.scan(r.t.journal.pendingSeq(&err), nil)
-	for len(backlog) > 0 && err == nil && r.waitRoom() {
-		from := uint64(0)
-		for _, id := range backlog {
-			if from == 0 || id < from {
-				from = id
-			}
-		}
-		backlog = r.scan(r.t.journal.pendingSeqAfter(from-1, &err), backlog)
+	left := r.scan(r.t.journal.pendingSeq(&err), nil)
+	for !left.empty() && err == nil && r.waitRoom() {
+		left = r.scan(r.t.journal.pendingSeqAfter(left.from()-1, &err), left)
 	}
 	r.pool.wait()
 	return err
 }
 
+// leftOut is what a scan left out, to be read again: for each host whose
+// queue was full, its first record left out (the host's later ones were
+// skipped, to keep its operations in order); and once the pool was full,
+// the ID at which the scan stopped, from which every other host's records
+// are still to read (0: none).
+type leftOut struct {
+	hosts map[string]uint64
+	rest  uint64
+}
+
+func (l *leftOut) empty() bool { return l == nil || (len(l.hosts) == 0 && l.rest == 0) }
+
+// from returns the lowest ID left out.
+func (l *leftOut) from() uint64 {
+	from := l.rest
+	for _, id := range l.hosts {
+		if from == 0 || id < from {
+			from = id
+		}
+	}
+	return from
+}
+
+// takes reports whether a scan that reads again what l left out takes rec
+// of host.
+func (l *leftOut) takes(host string, id uint64) bool {
+	from, ok := l.hosts[host]
+	if !ok {
+		from, ok = l.rest, l.rest != 0
+	}
+	return ok && id >= from
+}
+
+// hold notes that host's records from id on are left out, unless an earlier
+// one of host's is already.
+func (l *leftOut) hold(host string, id uint64) {
+	if l.hosts == nil {
+		l.hosts = map[string]uint64{}
+	}
+	if from, ok := l.hosts[host]; !ok || id < from {
+		l.hosts[host] = id
+	}
+}
+
 // scan queues the due records of recs and starts their sends; it notes when
-// the others come due. With only set, it takes only the records of only's
-// hosts from the ID only names for each on. It returns the hosts whose queue
-// was full, each with the first record left out.
-func (r *resumeRun) scan(recs iter.Seq[*Record], only map[string]uint64) map[string]uint64 {
+// the others come due. With only set, it takes only the records only left
+// out. It returns what it left out itself: records of hosts whose queue was
+// full, or all past the one the full pool refused.
+func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 	t := r.t
-	var backlog map[string]uint64
+	left := &leftOut{}
+	refused := 0 // hosts of only.hosts left out again
 	added := 0
 	for rec := range recs {
 		if r.ctx.Err() != nil || closed(r.stop) {
 			break
 		}
 		host := recordHost(rec)
-		if from, ok := only[host]; only != nil && (!ok || rec.ID < from) {
+		if only != nil && !only.takes(host, rec.ID) {
 			continue
 		}
-		if _, ok := backlog[host]; ok {
+		if _, ok := left.hosts[host]; ok {
 			continue // keep each host's operations in order
 		}
 		// Past KeyTTL it is due at once, whatever the server asked: it is
@@ -93,13 +133,32 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only map[string]uint64) map[str
 		if r.isDenied(host) {
 			continue
 		}
-		if !r.pool.add(host, rec) {
-			if backlog == nil {
-				backlog = map[string]uint64{}
+		res := r.pool.add(host, rec)
+		if res.evicted != nil {
+			left.hold(res.evictedHost, res.evicted.ID)
+		}
+		if res.poolFull {
+			// The records past this one are read again, every host's, once
+			// the pool has room; a host read again whose first record is
+			// further on keeps its place.
+			left.rest = rec.ID
+			if only != nil {
+				for h, from := range only.hosts {
+					if from > rec.ID {
+						left.hold(h, from)
+					}
+				}
 			}
-			backlog[host] = rec.ID
-			if only != nil && len(backlog) == len(only) {
-				break // every host read again is full again
+			break
+		}
+		if !res.ok {
+			left.hold(host, rec.ID)
+			if only != nil && only.rest == 0 {
+				if _, ok := only.hosts[host]; ok {
+					if refused++; refused == len(only.hosts) {
+						break // every host read again is full again
+					}
+				}
 			}
 			continue
 		}
@@ -110,7 +169,7 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only map[string]uint64) map[str
 		}
 	}
 	r.pool.pump()
-	return backlog
+	return left
 }
 
 // waitRoom waits until a host whose queue was full has room again. It
