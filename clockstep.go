@@ -27,6 +27,21 @@ type stepClock struct {
 
 func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
 
+// journalClock returns the clock of a Transport over j (nil: none): base,
+// never earlier than the newest time j holds (journal_written.go). Until a
+// record is read, that time is all the clock knows of the journal: without
+// it, after a step back, a first write-ahead would be dated before records
+// already there and look older than it is once Resume read them.
+func journalClock(base clock, j *Journal) *stepClock {
+	c := newStepClock(base)
+	if j != nil {
+		if t := j.latestWritten(); !t.IsZero() {
+			c.observe(t)
+		}
+	}
+	return c
+}
+
 func (c *stepClock) Now() time.Time {
 	raw := c.base.Now()
 	fresh := false

@@ -7,12 +7,17 @@ package idem
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 )
 
 // restartAt builds a second Transport over tr's journal, as a restarted
@@ -22,7 +27,7 @@ func restartAt(tb testing.TB, tr *Transport, at time.Time) (*Transport, *fakeClo
 	tr2, err := NewTransport(tr.journal, &tr.cfg.Options)
 	require.NoError(tb, err)
 	clk := &fakeClock{now: at}
-	tr2.clock = newStepClock(clk)
+	tr2.clock = journalClock(clk, tr.journal) // as NewTransport's
 	return tr2, clk
 }
 
@@ -196,4 +201,154 @@ func TestKeyExpiredAndDueAtAcrossSteps(t *testing.T) {
 	// A next attempt with no last attempt waits at most max(MaxRetryAfter, MaxInterval).
 	odd := &Record{Created: t0, NextAttempt: t0.Add(50 * time.Minute)}
 	require.Equal(t, t0.Add(20*time.Second), cfg.dueAt(odd, t0))
+}
+
+// stallClock is a wall clock whose Now can be made to stall after it has
+// read the time and before it returns it, as a goroutine preempted (GC,
+// CPU throttling, SIGSTOP) between the two does.
+type stallClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	stall chan struct{} // non-nil: the next Now waits on it after reading
+	read  chan struct{} // closed once the stalled Now has read
+}
+
+func (c *stallClock) Now() time.Time {
+	c.mu.Lock()
+	v, stall, read := c.now, c.stall, c.read
+	c.stall = nil
+	c.mu.Unlock()
+	if stall != nil {
+		close(read)
+		<-stall
+	}
+	return v
+}
+
+func (c *stallClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *stallClock) Sleep(context.Context, time.Duration) error { return nil }
+func (c *stallClock) After(time.Duration) (<-chan time.Time, func()) {
+	return make(chan time.Time), func() {}
+}
+
+// A goroutine reads the wall clock and stalls for 5 s before the stepClock
+// compares its reading; meanwhile another reads the clock. The stale
+// reading is not a step back of the wall clock: the clock was never set.
+// Before the fix stepClock took it for one and added 5 s of skew to every
+// later reading, for good; every such stall moved idem's time further ahead
+// of the wall clock (records look older than they are, Retry-After dates
+// nearer). Now a reading that looks like a step is taken again first.
+func TestStepClockStalledReaderIsNoStep(t *testing.T) {
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	wall := &stallClock{now: start}
+	c := newStepClock(wall)
+	c.Now()
+
+	release := make(chan struct{})
+	wall.mu.Lock()
+	wall.stall, wall.read = release, make(chan struct{})
+	read := wall.read
+	wall.mu.Unlock()
+	done := make(chan time.Time)
+	go func() { done <- c.Now() }() // reads start, then stalls
+	<-read
+	wall.advance(5 * time.Second)
+	c.Now() // another goroutine, on time
+	close(release)
+	<-done
+
+	wall.advance(time.Second)
+	if got, want := c.Now(), start.Add(6*time.Second); got.Sub(want) > stepTolerance {
+		t.Fatalf("idem's clock reads %v, the wall clock %v: %v ahead after one stalled reading", got, want, got.Sub(want))
+	}
+}
+
+// The wall clock is set back two days while the process is down (a machine
+// whose clock starts behind until NTP syncs). After the restart, before
+// anything has read the journal, a new operation is written ahead; the
+// server answers 503 and it stays pending. The startup Resume then reads an
+// older pending record. Before the fix the new Transport's clock had seen
+// no journal time yet: the new operation was dated two days back, the clock
+// jumped ahead by the step at the read, and the operation, a minute old,
+// looked two days old and expired (ErrKeyExpired, never sent again). Now
+// the clock starts from the newest time the journal holds.
+func TestClockStepBackBeforeFirstReadKeepsNewOperation(t *testing.T) {
+	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusServiceUnavailable)
+	})
+	tr.clock = newStepClock(clk)
+	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).
+		WithContext(WithOperationID(context.Background(), "old")))
+	pendingErr(t, err)
+	old := onlyRecord(t, tr)
+
+	tr2, clk2 := restartAt(t, tr, old.Created.Add(-48*time.Hour)) // two days back
+	_, err = tr2.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).
+		WithContext(WithOperationID(context.Background(), "new")))
+	pendingErr(t, err)
+	clk2.Advance(time.Minute) // past the new operation's backoff
+	var got outcomes
+	require.NoError(t, tr2.Resume(context.Background(), got.add))
+	seen := false
+	for _, o := range got.all() {
+		if o.Record.OperationID == "new" {
+			seen = true
+			require.NotErrorIs(t, o.Err, ErrKeyExpired, "an operation a minute old expired")
+		}
+	}
+	require.True(t, seen, "the new operation was resumed")
+}
+
+// The newest time a journal holds survives a reopen, and a file written
+// before it was kept is scanned for it once: a Transport built over the
+// reopened journal starts from it, whatever the wall clock says. It is not
+// the time of the last record of either bucket: the first operation
+// settles last.
+func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.journal")
+	j, err := OpenJournal(path, nil)
+	require.NoError(t, err)
+	newest := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	var recs []*Record
+	for i, at := range []time.Time{newest.Add(-2 * time.Hour), newest.Add(-time.Hour)} {
+		rec := &Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost, URL: "https://pay.example/payments",
+			Body: []byte("{}"), Created: at, Updated: at, State: Pending}
+		require.NoError(t, j.insert(rec, true))
+		recs = append(recs, rec)
+	}
+	recs[1].State, recs[1].Updated = Settled, newest.Add(-30*time.Minute)
+	require.NoError(t, j.save(recs[1]))
+	recs[0].State, recs[0].Updated = Settled, newest
+	require.NoError(t, j.save(recs[0]))
+	require.NoError(t, j.Close())
+
+	reopen := func() *Journal {
+		j, err := OpenJournal(path, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { j.Close() })
+		return j
+	}
+	j = reopen()
+	require.Equal(t, newest, j.latestWritten().UTC(), "the first operation's settle")
+	clk := &fakeClock{now: newest.Add(-48 * time.Hour)} // set back two days
+	require.False(t, journalClock(clk, j).Now().Before(newest), "a clock over the journal reads no earlier")
+	require.NoError(t, j.Close())
+
+	// As a file written before the time was kept: scanned once at open.
+	db, err := openBolt(path, time.Second, false)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		require.Equal(t, binary.BigEndian.AppendUint64(nil, uint64(newest.UnixNano())), meta.Get(metaWritten),
+			"kept by the commits, not found by a scan")
+		return meta.Delete(metaWritten)
+	}))
+	require.NoError(t, db.Close())
+	j = reopen()
+	require.Equal(t, newest, j.latestWritten().UTC(), "found by scanning the records")
 }

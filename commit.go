@@ -225,7 +225,21 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	}
 	errs := make([]error, len(batch))
 	ids := make([]uint64, len(batch))
+	var newest time.Time // of the records written (journal_written.go)
+	for _, w := range batch {
+		if w.rec != nil && w.rec.written().After(newest) {
+			newest = w.rec.written()
+		}
+	}
+	for _, d := range settles {
+		if d.rec.written().After(newest) {
+			newest = d.rec.written()
+		}
+	}
 	err := j.update(func(tx *bolt.Tx) error {
+		if err := raiseWritten(tx, newest); err != nil {
+			return err
+		}
 		pending, index := tx.Bucket(bucketPending), tx.Bucket(bucketIndex)
 		// Record IDs only grow: packing pages (bbolt splits them half full by
 		// default, for random inserts) halves the pages each commit writes.
@@ -291,6 +305,9 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 		if err != nil {
 			w.id, w.err = 0, err
 		}
+	}
+	if err == nil {
+		j.sawWritten(newest)
 	}
 	return err
 }

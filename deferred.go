@@ -36,6 +36,7 @@ func (j *Journal) save(rec *Record) error {
 		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
 	}
 	c.deferred[rec.ID] = &deferredWrite{rec: &cp, data: data}
+	j.sawWritten(cp.written()) // reads see it from now on
 	if !c.leading && c.timer == nil {
 		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
 	}

@@ -105,6 +105,9 @@ type Journal struct {
 	closeErr    error
 
 	commits, writeAheads atomic.Uint64
+	// written is the newest time of a record in the file or given to it,
+	// in Unix nanoseconds (journal_written.go).
+	written atomic.Int64
 
 	// ops are the operations in flight in this process: every Transport over
 	// the journal holds an operation's lock while a call or Resume runs it,
@@ -330,6 +333,9 @@ func (j *Journal) init() error {
 			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
 		}
 		if err := j.loadIdentityKey(meta); err != nil {
+			return err
+		}
+		if err := j.loadWritten(tx); err != nil {
 			return err
 		}
 		if j.readOnly {

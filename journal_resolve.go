@@ -279,6 +279,9 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		if err := to.Put(key, data); err != nil {
 			return err
 		}
+		if err := raiseWritten(tx, rec.written()); err != nil {
+			return err
+		}
 		if dropBody {
 			if err := deleteBody(tx.Bucket(bucketBodies), key); err != nil {
 				return err
@@ -288,6 +291,9 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		out = &cp
 		return nil
 	})
+	if err == nil {
+		j.sawWritten(out.written())
+	}
 	return out, err
 }
 

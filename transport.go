@@ -84,7 +84,7 @@ func NewTransport(j *Journal, opts *Options) (*Transport, error) {
 	if j != nil && !j.keyring.covers(cfg.keyring) {
 		return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
 	}
-	t := &Transport{cfg: cfg, journal: j, clock: newStepClock(realClock{}), locks: new(keyedLocks), budget: newBudget(cfg.RetryBudget)}
+	t := &Transport{cfg: cfg, journal: j, clock: journalClock(realClock{}, j), locks: new(keyedLocks), budget: newBudget(cfg.RetryBudget)}
 	if j != nil {
 		t.locks = &j.ops
 	}
