@@ -202,15 +202,19 @@
 // # Clock steps
 //
 // Journal times come from the wall clock, which an NTP step or a VM restore
-// can move. The Transport's clock never reads earlier than a time it has
-// read or found in the journal, and after a step back runs on from there. A
-// stored next attempt so holds an operation back at most the wait chosen for
-// it (the backoff, or the server's Retry-After) from now; a step back
-// shortens KeyTTL's count only by the time the process was down meanwhile.
-// A step forward makes records look older: an operation may expire early
+// can move. The journal file keeps the newest time written in it, and a
+// Transport's clock starts from that time: it never reads earlier than it,
+// or than a time read since, and after a step back runs on from there, from
+// the first call on, before anything reads the journal. A stored next
+// attempt so holds an operation back at most the wait chosen for it (the
+// backoff, or the server's Retry-After) from now; a step back shortens
+// KeyTTL's count only by the time the process was down meanwhile. A step
+// forward makes records look older: an operation may expire early
 // (ErrKeyExpired: reconcile, nothing sent), a finished record may be pruned
-// early. Retention's margin over KeyTTL (6 days by default) is the forward
-// step a journal absorbs before a reused operation ID could mint a second key.
+// early; undone later, it stays in idem's clock, which runs on from the
+// times written meanwhile. Retention's margin over KeyTTL (6 days by
+// default) is the forward step a journal absorbs before a reused operation
+// ID could mint a second key.
 //
 // # Resume fairness
 //
