@@ -166,8 +166,9 @@
 // # The journal file
 //
 // A settled operation keeps no body in the file: the commit that settles it
-// deletes the body, whole or in chunks (failed and expired ones keep theirs,
-// for reconciling, until Retention). bbolt never shrinks the file; later
+// deletes the body, whole or in chunks (a failed one, or one expired past
+// KeyTTL, keeps its body, for reconciling, until Retention; Resolve and
+// Discard delete it). bbolt never shrinks the file; later
 // commits reuse the pages earlier ones freed, so under steady traffic it stays
 // near its largest working set. Freed pages keep their old bytes until reused:
 // where bodies at rest matter, use Options.Encryption, or stop the application

@@ -175,7 +175,9 @@ type Options struct {
 	// it is sent, to add what the journal does not keep (credentials).
 	// Returning an error leaves the operation pending and reports the error.
 	// After a 307 or 308, req.URL is the Location, perhaps on another host:
-	// add credentials only for hosts that should get them.
+	// add credentials only for hosts that should get them. A Location's
+	// SensitiveQueryParams are not journaled either: put them back, or
+	// Resume reports ErrSensitiveQueryMissing on every pass until KeyTTL.
 	// IdentityFrom(req.Context()) is the identity the operation was created
 	// under, if one was declared: add that identity's credentials. Resume
 	// trusts what PrepareResume adds; only Options.Identity, if set, is
@@ -199,7 +201,10 @@ type Options struct {
 	// identity is the creator's credentials: the values of the sensitive
 	// headers (SensitiveHeaders and DefaultSensitiveHeaders), the URL's
 	// userinfo and the SensitiveQueryParams; a call whose credentials
-	// differ (a refreshed token, a changed cookie) is refused. Only a keyed
+	// differ (a refreshed token, a changed cookie) is refused. Cookie is a
+	// default sensitive header, so a cookie that rotates without being a
+	// credential, such as a load balancer's sticky cookie, makes a re-call
+	// fail with ErrIdentityMismatch: declare the identity then. Only a keyed
 	// hash of them is journaled (Record.CredentialTag). Credentials added
 	// below idem (by Base, like an OAuth2 transport, or a TLS client
 	// certificate) are not seen: declare the identity then. Operation IDs
