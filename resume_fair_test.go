@@ -245,8 +245,7 @@ func TestFairPoolManyHostsLinear(t *testing.T) {
 func TestFairPoolQueuesBoundedAcrossHosts(t *testing.T) {
 	const hosts = 3000
 	gate := make(chan struct{})
-	var p *fairPool
-	p = newFairPool(DefaultResumeConcurrency, pendingPage, func(string, *Record) { <-gate })
+	p := newFairPool(DefaultResumeConcurrency, pendingPage, func(string, *Record) { <-gate })
 	refused := 0
 	for i := range hosts {
 		if res := p.add(fmt.Sprintf("h%d.example:443", i), &Record{ID: uint64(i + 1)}); res.poolFull {
