@@ -51,7 +51,9 @@ func TestResumeBoundedByDeadline(t *testing.T) {
 		require.Less(t, pe.Attempts, DefaultMaxAttempts+1, "gave up before its schedule ran out")
 	}
 	require.Less(t, clk.Now().Sub(start), 2*time.Second, "no wait past the deadline")
-	require.Less(t, time.Since(began), time.Second, "no real waiting")
+	// Waited for real, the four schedules would take tens of seconds; 5 s
+	// leaves a busy machine room.
+	require.Less(t, time.Since(began), 5*time.Second, "no real waiting")
 	require.Equal(t, 4, countState(t, tr.journal, Pending))
 }
 
