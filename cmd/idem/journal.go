@@ -30,11 +30,13 @@ const journalUsage = `usage:
                                        <encrypted key=ID>: the command has no keys)
   idem journal stats [-json] FILE      counts by state, the oldest pending operation, the
                                        earliest next attempt, the file size
-  idem journal resume [-H 'Name: value']... [-key-ttl D] [-max-attempts N] [-timeout D] [-json] FILE
+  idem journal resume [-H 'Name: value']... [-Q 'name=value']... [-key-ttl D] [-max-attempts N]
+                      [-timeout D] [-json] FILE
                                        send the pending operations that are due, now, with
-                                       their keys and exact bytes; -H adds a header that the
-                                       journal does not keep (credentials), as PrepareResume
-                                       does; exits 1 unless every one settled. Opens the file
+                                       their keys and exact bytes; -H adds a header and -Q a
+                                       query parameter that the journal does not keep
+                                       (credentials), as PrepareResume does; exits 1 unless
+                                       every one settled. Opens the file
                                        for writing: refused while an application holds it
   idem journal resolve (-op ID | -key K) -status N FILE
                                        mark a pending or expired operation settled with

@@ -14,6 +14,16 @@ import (
 
 func journalAcceptOlder(args []string) error {
 	fs := flag.NewFlagSet("journal accept-older", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: idem journal accept-older FILE
+
+Opens, on purpose, a journal whose newest meta page is damaged as of the commit
+its intact meta page names, and commits once so that it opens so from now on.
+What the lost commit wrote is gone: reconcile with the server first (to see
+what the older commit holds, run accept-older on a copy and list it with
+idem journal ls). Needs the file to itself.
+`)
+	}
 	file, err := parseFile(fs, args)
 	if err != nil {
 		return err

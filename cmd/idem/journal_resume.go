@@ -146,7 +146,7 @@ func journalResume(args []string) error {
 			counts["settled"]+counts["pending"]+counts["expired"]+counts["not sent"],
 			counts["settled"], counts["pending"], counts["expired"], counts["not sent"])
 		if notDue > 0 {
-			fmt.Printf("not yet due: %d (the server asked to wait; the earliest at %s)\n", notDue, next.UTC().Format(time.RFC3339))
+			fmt.Printf("not yet due: %d (waiting out a Retry-After or backoff; the earliest at %s)\n", notDue, next.UTC().Format(time.RFC3339))
 		}
 		if len(due) > 0 {
 			// Resume reports one operation per host its retry budget held
@@ -154,7 +154,7 @@ func journalResume(args []string) error {
 			fmt.Printf("not tried: %d (held back by the retry budget: their server is failing; run again later)\n", len(due))
 		}
 	}
-	if left := counts["pending"] + counts["expired"] + counts["not sent"] + len(due); left > 0 {
+	if left := counts["pending"] + counts["expired"] + counts["not sent"] + len(due) + notDue; left > 0 {
 		return fmt.Errorf("journal resume: %d operation(s) not settled; see above", left)
 	}
 	return nil

@@ -5,7 +5,7 @@
 //	idem demo    [flags]            prove exactly-once through SIGKILLs (see demo.go)
 //	idem chaos   [flags]            the same at scale: 2,000 payments, 30 SIGKILLs (chaos.go)
 //	idem serve   [flags]            run the testserver on a loopback address
-//	idem journal ls|show|stats|resume|resolve|discard|prune FILE
+//	idem journal ls|show|stats|resume|resolve|discard|prune|accept-older FILE
 //	                                inspect a journal file, push its pending work, or end it by hand
 package main
 
@@ -21,7 +21,7 @@ const usage = `usage:
   idem demo [flags]               prove exactly-once through crashes (idem demo -h)
   idem chaos [flags]              the same at scale, for minutes (idem chaos -h)
   idem serve [flags]              run the fake flaky payments server (idem serve -h)
-  idem journal ls|show|stats|resume|resolve|discard|prune FILE
+  idem journal ls|show|stats|resume|resolve|discard|prune|accept-older FILE
                                   inspect a journal, push its pending work, or end it
                                   by hand (idem journal -h)
 `
