@@ -80,12 +80,13 @@ type binding struct {
 // or sent. It fails with ErrInvalidRequest for an invalid identity, or one
 // WithIdentity and Options.Identity disagree on, and with Options.Identity's
 // own error.
-func (t *Transport) bindingOf(req *http.Request) (*binding, error) {
+// It returns the binding by value: the call keeps it on its stack.
+func (t *Transport) bindingOf(req *http.Request) (binding, error) {
 	id, err := t.declaredIdentity(req)
 	if err != nil {
-		return nil, err
+		return binding{}, err
 	}
-	b := &binding{req: req, identity: id}
+	b := binding{req: req, identity: id}
 	b.contentType, b.contentEncoding = t.representation(req.Header)
 	return b, nil
 }

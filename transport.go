@@ -274,12 +274,12 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
 			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
 			DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
-		t.bind(rec, call)
+		t.bind(rec, &call)
 		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 		t.crash(crashWriteAhead)
-	} else if err := t.admit(rec, call, name); err != nil {
+	} else if err := t.admit(rec, &call, name); err != nil {
 		return nil, err
 	} else if err := t.reuse(rec, fingerprint(method(req), u, sum), key, hasKey); err != nil {
 		return nil, err
