@@ -12,6 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A credential tag costs one allocation (its hex string) once the journal's
+// keyed hash is pooled; hmac.New alone cost five.
+func TestCredentialTagAllocs(t *testing.T) {
+	j, _ := testJournal(t)
+	creds := []byte("h\x0dAuthorization\x01\x0cBearer tok-1")
+	j.credentialTag(creds) // fills the pool
+	if n := testing.AllocsPerRun(100, func() { j.credentialTag(creds) }); n > 1 {
+		t.Errorf("credentialTag: %v allocations, want at most 1", n)
+	}
+}
+
 // Reading a call's binding allocates nothing for a request with no declared
 // identity and no representation headers: the binding stays on the call's
 // stack.

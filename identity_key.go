@@ -23,6 +23,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -64,9 +65,26 @@ func (j *Journal) loadIdentityKey(meta *bolt.Bucket) error {
 // encodes it: HMAC-SHA-256 under the journal's identity key, cut to its first
 // 128 bits (RFC 2104 section 5 allows cutting to half the output), in hex.
 func (j *Journal) credentialTag(creds []byte) string {
-	m := hmac.New(sha256.New, j.identityKey)
-	m.Write([]byte(credentialTagContext))
-	m.Write(creds)
-	sum := m.Sum(nil)
-	return hex.EncodeToString(sum[:16])
+	h, _ := j.tagHashes.Get().(*tagHash)
+	if h == nil {
+		h = &tagHash{mac: hmac.New(sha256.New, j.identityKey)}
+	}
+	h.mac.Write(credentialTagPrefix)
+	h.mac.Write(creds)
+	tag := hex.EncodeToString(h.mac.Sum(h.sum[:0])[:16])
+	h.mac.Reset() // back to the keyed state, for the next tag
+	j.tagHashes.Put(h)
+	return tag
 }
+
+// tagHash is an HMAC-SHA-256 under the journal's identity key, kept in
+// Journal.tagHashes between tags: hmac.New costs five allocations a call.
+// The key is read at open and never changes, so every pooled hash is keyed
+// alike.
+type tagHash struct {
+	mac hash.Hash
+	sum [sha256.Size]byte
+}
+
+// credentialTagPrefix is credentialTagContext as the bytes hashed first.
+var credentialTagPrefix = []byte(credentialTagContext)

@@ -92,6 +92,7 @@ type Journal struct {
 	// identityKey is the HMAC key of credential tags (identity_key.go);
 	// nil in a read-only journal of a file written before it existed.
 	identityKey []byte
+	tagHashes   sync.Pool // of *tagHash under identityKey (identity_key.go)
 
 	commit    committer
 	retention time.Duration  // for the periodic prune; 0 for read-only
