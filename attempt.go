@@ -177,10 +177,9 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		}
 	}
 	actx = httptrace.WithClientTrace(actx, &tr.trace)
-	var timedOut atomic.Bool
 	var timer *time.Timer
 	if d > 0 {
-		timer = time.AfterFunc(d, func() { timedOut.Store(true); cancel() })
+		timer = time.AfterFunc(d, func() { tr.timedOut.Store(true); cancel() })
 	}
 	attemptValue := ""
 	if !t.cfg.DisableAttemptHeader {
@@ -207,13 +206,14 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	if err != nil {
 		cancel()
 		done()
-		if timedOut.Load() && ctx.Err() == nil {
+		if tr.timedOut.Load() && ctx.Err() == nil {
 			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, d, err)
 		}
 		return nil, tr.written.Load(), err
 	}
 	if d > 0 {
-		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		tr.body.ReadCloser, tr.body.cancel = resp.Body, cancel
+		resp.Body = &tr.body
 	}
 	if o.newConn {
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: done}
@@ -222,10 +222,14 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 }
 
 // wroteTrace tells an attempt whether its request headers reached a
-// connection: one allocation for the flag and the trace that sets it.
+// connection: one allocation for the flag and the trace that sets it, and
+// under an attempt timeout for whether its timer fired and for the response
+// body that ends its context.
 type wroteTrace struct {
-	written atomic.Bool
-	trace   httptrace.ClientTrace
+	written  atomic.Bool
+	timedOut atomic.Bool
+	trace    httptrace.ClientTrace
+	body     cancelOnClose
 }
 
 func (w *wroteTrace) wroteHeaders() { w.written.Store(true) }
