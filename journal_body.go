@@ -78,7 +78,7 @@ func deleteBody(bodies *bolt.Bucket, id []byte) error {
 	c := bodies.Cursor()
 	k, _ := c.Seek(id)
 	if bytes.Equal(k, id) {
-		return bodies.Delete(id)
+		return c.Delete() // the key found: the cursor does not move again
 	}
 	var keys [][]byte
 	for ; isChunk(k, id); k, _ = c.Next() {
