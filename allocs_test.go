@@ -70,3 +70,11 @@ func TestAttemptAllocs(t *testing.T) {
 		t.Errorf("attempt: %v allocations, want at most 12", n)
 	}
 }
+
+// An already normalized Content-Type ("application/json") is taken as it
+// is: mime's parse and format cost five allocations.
+func TestMediaTypeAllocs(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { mediaType("application/json") }); n > 0 {
+		t.Errorf("mediaType: %v allocations, want 0", n)
+	}
+}

@@ -284,6 +284,33 @@ func (t *Transport) representation(h http.Header) (contentType, contentEncoding 
 // mediaType normalizes a Content-Type value; one that does not parse is
 // kept as sent, trimmed.
 func mediaType(v string) string {
+	if plainMediaType(v) {
+		return v // as parsedMediaType returns it, without its five allocations
+	}
+	return parsedMediaType(v)
+}
+
+// plainMediaType reports whether v is "type/subtype" in lowercase token
+// characters (RFC 9110 section 5.6.2), with no parameter and no space, as
+// most requests send it ("application/json"): already normalized.
+func plainMediaType(v string) bool {
+	slash := strings.IndexByte(v, '/')
+	if slash <= 0 || slash == len(v)-1 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case i == slash, 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0:
+			return false
+		}
+	}
+	return true
+}
+
+// parsedMediaType is mediaType through mime.ParseMediaType and
+// mime.FormatMediaType.
+func parsedMediaType(v string) string {
 	if mt, params, err := mime.ParseMediaType(v); err == nil {
 		if s := mime.FormatMediaType(mt, params); s != "" {
 			return s
