@@ -54,7 +54,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sc := scopeOf(r, key)
+	sc := scopeOf(r, key, s.opts.Identity)
 	out, e := s.keys.begin(sc, fp, s.now())
 	s.logf("POST /payments key %q reference %q: %s, %v", key, p.Reference, out, f)
 	switch out {

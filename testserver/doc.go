@@ -32,8 +32,11 @@
 //
 // A key is scoped by client identity, method and path. The client identity is a hash of the
 // Authorization header, or "anonymous" without one; the header itself is never stored or
-// logged. The same key from another identity is another operation and never sees this
-// identity's stored result.
+// logged. A refreshed token is then a new client. Real APIs scope keys by account instead
+// (Stripe does; the IETF draft leaves the scope to the server): set Options.Identity to
+// return the account, e.g. from a header, and a refreshed token keeps its keys. Only a hash
+// of what it returns is kept. The same key from another identity is another operation and
+// never sees this identity's stored result.
 //
 // The first request with a key registers it atomically, so two concurrent requests with one
 // key run the payment once. While the first is in progress, the same key gets 409 with

@@ -73,13 +73,19 @@ type scope struct {
 	identity, method, path, key string
 }
 
-// scopeOf returns the scope of key in r. The identity is a hash of the Authorization header,
-// so the credential itself is never kept.
-func scopeOf(r *http.Request, key string) scope {
-	id := "anonymous"
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		sum := sha256.Sum256([]byte(auth))
-		id = "auth:" + hex.EncodeToString(sum[:16])
+// scopeOf returns the scope of key in r. The identity is a hash of what identity returns
+// for r, or, if identity is nil, of the Authorization header; "" is "anonymous". Either way
+// only the hash is kept, so a credential itself never is.
+func scopeOf(r *http.Request, key string, identity func(*http.Request) string) scope {
+	id, prefix := r.Header.Get("Authorization"), "auth:"
+	if identity != nil {
+		id, prefix = identity(r), "id:"
+	}
+	if id == "" {
+		id = "anonymous"
+	} else {
+		sum := sha256.Sum256([]byte(id))
+		id = prefix + hex.EncodeToString(sum[:16])
 	}
 	return scope{identity: id, method: r.Method, path: r.URL.Path, key: key}
 }

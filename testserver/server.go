@@ -54,6 +54,14 @@ type Options struct {
 	// Logf, if set, receives one line per POST /payments and net/http's server errors. The
 	// Authorization header is never logged. It may be called concurrently.
 	Logf func(format string, args ...any)
+	// Identity, if set, returns the client identity a POST /payments request's idempotency
+	// key is scoped by: an account or tenant, e.g. from a header, as Stripe scopes keys by
+	// account (the IETF Idempotency-Key draft leaves the scope to the server). "" is the
+	// anonymous identity. Then a refreshed token for the same account keeps its keys. nil
+	// scopes by the Authorization header, so a new token is a new client. The server keeps
+	// and logs only a hash of what Identity returns, so returning a credential is safe. It
+	// may be called concurrently.
+	Identity func(r *http.Request) string
 }
 
 // Server is a payments API with server-side idempotency and fault injection, listening on a
