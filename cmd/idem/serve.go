@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,6 +25,7 @@ func runServe(args []string) error {
 	faults := fs.String("faults", "none", "fault `mix`, e.g. lost=0.08,503=0.1,hold=0.03:1500ms; \"default\" is "+testserver.DefaultMix)
 	ttl := fs.Duration("ttl", testserver.DefaultKeyTTL, "how long a stored result is replayed")
 	requireKey := fs.Bool("require-key", false, "answer 400 to POST /payments without an Idempotency-Key")
+	identityHeader := fs.String("identity-header", "", "scope idempotency keys by this `header`'s value (an account), not by the Authorization header")
 	verbose := fs.Bool("v", false, "log every POST /payments to stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: idem serve [flags]\n\n"+
@@ -44,6 +46,10 @@ func runServe(args []string) error {
 		return fmt.Errorf("serve: -faults: %w", err)
 	}
 	opts := &testserver.Options{RequireKey: *requireKey, KeyTTL: *ttl}
+	if *identityHeader != "" {
+		name := *identityHeader
+		opts.Identity = func(r *http.Request) string { return r.Header.Get(name) }
+	}
 	if len(plan.Rates) > 0 {
 		opts.Plan = plan
 	}
