@@ -1,7 +1,9 @@
 // Tests for declared identities (Options.Identity, WithIdentity): a refreshed
 // token stays one operation while another tenant is refused, in a call and
 // after a restart; Resume hands PrepareResume the operation's identity and
-// refuses to send what Options.Identity maps to another one.
+// refuses to send what Options.Identity maps to another one; and a payment
+// whose answer was lost is made once across a refresh, if the server scopes
+// keys by the tenant too.
 
 package idem
 
@@ -262,4 +264,68 @@ func TestIdentityResume(t *testing.T) {
 	require.NoError(t, outs[0].Err)
 	require.Equal(t, rec.Key+" "+tokenGlobex, wire.sent()[5])
 	require.NoError(t, pay.Ledger().Check([]string{"acme-1", "globex-1", "anon-1"}))
+}
+
+// tenantHeader is an Options.Identity, for idem and for the testserver
+// alike, that reads the tenant from a header the caller sets.
+func tenantHeader(r *http.Request) string { return r.Header.Get("X-Tenant") }
+
+// Exactly-once across a token refresh, end to end: the payment is made and
+// its answer lost under token A; the retry under token B, the same tenant,
+// carries the same key, and a server that scopes keys by the tenant replays
+// the payment. A server that scopes keys by the token takes the same key
+// from token B as a new client's and pays twice: the declared identity only
+// helps when the server scopes by the account too.
+func TestIdentityDeclaredTokenRefreshExactlyOnce(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		scope    func(*http.Request) string // the server's Options.Identity
+		replayed bool
+	}{
+		{"server scopes by tenant", tenantHeader, true},
+		{"server scopes by token", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			pay := startPayments(t, &testserver.Options{RequireKey: true, Identity: c.scope})
+			wire := &authLog{next: pay.Client().Transport}
+			j, _ := testJournal(t)
+			opts := Options{Identity: func(r *http.Request) (string, error) { return tenantHeader(r), nil }}
+			tr, clk := transportOn(t, j, opts, wire, time.Time{})
+			call := func(token string) (*http.Response, error) {
+				ctx := WithMaxAttempts(WithOperationID(context.Background(), "order-10/charge"), 1)
+				req := tenantPayment(t, ctx, pay.URL, "order-10", token)
+				req.Header.Set("X-Tenant", "acme")
+				return tr.RoundTrip(req)
+			}
+
+			pay.Script(testserver.Fault{Kind: testserver.FaultLostResponse})
+			_, err := call(tokenAcme)
+			pastNextAttempt(clk, pendingErr(t, err).NextAttempt)
+			rec, err := j.Lookup("order-10/charge")
+			require.NoError(t, err)
+			require.Equal(t, Pending, rec.State)
+			require.Equal(t, "acme", rec.Identity)
+			require.Equal(t, map[string]int{"order-10": 1}, pay.Ledger().Effects, "paid, answer lost")
+
+			resp, err := call(tokenAcme2)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			drain(t, resp)
+			require.Equal(t, []string{rec.Key + " " + tokenAcme, rec.Key + " " + tokenAcme2}, wire.sent(),
+				"the same key, with the refreshed token")
+			if !c.replayed {
+				require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
+				require.ErrorIs(t, pay.Ledger().Check([]string{"order-10"}), testserver.ErrNotExactlyOnce,
+					"a server that scopes keys by the token pays twice")
+				return
+			}
+			require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"))
+			require.NoError(t, pay.Ledger().Check([]string{"order-10"}))
+			require.Equal(t, 1, pay.Ledger().Replays)
+			rec, err = j.Lookup("order-10/charge")
+			require.NoError(t, err)
+			require.Equal(t, Settled, rec.State)
+		})
+	}
 }
