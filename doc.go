@@ -238,7 +238,9 @@
 // Declare the identity, a tenant or account name and never a credential,
 // with Options.Identity (request to identity) or WithIdentity (per call);
 // where both give one they must agree. A refreshed token under one declared
-// identity continues the operation. With none declared, the creator's
+// identity continues the operation, with its key; the server must scope keys
+// by the account too, not by the token (testserver: Options.Identity), or the
+// refreshed token is a new client there. With none declared, the creator's
 // credentials are the identity (sensitive headers, URL userinfo,
 // SensitiveQueryParams), so a fresh token is refused: a service that rotates
 // tokens declares its identity. The journal keeps the declared identity and,
