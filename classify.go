@@ -1,6 +1,6 @@
 // This file holds the classification table: what an attempt's outcome (an
 // error or a status) means for the operation. The attempt loop in attempt.go
-// acts on the Class; DefaultClassifier is the table in the README.
+// acts on the Class; DefaultClassifier's doc is the table.
 
 package idem
 

@@ -1,4 +1,4 @@
-// Tests for classify.go: every row of the README's classification table, for
+// Tests for classify.go: every row of DefaultClassifier's table, for
 // errors as the base transport returns them and wrapped as http.Client and
 // callers wrap them.
 

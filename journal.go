@@ -118,7 +118,8 @@ type Journal struct {
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for
 // writing. While it is open, finished records older than Options.Retention
-// are pruned every pruneInterval in the background. It returns an
+// are pruned after a commit, at most once every pruneInterval (10 minutes);
+// a journal nobody writes to is pruned at its next write or Open. It returns an
 // error matching ErrJournalLocked if another process or another Journal in
 // this process holds the file (after Options.OpenTimeout), and
 // ErrJournalCorrupt if the file is not a readable journal (a *MetaPageError
