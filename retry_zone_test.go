@@ -8,6 +8,7 @@ package idem
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,8 @@ func TestRetryAfterDateReadAsUTCWhateverLocal(t *testing.T) {
 		// time.Local is set once per process: run this test again in a child
 		// whose local zone knows EST and PST.
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRetryAfterDateReadAsUTCWhateverLocal$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "IDEM_TZ_CHILD=1", "TZ=America/New_York")
+		race := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0") // as helperCommand
+		cmd.Env = append(os.Environ(), "IDEM_TZ_CHILD=1", "TZ=America/New_York", "GORACE="+race)
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "child with TZ=America/New_York:\n%s", out)
 	}
