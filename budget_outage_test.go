@@ -63,6 +63,7 @@ func (f *outageFront) counts() (requests, firsts int) {
 // none lost; when the server is back, Resume sends them all, exactly once.
 // Run with -v to see the figures.
 func TestRetryBudgetOutageAmplification(t *testing.T) {
+	t.Parallel()
 	payments := startPayments(t, nil)
 	front := newOutageFront(t, payments)
 	front.down.Store(true)

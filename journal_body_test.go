@@ -185,6 +185,7 @@ func TestOlderJournalVersionsAreReadAndMarked(t *testing.T) {
 // also when its transaction wrote to the same leaves first, so that bbolt's
 // cursor walks nodes in memory rather than pages of the file.
 func TestDeleteBodyLeavesNeighbours(t *testing.T) {
+	t.Parallel()
 	sizes := []int{2*bodyChunk + 1, 10, stageMin + 5, 0, bodyChunk + 3, stageMin}
 	for _, tc := range []struct {
 		victim  int

@@ -133,6 +133,7 @@ func TestJournalMetaPagesDamaged(t *testing.T) {
 }
 
 func TestJournalDataPagesRandom(t *testing.T) {
+	t.Parallel()
 	// Random bytes over pages past the meta pages, whole or just their
 	// headers: bbolt may notice at open, at a read or at a write, or not at
 	// all (it has no checksum on data pages). Every call must end with nil

@@ -22,6 +22,7 @@ import (
 // A read begun after save(N) returned never sees a state older than N, even
 // when the commit carrying N completes during the read.
 func TestReadsNeverGoBackInTime(t *testing.T) {
+	t.Parallel()
 	j, _ := testJournal(t)
 	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://x/",
 		Body: make([]byte, 64<<10), State: Pending, Created: time.Now(), Updated: time.Now()}

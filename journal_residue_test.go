@@ -126,6 +126,7 @@ func randomBody(tb testing.TB, n int) []byte {
 // Settling many operations in one commit deletes every one's body, whole or
 // in chunks, staged or not: deterministic, through the journal's own API.
 func TestSettlesInOneCommitLeaveNoBody(t *testing.T) {
+	t.Parallel()
 	j, path := testJournal(t)
 	g := newBodyGrams()
 	var recs []*Record
@@ -156,6 +157,7 @@ func TestSettlesInOneCommitLeaveNoBody(t *testing.T) {
 // (doc.go, "What the file keeps"): the test reports them, it cannot promise
 // them gone.
 func TestConcurrentSettlesLeaveNoBody(t *testing.T) {
+	t.Parallel()
 	j, path := testJournal(t)
 	srv := newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusCreated)

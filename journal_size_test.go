@@ -23,6 +23,7 @@ import (
 // it grew by the bodies left behind, without bound, past the limit by the
 // fourth to seventh cycle; the file is steady from the second.)
 func TestJournalSizeBoundedUnderChurn(t *testing.T) {
+	t.Parallel()
 	j := fastJournal(t)
 	sizes := []int{stageMin + 5000, 3*bodyChunk + 100, bodyChunk + 1, 2*stageStep + 300}
 	inFlight := int64(2*stageStep + 300) // held over from the cycle before

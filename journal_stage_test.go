@@ -111,6 +111,7 @@ const (
 )
 
 func TestStagedBodySIGKILL(t *testing.T) {
+	t.Parallel()
 	kills := 4
 	if testing.Short() {
 		kills = 2

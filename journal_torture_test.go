@@ -52,6 +52,7 @@ func tortureKills(tb testing.TB) int {
 }
 
 func TestJournalTortureSIGKILL(t *testing.T) {
+	t.Parallel()
 	kills := tortureKills(t)
 	plan, err := testserver.ParsePlan(42, tortureMix)
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 // the usual values and on random strings over the characters that matter
 // (token characters, case, the separators, space, quote, non-ASCII).
 func TestMediaTypeFastPath(t *testing.T) {
+	t.Parallel()
 	values := []string{
 		"application/json", "text/plain", "application/vnd.api+json", "application/x-www-form-urlencoded",
 		"application/merge-patch+json", "multipart/form-data", "Application/JSON", "application/json;charset=utf-8",

@@ -50,6 +50,7 @@ func randomRecord(rng *rand.Rand) *Record {
 // records it writes read back the same, and journals written before it are
 // the same bytes.
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 5000 {
 		r := randomRecord(rng)

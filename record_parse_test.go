@@ -42,6 +42,7 @@ func requireParsedAsJSON(tb testing.TB, meta []byte) (taken bool) {
 // Every record appendJSON writes is read without encoding/json, and as it
 // reads it; the journals idem writes never take the slow path.
 func TestParseStoredReadsWhatAppendJSONWrites(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 5000 {
 		r := randomRecord(rng)

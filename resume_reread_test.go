@@ -178,6 +178,7 @@ func insertPending(t *testing.T, tr *Transport, clk *fakeClock, url string, n in
 // Without the re-read's check for being due, a pass sent again what another
 // had just given up on.
 func TestConcurrentResumePassesSendOnce(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{http.StatusCreated, http.StatusServiceUnavailable} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, ResumeConcurrency: 3},
@@ -208,6 +209,7 @@ func TestConcurrentResumePassesSendOnce(t *testing.T) {
 // Resume over more than a page of records whose newest state is not yet
 // committed: it sends exactly the due ones, each once.
 func TestResumePagesWithUncommittedChanges(t *testing.T) {
+	t.Parallel()
 	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, ResumeConcurrency: 16},
 		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
 	const n = 2*pendingPage + 37

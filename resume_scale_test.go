@@ -77,6 +77,7 @@ func resumeScale(tb testing.TB) int {
 }
 
 func TestResumeAtScaleWhileCallsFlow(t *testing.T) {
+	t.Parallel()
 	const (
 		resumeConcurrency = 16
 		callers           = 4
