@@ -116,6 +116,7 @@ func TestBadInputOptionsZeroMeansDefault(t *testing.T) {
 // RandomizationFactor 1, the top of [0, 1], never yields a wait of 0 or one
 // over MaxInterval, whatever the other settings (oddOptions, retry_test.go).
 func TestBadInputRandomizationFactorOne(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, time.March, 2, 12, 0, 0, 0, time.UTC)
 	past := &http.Response{Header: http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}}
 	for name, odd := range oddOptions {

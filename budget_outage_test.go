@@ -148,6 +148,7 @@ func TestRetryBudgetOutageAmplification(t *testing.T) {
 // loses responses and drops connections, with a small burst so the budget
 // bites. Then the 503s stop and Resume passes settle everything.
 func TestRetryBudgetConcurrentNothingLost(t *testing.T) {
+	t.Parallel()
 	plan, err := testserver.ParsePlan(5, "lost=0.05,drop=0.05")
 	require.NoError(t, err)
 	srv := startPayments(t, &testserver.Options{Plan: plan})

@@ -182,6 +182,7 @@ func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 // Callers racing on each operation ID, half the answers 503: once one got a
 // final response, the operation is never pending again.
 func TestSettledOperationNeverPendingAgain(t *testing.T) {
+	t.Parallel()
 	plan, err := testserver.ParsePlan(1, "503=0.5")
 	require.NoError(t, err)
 	srv := startPayments(t, &testserver.Options{Plan: plan})

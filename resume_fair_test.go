@@ -135,6 +135,7 @@ func TestResumeDeadHostDoesNotHoldEverySlot(t *testing.T) {
 // out: the healthy one waits at most one attempt timeout, not until the
 // dead host's operations have run out of attempts.
 func TestResumerDeadHostYieldsAfterOneAttempt(t *testing.T) {
+	t.Parallel()
 	const attemptTimeout = time.Second
 	dead := newDeadServer(t)
 	pay := testserver.NewServer(&testserver.Options{RequireKey: true})

@@ -15,6 +15,7 @@ import (
 // Resume reads pending operations a page at a time; every one is sent once,
 // across page boundaries, even while sends settle (and so move) records.
 func TestResumePagesThroughManyPending(t *testing.T) {
+	t.Parallel()
 	const n = 2*pendingPage + 17
 	j := fastJournal(t)
 	for i := range n {

@@ -100,6 +100,7 @@ var oddOptions = map[string]*Options{
 }
 
 func TestScheduleBackoffBounds(t *testing.T) {
+	t.Parallel()
 	for name, opts := range oddOptions {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := opts.config()

@@ -232,6 +232,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 }
 
 func TestS23_ConcurrentThousandOps(t *testing.T) {
+	t.Parallel()
 	const (
 		ops         = 1000
 		workers     = 50
