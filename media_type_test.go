@@ -36,7 +36,9 @@ func TestMediaTypeFastPath(t *testing.T) {
 			b[i] = runes[rng.IntN(len(runes))]
 		}
 		v := string(b)
-		require.Equal(t, parsedMediaType(v), mediaType(v), "%q", v)
+		if want, got := parsedMediaType(v), mediaType(v); got != want { // testify's 200,000 times took seconds under -race
+			require.Equal(t, want, got, "%q", v)
+		}
 		if plainMediaType(v) {
 			fast++
 		}
