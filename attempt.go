@@ -1,6 +1,6 @@
 // This file holds the attempt loop shared by RoundTrip and Resume: send an
 // attempt, classify it (classify.go), wait (retry.go), and finally settle the
-// operation or leave it pending in the journal (journal.go).
+// operation or leave it pending (settle.go).
 
 package idem
 
@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -316,103 +315,4 @@ func discard(resp *http.Response) {
 	}
 	io.CopyN(io.Discard, resp.Body, maxDrain)
 	resp.Body.Close()
-}
-
-// settle records a final response and returns it.
-func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*http.Response, error) {
-	if o.rec == nil {
-		return resp, nil
-	}
-	t.crash(crashResponse)
-	if t.redirected(ctx, o, resp) {
-		return resp, nil // a 307 or 308: pending at its Location (redirect.go)
-	}
-	before := o.rec.State
-	now := t.clock.Now()
-	o.rec.State, o.rec.Status, o.rec.Updated = Settled, resp.StatusCode, now
-	o.rec.Body, o.rec.LastError, o.rec.NextAttempt = nil, "", time.Time{}
-	if err := t.journal.save(o.rec); err != nil {
-		// The response is final; losing the settle only costs one harmless
-		// replay with the same key on the next Resume.
-		t.log(ctx, slog.LevelWarn, "idem: settle not recorded, operation will be replayed", o, "err", t.safeErr(o, err))
-	} else {
-		t.stateChanged(before, Settled)
-	}
-	t.result(ctx, o)
-	return resp, nil
-}
-
-// fail marks an operation that failed before the server could have acted
-// and returns the error.
-func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
-	err := fmt.Errorf("%w: %w", ErrPermanent, cause)
-	if o.rec == nil {
-		return err
-	}
-	before := o.rec.State
-	o.rec.State, o.rec.LastError, o.rec.Updated = Failed, t.safeErr(o, cause), t.clock.Now()
-	if serr := t.journal.save(o.rec); serr != nil {
-		return errors.Join(err, serr)
-	}
-	t.stateChanged(before, Failed)
-	t.result(ctx, o)
-	return err
-}
-
-// denied ends a call whose retry to host the RetryBudget refused after
-// attempt n (of the given class), like giveUp.
-func (t *Transport) denied(ctx context.Context, o *op, host string, n int, class Class, last outcome, next time.Time) (*http.Response, error) {
-	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
-		N: n, Status: last.status, Class: class, Wait: next.Sub(t.clock.Now())})
-	t.log(ctx, slog.LevelInfo, "idem: retry denied by the retry budget", o, "attempt", n,
-		"host", host, "status", last.status)
-	last.err = budgetError(host, last.err)
-	return t.giveUp(ctx, o, last, next)
-}
-
-// budgetError says a retry to host was denied, after the last error if any.
-func budgetError(host string, last error) error {
-	err := fmt.Errorf("%w for %s", ErrRetryBudgetExhausted, host)
-	if last != nil {
-		err = fmt.Errorf("%w; last error: %w", err, last)
-	}
-	return err
-}
-
-// giveUp ends a call whose outcome is still unknown. A journaled operation
-// stays pending and the caller gets a *PendingError; an unjournaled request
-// returns its last response, or its last error.
-func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.Time) (*http.Response, error) {
-	if o.rec == nil {
-		if last.resp != nil {
-			return last.resp, nil
-		}
-		return nil, last.err
-	}
-	discard(last.resp)
-	before := o.rec.State
-	if o.rec.State == Settled {
-		// A call re-sent a settled operation and got no answer; the stored
-		// outcome stands and there is nothing to resume.
-		return nil, &AlreadySettledError{OperationID: o.rec.OperationID, Key: o.rec.Key,
-			Status: o.rec.Status, Settled: o.rec.Updated}
-	}
-	// The error text is journaled: mask what a base RoundTripper may quote.
-	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, t.safeErr(o, last.err)
-	perr := &PendingError{Key: o.rec.Key, OperationID: o.rec.OperationID, Attempts: o.rec.Attempts,
-		LastStatus: last.status, Err: last.err, NextAttempt: next}
-	if err := t.journal.save(o.rec); err != nil {
-		// The record written ahead is still pending on disk; only the attempt
-		// count and next-attempt time are lost.
-		t.log(ctx, slog.LevelWarn, "idem: pending state not recorded", o, "err", t.safeErr(o, err))
-	} else {
-		t.stateChanged(before, Pending)
-	}
-	t.result(ctx, o)
-	if !o.resumed { // Resume logs its own outcome
-		t.log(ctx, slog.LevelWarn, "idem: operation left pending", o, "attempts", o.rec.Attempts,
-			"status", last.status, "next_attempt", next, "err", t.safeErr(o, last.err))
-	}
-	t.resumers.notePending(next)
-	return nil, perr
 }

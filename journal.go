@@ -1,7 +1,7 @@
 // This file holds the Journal: the bbolt file where operations are written
 // before they are sent (write-ahead) and kept until settled, expired or failed.
 // transport.go writes to it through commit.go; journal_read.go reads it;
-// client.go opens it.
+// client.go opens it, and journal_bolt.go opens its bbolt file.
 //
 // Layout (all keys of records are 8-byte big-endian sequence numbers, so
 // inserts append):
@@ -30,15 +30,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -186,110 +182,6 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 	}
 	j.warmCache()
 	return j, nil
-}
-
-// initialMmapSize is the address space a writer maps up front (the file
-// itself grows only as it fills, growStep at a time). When a commit outgrows
-// the mapping, bbolt remaps the file, and first copies every key and value
-// the transaction holds onto the heap (node.dereference): a commit of an
-// 8 MiB body then held three copies of it. Mapping 1 GiB from the start
-// leaves remaps to journals past 1 GiB, and commits no longer wait for
-// readers to let go of the old mapping. The mapping is read-only and
-// file-backed: it takes address space, not memory. On Windows bbolt would
-// grow the file itself to the mapping's size, and a 32-bit address space is
-// too small to spare, so there it is left to bbolt.
-var initialMmapSize = func() int {
-	if runtime.GOOS == "windows" || strconv.IntSize < 64 {
-		return 0
-	}
-	return 1 << 30
-}()
-
-// growStep is how much room bbolt adds past what a commit needs when the file
-// must grow (its DB.AllocSize; bbolt's default of 16 MiB would make a new
-// journal a 16 MiB file once mapped as above). Each growth costs a truncate
-// and an fsync, so a growing journal pays one per MiB written.
-const growStep = 1 << 20
-
-func openBolt(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
-	return openBoltWith(path, timeout, readOnly, func(f *os.File) error { return checkMeta(path, f) })
-}
-
-// openBoltWith is openBolt with check run on the file before bbolt reads it,
-// with bbolt's lock held (journal_meta.go).
-func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(*os.File) error) (db *bolt.DB, err error) {
-	// Only a regular file can be a journal. A directory gets EISDIR, which a
-	// reader's open would not say, and a named pipe would block that open
-	// until a writer came along.
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		if fi.IsDir() {
-			return nil, fmt.Errorf("idem: journal %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
-		}
-		return nil, fmt.Errorf("%w: %s is not a regular file (%v)", ErrJournalCorrupt, path, fi.Mode().Type())
-	}
-	var file *os.File
-	defer func() {
-		// bbolt may panic on a damaged file instead of returning an error. It
-		// then never returns the DB, so release its file lock and file here,
-		// or the next open would wait for a lock no one holds. (The mapping of
-		// the damaged file stays.)
-		if p := recover(); p != nil {
-			if file != nil {
-				unlockFile(file)
-				file.Close()
-			}
-			db, err = nil, fmt.Errorf("%w: %s: %v", ErrJournalCorrupt, path, p)
-		}
-	}()
-	// A truncated file makes bbolt read mapped pages past its end: SIGBUS,
-	// which kills the process unless the runtime turns it into a panic.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
-		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-			f, err := os.OpenFile(name, flag, perm)
-			if err != nil || !lockable {
-				file = f
-				return f, err
-			}
-			// bbolt's own flock of f then succeeds at once.
-			if err := lockFile(f, !readOnly, timeout); err != nil {
-				f.Close()
-				return nil, err
-			}
-			if err := check(f); err != nil {
-				unlockFile(f)
-				f.Close()
-				return nil, err
-			}
-			file = f
-			return f, nil
-		}}
-	if !readOnly {
-		opts.InitialMmapSize = initialMmapSize
-	}
-	db, err = bolt.Open(path, 0o600, opts)
-	if db != nil {
-		db.AllocSize = growStep
-	}
-	if err == nil && !lockable { // bbolt holds the lock now
-		if err = check(file); err != nil {
-			db.Close()
-			return nil, err
-		}
-	}
-	var pathErr *fs.PathError
-	switch {
-	case err == nil:
-		return db, nil
-	case errors.Is(err, ErrJournalCorrupt):
-		return nil, err
-	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("%w: %s (waited %v)", ErrJournalLocked, path, timeout)
-	case errors.As(err, &pathErr):
-		return nil, fmt.Errorf("idem: journal %s: %w", path, err)
-	default:
-		return nil, fmt.Errorf("%w: %s: %w", ErrJournalCorrupt, path, err)
-	}
 }
 
 // init checks the file is a journal, creating the buckets in a new file.

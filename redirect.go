@@ -1,6 +1,6 @@
 // This file holds what idem does when a journaled operation is answered with
 // a redirect (RFC 9110 section 15.4) and an http.Client follows it. The
-// settle step of the attempt loop (attempt.go) hands a 3xx to redirected,
+// settle step of the attempt loop (settle.go) hands a 3xx to redirected,
 // which moves the record and marks the response; RoundTrip (transport.go)
 // recognises the next hop net/http sends (its Request.Response is that very
 // response) and runs it as part of the same operation, or as a request of
