@@ -89,13 +89,7 @@ func TestLegacyJournalResumedExactlyOnce(t *testing.T) {
 			drain(t, resp)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
 
-			var outs []Outcome
-			require.NoError(t, c.Resume(context.Background(), func(o Outcome) {
-				if o.Response != nil {
-					drain(t, o.Response)
-				}
-				outs = append(outs, o)
-			}))
+			outs := resumeAll(t, c.Transport())
 			require.Len(t, outs, 3)
 			for _, o := range outs {
 				require.NoError(t, o.Err, "%s", o.Record.OperationID)

@@ -16,19 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// resumeOutcomes runs one Resume and returns its outcomes, closing bodies.
-func resumeOutcomes(tb testing.TB, tr *Transport) []Outcome {
-	tb.Helper()
-	var outs []Outcome
-	require.NoError(tb, tr.Resume(context.Background(), func(o Outcome) {
-		if o.Response != nil {
-			drain(tb, o.Response)
-		}
-		outs = append(outs, o)
-	}))
-	return outs
-}
-
 func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	// The first attempt pays but its answer is lost; a resume half an hour
@@ -45,7 +32,7 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 	perr := pendingErr(t, err)
 
 	clk.Advance(30 * time.Minute)
-	outs := resumeOutcomes(t, tr)
+	outs := resumeAll(t, tr)
 	require.Len(t, outs, 1)
 	pendingErr(t, outs[0].Err)
 	lastAttempt := clk.Now()
@@ -58,7 +45,7 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 
 	clk.Advance(31 * time.Minute) // the first is 61 minutes old, the second 31
 	sent := len(wire.sent())
-	outs = resumeOutcomes(t, tr)
+	outs = resumeAll(t, tr)
 	require.Len(t, outs, 2)
 	byKey := map[string]Outcome{}
 	for _, o := range outs {
@@ -101,7 +88,7 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 	require.True(t, kept.Created.Equal(t0) && kept.LastAttempt.Equal(lastAttempt))
 	tr2, clk2 := transportOn(t, j2, Options{KeyTTL: time.Hour, MaxAttempts: 1}, wire, clk.Now())
 	clk2.Advance(24 * time.Hour)
-	require.Empty(t, resumeOutcomes(t, tr2))
+	require.Empty(t, resumeAll(t, tr2))
 	req, body := paymentRequest(t, ctx, srv.URL, "order-21", 2100)
 	resp, err := tr2.RoundTrip(req)
 	require.Nil(t, resp)
@@ -133,12 +120,12 @@ func TestKeyExpiryBeforeNextAttempt(t *testing.T) {
 	require.Equal(t, 2*time.Hour, perr.NextAttempt.Sub(clk.Now()))
 
 	clk.Advance(time.Hour + time.Minute) // past KeyTTL, before the server's time
-	outs := resumeOutcomes(t, tr)
+	outs := resumeAll(t, tr)
 	require.Len(t, outs, 1)
 	require.ErrorIs(t, outs[0].Err, ErrKeyExpired)
 	require.Equal(t, "order-23/charge", outs[0].Record.OperationID)
 
 	clk.Advance(2 * time.Hour)
-	require.Empty(t, resumeOutcomes(t, tr))
+	require.Empty(t, resumeAll(t, tr))
 	require.Len(t, wire.sent(), 1, "only the first attempt was ever sent")
 }

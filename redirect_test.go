@@ -286,13 +286,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			require.Equal(t, f.URL+"/payments", rec.Location)
 			require.Equal(t, 0, f.pay.Ledger().Effects["r"])
 
-			var outs []Outcome
-			require.NoError(t, tr.Resume(context.Background(), func(o Outcome) {
-				if o.Response != nil {
-					drain(t, o.Response)
-				}
-				outs = append(outs, o)
-			}))
+			outs := resumeAll(t, tr)
 			require.Len(t, outs, 1)
 			require.NoError(t, outs[0].Err)
 			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
@@ -326,13 +320,7 @@ func TestResumeFollowsRedirect(t *testing.T) {
 
 			tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
 			clk.Advance(time.Minute)
-			var outs []Outcome
-			require.NoError(t, tr.Resume(context.Background(), func(o Outcome) {
-				if o.Response != nil {
-					drain(t, o.Response)
-				}
-				outs = append(outs, o)
-			}))
+			outs := resumeAll(t, tr)
 			require.Len(t, outs, 1)
 			require.NoError(t, outs[0].Err)
 			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
@@ -457,13 +445,7 @@ func TestRedirectToAnotherHost(t *testing.T) {
 		require.Empty(t, rec.Dropped)
 		require.True(t, strings.HasPrefix(rec.Location, "http://localhost:"), rec.Location)
 
-		var outs []Outcome
-		require.NoError(t, tr.Resume(context.Background(), func(o Outcome) {
-			if o.Response != nil {
-				drain(t, o.Response)
-			}
-			outs = append(outs, o)
-		}))
+		outs := resumeAll(t, tr)
 		require.Len(t, outs, 1)
 		require.NoError(t, outs[0].Err)
 		require.Equal(t, []string{"localhost"}, sawHost)
