@@ -110,7 +110,7 @@ func TestBadInputOptionsZeroMeansDefault(t *testing.T) {
 	hi := time.Duration(float64(DefaultInitialInterval) * (1 + DefaultRandomizationFactor))
 	require.GreaterOrEqual(t, sleeps[0], lo)
 	require.LessOrEqual(t, sleeps[0], hi)
-	require.Equal(t, Pending, onlyRecord(t, tr).State)
+	require.Equal(t, StatePending, onlyRecord(t, tr).State)
 }
 
 // RandomizationFactor 1, the top of [0, 1], never yields a wait of 0 or one

@@ -269,7 +269,7 @@ func runBadCall(t *testing.T, tc badCall, viaClient bool) {
 	require.Len(t, recs, 1, "one record")
 	rec := recs[0]
 	require.Equal(t, key, rec.Key, "the journaled key went on the wire")
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, http.StatusCreated, rec.Status)
 	if tc.check != nil {
 		tc.check(t, seen[0], rec)

@@ -27,7 +27,7 @@ func BenchmarkWriteAhead(b *testing.B) {
 			before := j.Stats()
 			insert := func() bool {
 				rec := &Record{Key: fmt.Sprintf("key-%d", n.Add(1)), Method: http.MethodPost,
-					URL: "http://127.0.0.1/payments", Body: body, State: Pending}
+					URL: "http://127.0.0.1/payments", Body: body, State: StatePending}
 				err := j.insert(rec, true)
 				if err != nil {
 					b.Error(err)
@@ -57,11 +57,11 @@ func BenchmarkWriteAhead(b *testing.B) {
 // BenchmarkSettle measures a deferred state change, which never waits for a commit.
 func BenchmarkSettle(b *testing.B) {
 	j, _ := testJournal(b)
-	rec := &Record{Key: "k", Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: Pending}
+	rec := &Record{Key: "k", Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: StatePending}
 	if err := j.insert(rec, true); err != nil {
 		b.Fatal(err)
 	}
-	rec.State = Settled
+	rec.State = StateSettled
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := j.save(rec); err != nil {
@@ -214,7 +214,7 @@ func largeBody(b *testing.B, srv *httptest.Server, body []byte, pending int, kr 
 	b.Cleanup(func() { j.Close() })
 	for i := range pending {
 		rec := &Record{Key: fmt.Sprint("pending-", i), Method: http.MethodPost, URL: srv.URL,
-			Body: bytes.Clone(body), State: Pending}
+			Body: bytes.Clone(body), State: StatePending}
 		if err := j.insert(rec, true); err != nil {
 			b.Fatal(err)
 		}

@@ -126,12 +126,12 @@ func runClassRow(t *testing.T, row classRow) {
 		recs, rerr := tr.journal.Records()
 		require.NoError(t, rerr)
 		require.Empty(t, recs)
-	case Failed:
+	case StateFailed:
 		require.ErrorIs(t, err, ErrPermanent)
 		require.False(t, errors.As(err, new(*PendingError)), "a failed operation is not pending: %v", err)
-	case Pending:
+	case StatePending:
 		pendingErr(t, err)
-	case Settled:
+	case StateSettled:
 		require.NoError(t, err)
 	}
 	if row.end != 0 {
@@ -155,11 +155,11 @@ func runClassRow(t *testing.T, row classRow) {
 func ends(c Class) (State, int) {
 	switch c {
 	case Permanent:
-		return Failed, 1
+		return StateFailed, 1
 	case Retry, RetryIfSafe:
-		return Pending, 2
+		return StatePending, 2
 	}
-	return Settled, 1
+	return StateSettled, 1
 }
 
 func row(name string, want Class, setup func(t *testing.T) classEnv) classRow {
@@ -474,7 +474,7 @@ func exchangeRows() []classRow {
 			return classEnv{base: &http.Transport{}, url: statusServer(t, "HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n")}
 		}),
 		// The caller's context ending is handled before the Classifier.
-		{name: "exchange/caller's context canceled after writing", want: notClassified, end: Pending, attempts: 1,
+		{name: "exchange/caller's context canceled after writing", want: notClassified, end: StatePending, attempts: 1,
 			setup: func(t *testing.T) classEnv {
 				ctx, cancel := context.WithCancel(context.Background())
 				t.Cleanup(cancel)
@@ -532,10 +532,10 @@ func statusRows() []classRow {
 		switch code {
 		case 409:
 			// Keyed: the IETF Idempotency-Key draft's "request in progress".
-			r.want, r.end, r.attempts = Retry, Pending, 2
+			r.want, r.end, r.attempts = Retry, StatePending, 2
 		case 421:
 			// Retried once on a new connection, then final.
-			r.want, r.end, r.attempts = Retry, Settled, 2
+			r.want, r.end, r.attempts = Retry, StateSettled, 2
 		}
 		rows = append(rows, r)
 	}

@@ -91,26 +91,12 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error { return c
 
 func (c *stepClock) After(d time.Duration) (<-chan time.Time, func()) { return c.base.After(d) }
 
-// written is the latest time rec was written at: its creation, its last
-// attempt or its last state change. NextAttempt is not one: it is meant to
-// be in the future.
-func (rec *Record) written() time.Time {
-	w := rec.Created
-	if rec.LastAttempt.After(w) {
-		w = rec.LastAttempt
-	}
-	if rec.Updated.After(w) {
-		w = rec.Updated
-	}
-	return w
-}
-
 // now returns the Transport's time for a decision about rec: the clock's,
 // once it has observed rec's times, so that rec is never dated in the
 // future. A clock a test put in place of the stepClock is read as it is.
 func (t *Transport) now(rec *Record) time.Time {
 	if c, ok := t.clock.(*stepClock); ok && rec != nil {
-		c.observe(rec.written())
+		c.observe(rec.Written())
 	}
 	return t.clock.Now()
 }

@@ -139,7 +139,7 @@ func TestClockStepBackKeyTTLNotExtended(t *testing.T) {
 	require.Len(t, got.all(), 1)
 	require.ErrorIs(t, got.all()[0].Err, ErrKeyExpired)
 	require.Equal(t, 2, srv.count(), "not sent past KeyTTL")
-	require.Equal(t, Expired, onlyRecord(t, tr2).State)
+	require.Equal(t, StateExpired, onlyRecord(t, tr2).State)
 }
 
 // A step forward makes records look older: an operation expires early,
@@ -317,13 +317,13 @@ func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
 	var recs []*Record
 	for i, at := range []time.Time{newest.Add(-2 * time.Hour), newest.Add(-time.Hour)} {
 		rec := &Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost, URL: "https://pay.example/payments",
-			Body: []byte("{}"), Created: at, Updated: at, State: Pending}
+			Body: []byte("{}"), Created: at, Updated: at, State: StatePending}
 		require.NoError(t, j.insert(rec, true))
 		recs = append(recs, rec)
 	}
-	recs[1].State, recs[1].Updated = Settled, newest.Add(-30*time.Minute)
+	recs[1].State, recs[1].Updated = StateSettled, newest.Add(-30*time.Minute)
 	require.NoError(t, j.save(recs[1]))
-	recs[0].State, recs[0].Updated = Settled, newest
+	recs[0].State, recs[0].Updated = StateSettled, newest
 	require.NoError(t, j.save(recs[0]))
 	require.NoError(t, j.Close())
 

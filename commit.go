@@ -68,7 +68,7 @@ func (c *committer) init() {
 
 // insert writes a new pending record and returns once the commit, fsync
 // included, has returned. It fails with ErrKeyReuse if the operation ID, or a
-// caller-chosen key (callerKey), is already taken. rec.ID is set only once the
+// caller-chosen key (callerKey), is already taken. seqOf(rec) is set only once the
 // commit has returned: a failed insert leaves no trace, in the file or on rec.
 // With a Keyring, the record is sealed under its Current key, here, before
 // the queue: the commit's critical section does no cryptography.
@@ -77,25 +77,25 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 		return j.errNeedsKeyring()
 	}
 	rec.CallerKey = callerKey
-	if rec.BodySHA256 == "" { // reads check the body against it (bodyMatches)
+	if rec.BodySHA256 == "" { // reads check the body against it (Record.BodyMatches)
 		rec.BodySHA256 = bodySum(rec.Body)
 	}
 	rec.EncryptionKeyID = j.keyring.currentID()
 	staged := len(rec.Body) >= stageMin
 	if staged && rec.EncryptionKeyID != "" {
-		rec.bodySegment = stageStep // sealed in parts (sealSegment), named in its metadata
+		setBodySegment(rec, stageStep) // sealed in parts (sealSegment), named in its metadata
 	}
 	data, err := j.keyring.encodeMeta(rec)
 	if err != nil {
 		return err
 	}
-	w := &write{rec: rec, keys: rec.indexKeys(), data: data}
+	w := &write{rec: rec, keys: indexKeys(rec), data: data}
 	switch {
 	case staged && rec.EncryptionKeyID != "":
 		seal := func(dst []byte, i int, part []byte, last bool) ([]byte, error) {
 			return j.keyring.sealSegment(dst, rec, i, part, last)
 		}
-		w.staged, err = j.stageBody(rec.Body, rec.bodySegment, seal)
+		w.staged, err = j.stageBody(rec.Body, bodySegment(rec), seal)
 	case staged:
 		w.staged, err = j.stageBody(rec.Body, j.plainStep(), nil)
 	default:
@@ -110,7 +110,7 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 		}
 		return err
 	}
-	rec.ID = w.id
+	setSeq(rec, w.id)
 	j.writeAheads.Add(1)
 	return nil
 }
@@ -126,11 +126,11 @@ func (j *Journal) errNeedsKeyring() error {
 // errRepend means a failed record was pruned before it could be sent again.
 var errRepend = errors.New("idem: failed operation pruned while being sent again; call again to start it anew")
 
-// repend makes a failed record pending again, durably, before it is sent
-// again: from then on the server may act, so a crash must leave it for Resume.
+// repend writes a failed record made pending again (journal.EventRepend),
+// durably, before it is sent again: from then on the server may act, so a
+// crash must leave it for Resume.
 func (j *Journal) repend(rec *Record) error {
-	rec.State = Pending
-	data, err := j.keyring.encodeMeta(rec.stored())
+	data, err := j.keyring.encodeMeta(stored(rec))
 	if err != nil {
 		return err
 	}
@@ -227,13 +227,13 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	ids := make([]uint64, len(batch))
 	var newest time.Time // of the records written (journal_written.go)
 	for _, w := range batch {
-		if w.rec != nil && w.rec.written().After(newest) {
-			newest = w.rec.written()
+		if w.rec != nil && w.rec.Written().After(newest) {
+			newest = w.rec.Written()
 		}
 	}
 	for _, d := range settles {
-		if d.rec.written().After(newest) {
-			newest = d.rec.written()
+		if d.rec.Written().After(newest) {
+			newest = d.rec.Written()
 		}
 	}
 	err := j.update(func(tx *bolt.Tx) error {
@@ -284,7 +284,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 				}
 			}
 			bucket := pending // a test may insert a finished record
-			if w.rec.State != Pending {
+			if w.rec.State != StatePending {
 				bucket = tx.Bucket(bucketDone)
 			}
 			if err := bucket.Put(idKey(id), w.data); err != nil {
@@ -315,13 +315,13 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 // rependTx moves a failed record back to the pending bucket, unless it is no
 // longer there as failed (pruned, or changed meanwhile).
 func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
-	id := idKey(w.rec.ID)
+	id := idKey(seqOf(w.rec))
 	done := tx.Bucket(bucketDone)
 	v := done.Get(id)
 	if v == nil {
 		return errRepend
 	}
-	if prev, err := decodePlain(v); err != nil || prev.State != Failed {
+	if prev, err := decodePlain(v); err != nil || prev.State != StateFailed {
 		return errRepend
 	}
 	if err := done.Delete(id); err != nil {

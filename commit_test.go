@@ -12,7 +12,7 @@ import (
 )
 
 func pendingRecord(key string) *Record {
-	return &Record{Key: key, Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: Pending}
+	return &Record{Key: key, Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: StatePending}
 }
 
 // onDisk reads a record straight from the file, past the deferred overlay.
@@ -50,8 +50,8 @@ func TestGroupCommitSharesTransactions(t *testing.T) {
 	require.Len(t, recs, writers*each)
 	seen := map[uint64]bool{}
 	for _, r := range recs {
-		require.False(t, seen[r.ID], "duplicate ID %d", r.ID)
-		seen[r.ID] = true
+		require.False(t, seen[seqOf(r)], "duplicate ID %d", seqOf(r))
+		seen[seqOf(r)] = true
 	}
 }
 
@@ -87,17 +87,17 @@ func TestDeferredSaveIsReadBackAndFlushed(t *testing.T) {
 	rec := pendingRecord("k1")
 	rec.OperationID = "op-1"
 	require.NoError(t, j.insert(rec, true))
-	rec.State, rec.Status = Settled, http.StatusCreated
+	rec.State, rec.Status = StateSettled, http.StatusCreated
 	require.NoError(t, j.save(rec))
 
 	got, err := j.Lookup("op-1")
 	require.NoError(t, err)
-	require.Equal(t, Settled, got.State, "a deferred change is visible before it is committed")
+	require.Equal(t, StateSettled, got.State, "a deferred change is visible before it is committed")
 
 	// With no write-ahead to ride along with, it is committed within
 	// flushDelay; the loop is bounded.
 	deadline := time.Now().Add(5 * time.Second)
-	for onDisk(t, j, rec.ID).State != Settled {
+	for onDisk(t, j, seqOf(rec)).State != StateSettled {
 		require.True(t, time.Now().Before(deadline), "deferred settle never reached the file")
 		time.Sleep(flushDelay / 4)
 	}
@@ -111,15 +111,15 @@ func TestDeferredSaveCommittedOnClose(t *testing.T) {
 		rec.Attempts++
 		require.NoError(t, j.save(rec))
 	}
-	rec.State = Settled
+	rec.State = StateSettled
 	require.NoError(t, j.save(rec))
 	require.NoError(t, j.Close())
 
 	j2, err := OpenJournal(path, nil)
 	require.NoError(t, err)
 	defer j2.Close()
-	got := onDisk(t, j2, rec.ID)
-	require.Equal(t, Settled, got.State)
+	got := onDisk(t, j2, seqOf(rec))
+	require.Equal(t, StateSettled, got.State)
 	require.Equal(t, 3, got.Attempts)
 	require.ErrorIs(t, j.save(rec), ErrJournalClosed)
 	require.ErrorIs(t, j.insert(pendingRecord("k2"), true), ErrJournalClosed)
@@ -130,14 +130,14 @@ func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
 	a := pendingRecord("a")
 	require.NoError(t, j.insert(a, true))
 	before := j.Stats().Commits
-	a.State = Settled
+	a.State = StateSettled
 	start := time.Now()
 	require.NoError(t, j.save(a))
 	require.NoError(t, j.insert(pendingRecord("b"), true))
 	if time.Since(start) < flushDelay { // else the flush timer may rightly have fired first
 		require.Equal(t, before+1, j.Stats().Commits, "the settle must share the write-ahead's commit")
 	}
-	require.Equal(t, Settled, onDisk(t, j, a.ID).State)
+	require.Equal(t, StateSettled, onDisk(t, j, seqOf(a)).State)
 }
 
 func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
@@ -150,20 +150,20 @@ func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
 	j.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 
 	old := pendingRecord("old")
-	old.State, old.Updated = Settled, now.Add(-48*time.Hour)
+	old.State, old.Updated = StateSettled, now.Add(-48*time.Hour)
 	require.NoError(t, j.insert(old, true))
-	require.NotNil(t, onDisk(t, j, old.ID))
+	require.NotNil(t, onDisk(t, j, seqOf(old)))
 
 	mu.Lock()
 	now = now.Add(pruneInterval) // the next commit starts a prune
 	mu.Unlock()
 	require.NoError(t, j.insert(pendingRecord("new"), true))
 	j.pruning.Wait()
-	require.Nil(t, onDisk(t, j, old.ID), "a finished record past Retention is pruned without a restart")
+	require.Nil(t, onDisk(t, j, seqOf(old)), "a finished record past Retention is pruned without a restart")
 	recs, err := j.Records()
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	require.Equal(t, Pending, recs[0].State)
+	require.Equal(t, StatePending, recs[0].State)
 }
 
 func TestPendingAfterPages(t *testing.T) {
@@ -172,11 +172,11 @@ func TestPendingAfterPages(t *testing.T) {
 	for i := range 10 {
 		rec := pendingRecord(fmt.Sprintf("k%d", i))
 		if i%3 == 0 {
-			rec.State = Failed // not pending: never listed
+			rec.State = StateFailed // not pending: never listed
 		}
 		require.NoError(t, j.insert(rec, true))
-		if rec.State == Pending {
-			ids = append(ids, rec.ID)
+		if rec.State == StatePending {
+			ids = append(ids, seqOf(rec))
 		}
 	}
 	var got []uint64
@@ -188,11 +188,11 @@ func TestPendingAfterPages(t *testing.T) {
 			break
 		}
 		for _, r := range page {
-			require.Equal(t, Pending, r.State)
+			require.Equal(t, StatePending, r.State)
 			require.Nil(t, r.Body, "listings carry no bodies")
-			got = append(got, r.ID)
+			got = append(got, seqOf(r))
 		}
-		after = page[len(page)-1].ID
+		after = seqOf(page[len(page)-1])
 	}
 	require.Equal(t, ids, got)
 }

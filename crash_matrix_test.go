@@ -122,7 +122,7 @@ func checkCrashCell(t *testing.T, c *crashCell) {
 
 	pending := 0
 	for _, r := range c.afterCrash {
-		if r.State == Pending {
+		if r.State == StatePending {
 			pending++
 		}
 	}
@@ -148,7 +148,7 @@ func checkCrashCell(t *testing.T, c *crashCell) {
 
 	require.Len(t, c.final, crashOps)
 	for _, r := range c.final {
-		require.Equal(t, Settled, r.State, "%s after the restart", r.OperationID)
+		require.Equal(t, StateSettled, r.State, "%s after the restart", r.OperationID)
 		require.Equal(t, http.StatusCreated, r.Status, "%s", r.OperationID)
 	}
 	t.Logf("%d pending after the crash; %d Resume pass(es), %d outcome(s); %d sent anew; server: %d requests, %d replays, %d 409, faults %v; %v",

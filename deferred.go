@@ -23,7 +23,7 @@ type deferredWrite struct {
 // once; the change is durable after the next commit, at most flushDelay later
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
-	st := rec.stored()
+	st := stored(rec)
 	data, err := j.keyring.encodeMeta(st) // sealed again under the record's own key ID
 	if err != nil {
 		return err
@@ -35,8 +35,8 @@ func (j *Journal) save(rec *Record) error {
 	if c.closed {
 		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
 	}
-	c.deferred[rec.ID] = &deferredWrite{rec: &cp, data: data}
-	j.sawWritten(cp.written()) // reads see it from now on
+	c.deferred[seqOf(rec)] = &deferredWrite{rec: &cp, data: data}
+	j.sawWritten(cp.Written()) // reads see it from now on
 	if !c.leading && c.timer == nil {
 		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
 	}
@@ -152,23 +152,23 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 		// Finished already (repend makes a failed record pending again,
 		// durably, before it is re-sent), or pruned: never resurrect it, nor
 		// write a record without its body and index entries.
-		if d.rec.State == Pending || done.Get(id) == nil {
+		if d.rec.State == StatePending || done.Get(id) == nil {
 			return nil
 		}
-		if d.rec.State == Settled { // e.g. a failed one resolved: no body kept
+		if d.rec.State == StateSettled { // e.g. a failed one resolved: no body kept
 			if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
 				return err
 			}
 		}
 		return done.Put(id, d.data) // e.g. expired after a give-up
 	}
-	if d.rec.State == Pending {
+	if d.rec.State == StatePending {
 		return pending.Put(id, d.data)
 	}
 	if err := cur.Delete(); err != nil {
 		return err
 	}
-	if d.rec.State == Settled {
+	if d.rec.State == StateSettled {
 		if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
 			return err
 		}

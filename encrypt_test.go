@@ -134,7 +134,7 @@ func TestKeyRotation(t *testing.T) {
 	require.NoError(t, err, "a listing shows what it cannot open")
 	require.Len(t, recs, 2)
 	require.Equal(t, "rot-a", recs[0].OperationID)
-	require.Equal(t, Pending, recs[0].State)
+	require.Equal(t, StatePending, recs[0].State)
 	require.True(t, recs[0].Sealed)
 	require.Nil(t, recs[0].Body)
 	require.Nil(t, recs[0].Header)
@@ -324,7 +324,7 @@ func TestSealedRecordTampered(t *testing.T) {
 			require.Len(t, f.srv.requests(), sent+wantSent, "nothing tampered is sent")
 			recs, err := j.Records()
 			require.NoError(t, err)
-			require.Equal(t, Pending, recs[0].State, "it stays pending")
+			require.Equal(t, StatePending, recs[0].State, "it stays pending")
 			require.True(t, recs[0].Sealed)
 		})
 	}

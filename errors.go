@@ -7,22 +7,24 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 var (
 	// ErrJournalLocked is returned by Open, OpenJournal and OpenJournalReadOnly
 	// when another process (or another handle in this process) holds the
 	// journal file. The wrapping error names the path.
-	ErrJournalLocked = errors.New("idem: journal locked")
+	ErrJournalLocked = journal.ErrLocked
 
 	// ErrJournalCorrupt is returned when the journal file is not a bbolt file,
 	// is damaged, or holds records idem cannot decode. The wrapping error names the
 	// path.
-	ErrJournalCorrupt = errors.New("idem: journal corrupt")
+	ErrJournalCorrupt = journal.ErrCorrupt
 
 	// ErrJournalClosed is returned when a journaled request is made through a
 	// Transport whose journal has been closed. Nothing is sent.
-	ErrJournalClosed = errors.New("idem: journal closed")
+	ErrJournalClosed = journal.ErrClosed
 
 	// ErrNoJournal is returned by RoundTrip for a request that must be journaled
 	// when the Transport was built without a journal. Nothing is sent.
@@ -139,30 +141,30 @@ var (
 	// once with an error matching both this and ErrKeyExpired (or resolve it
 	// by hand: Journal.Resolve). Journal.Lookup and a call with its
 	// operation ID return it. The wrapping error names the key ID.
-	ErrUnknownEncryptionKey = errors.New("idem: record sealed under an unknown key ID")
+	ErrUnknownEncryptionKey = journal.ErrUnknownEncryptionKey
 
 	// ErrDecrypt is returned for a sealed record whose sealed bytes fail
 	// AES-GCM authentication: they were altered or damaged, or moved from
 	// another record, or the key now under its key ID is not the one that
 	// sealed them. It is reported like ErrUnknownEncryptionKey; the operation stays
 	// pending.
-	ErrDecrypt = errors.New("idem: sealed record does not decrypt")
+	ErrDecrypt = journal.ErrDecrypt
 
 	// ErrOperationNotFound is returned by Journal.Resolve and Journal.Discard
 	// when the journal has no operation by that operation ID or key (never
 	// had, or pruned it).
-	ErrOperationNotFound = errors.New("idem: no such operation in the journal")
+	ErrOperationNotFound = journal.ErrNotFound
 
 	// ErrOperationBusy is returned by Journal.Resolve and Journal.Discard for
 	// an operation that a call or Resume in this process is running: its
 	// outcome may be decided at any moment. Nothing is changed; try again
 	// once it returns.
-	ErrOperationBusy = errors.New("idem: operation in flight in this process")
+	ErrOperationBusy = journal.ErrBusy
 
 	// ErrOperationFinal is returned by Journal.Resolve for an operation
 	// already settled or failed, and by Journal.Discard for one settled,
 	// failed or expired: its end is written already. Nothing is changed.
-	ErrOperationFinal = errors.New("idem: operation already final")
+	ErrOperationFinal = journal.ErrFinal
 
 	// ErrPermanent wraps failures that no retry can fix (certificate errors,
 	// invalid requests); the operation is marked failed.

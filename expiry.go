@@ -1,7 +1,7 @@
-// This file holds the KeyTTL rule: when an operation's idempotency key may be
-// gone from the server, so that the operation must not be sent again. Every
-// decision about it (Resume, the background resumer, a call that finds its
-// operation in the journal) asks keyExpired. Retention pruning is the
+// This file asks the state machine's predicates (journal/state.go) at the
+// Transport's time and KeyTTL: whether an operation's key may be gone from
+// the server (keyExpired), when it may be sent again (dueAt), and what a call
+// that names it may do (reuse, in transport.go). Retention pruning is the
 // journal's (Journal.Prune); its relation to KeyTTL is told here.
 //
 // How a clock step moves each decision:
@@ -22,21 +22,35 @@
 
 package idem
 
-import "time"
+import (
+	"time"
 
-// keyExpired reports whether rec's idempotency key may be gone from the
-// server at now: rec was created more than ttl ago. KeyTTL counts from
-// creation, the earliest moment the server can have stored the key. A record
-// dated after now (the clock went back) is aged from its latest time instead
-// of now, so it never looks younger than when it was last written.
+	"github.com/idem-go/idem/journal"
+)
+
+// keyExpired is journal.Expired.
 func keyExpired(rec *Record, now time.Time, ttl time.Duration) bool {
-	if w := rec.written(); now.Before(w) {
-		now = w
-	}
-	return now.Sub(rec.Created) > ttl
+	return journal.Expired(rec, now, ttl)
 }
 
 // keyExpired applies the KeyTTL rule to rec at the Transport's time.
 func (t *Transport) keyExpired(rec *Record) bool {
-	return keyExpired(rec, t.now(rec), t.cfg.KeyTTL)
+	return journal.Expired(rec, t.now(rec), t.cfg.KeyTTL)
+}
+
+// dueAt is journal.Due under the Transport's KeyTTL. A NextAttempt with no
+// LastAttempt, which idem never writes, waits at most
+// max(MaxRetryAfter, MaxInterval): the longest wait idem chooses. The
+// Transport's clock never reads earlier than rec's LastAttempt
+// (clockstep.go), so a stored wait is never stretched by a clock set back.
+func (c *config) dueAt(rec *Record, now time.Time) time.Time {
+	return journal.Due(rec, now, c.KeyTTL, c.maxWait())
+}
+
+func (c *config) maxWait() time.Duration { return max(c.MaxRetryAfter, c.MaxInterval) }
+
+// dueAt is rec's due time at the Transport's time, and that time.
+func (t *Transport) dueAt(rec *Record) (due, now time.Time) {
+	now = t.now(rec)
+	return t.cfg.dueAt(rec, now), now
 }

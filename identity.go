@@ -327,7 +327,7 @@ func (t *Transport) recordRepresentation(rec *Record) (contentType, contentEncod
 	switch {
 	case rec.Identity != "" || rec.CredentialTag != "": // written with them
 		return rec.ContentType, rec.ContentEncoding, true
-	case rec.State == Settled:
+	case rec.State == StateSettled:
 		return "", "", false
 	}
 	contentType, contentEncoding = t.representation(rec.Header)

@@ -248,7 +248,7 @@ func TestIdentityResume(t *testing.T) {
 	require.Contains(t, seen, "="+"(none)", "no identity declared, none given")
 	rec, err := j.Lookup("globex-1")
 	require.NoError(t, err)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 
 	// The right PrepareResume sends globex's with globex's token.
 	right := opts
@@ -304,7 +304,7 @@ func TestIdentityDeclaredTokenRefreshExactlyOnce(t *testing.T) {
 			pastNextAttempt(clk, pendingErr(t, err).NextAttempt)
 			rec, err := j.Lookup("order-10/charge")
 			require.NoError(t, err)
-			require.Equal(t, Pending, rec.State)
+			require.Equal(t, StatePending, rec.State)
 			require.Equal(t, "acme", rec.Identity)
 			require.Equal(t, map[string]int{"order-10": 1}, pay.Ledger().Effects, "paid, answer lost")
 
@@ -325,7 +325,7 @@ func TestIdentityDeclaredTokenRefreshExactlyOnce(t *testing.T) {
 			require.Equal(t, 1, pay.Ledger().Replays)
 			rec, err = j.Lookup("order-10/charge")
 			require.NoError(t, err)
-			require.Equal(t, Settled, rec.State)
+			require.Equal(t, StateSettled, rec.State)
 		})
 	}
 }

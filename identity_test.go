@@ -90,7 +90,7 @@ func TestIdentityPendingNotResentUnderOtherCredentials(t *testing.T) {
 			requireNothingSent(t, pay, sent)
 			rec, err := j.Lookup("order-1/charge")
 			require.NoError(t, err)
-			require.Equal(t, Pending, rec.State, "still acme's, still pending")
+			require.Equal(t, StatePending, rec.State, "still acme's, still pending")
 
 			// acme's own call still runs it, once.
 			resp, err := tr.RoundTrip(tenantPayment(t, ctx, base, "order-1", tokenAcme))

@@ -316,3 +316,8 @@ func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) err
 	}
 	return err
 }
+
+// RecordID returns rec's sequence number in the journal file it was read
+// from: its key there, in creation order, as `idem journal` shows it. 0 for
+// a record no journal returned.
+func RecordID(rec *Record) uint64 { return seqOf(rec) }

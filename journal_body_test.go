@@ -50,10 +50,10 @@ func TestBodyStoredInChunks(t *testing.T) {
 			body := make([]byte, size)
 			rand.Read(body)
 			rec := &Record{Key: fmt.Sprint("k", size), OperationID: fmt.Sprint("op", size),
-				Method: http.MethodPost, URL: "http://127.0.0.1/payments", Body: body, State: Pending}
+				Method: http.MethodPost, URL: "http://127.0.0.1/payments", Body: body, State: StatePending}
 			require.NoError(t, j.insert(rec, true))
 
-			id := fmt.Sprintf("%x", idKey(rec.ID))
+			id := fmt.Sprintf("%x", idKey(seqOf(rec)))
 			want := map[string]int{}
 			chunk := bodyChunk
 			if size >= stageMin {
@@ -74,7 +74,7 @@ func TestBodyStoredInChunks(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(body, got.Body), "the body comes back whole")
 
-			rec.State, rec.Status = Settled, http.StatusCreated
+			rec.State, rec.Status = StateSettled, http.StatusCreated
 			require.NoError(t, j.save(rec))
 			require.NoError(t, j.flush())
 			require.Empty(t, bodyKeys(t, j), "settling deletes every chunk")
@@ -99,10 +99,10 @@ func TestChunkedBodyDamaged(t *testing.T) {
 			body := make([]byte, 2*bodyChunk+5)
 			rand.Read(body)
 			rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: body, State: Pending}
+				URL: "http://127.0.0.1/payments", Body: body, State: StatePending}
 			require.NoError(t, j.insert(rec, true))
 			require.NoError(t, j.update(func(tx *bolt.Tx) error {
-				return tc.change(tx.Bucket(bucketBodies), idKey(rec.ID))
+				return tc.change(tx.Bucket(bucketBodies), idKey(seqOf(rec)))
 			}))
 			_, err := j.Lookup("op")
 			require.ErrorIs(t, err, ErrJournalCorrupt, "never a wrong body to send")
@@ -114,7 +114,7 @@ func TestPruneDeletesChunks(t *testing.T) {
 	j, _ := testJournal(t)
 	old := time.Now().Add(-48 * time.Hour)
 	rec := &Record{Key: "k", Method: http.MethodPost, URL: "http://127.0.0.1/payments",
-		Body: make([]byte, 2*bodyChunk), State: Failed, Created: old, Updated: old}
+		Body: make([]byte, 2*bodyChunk), State: StateFailed, Created: old, Updated: old}
 	require.NoError(t, j.insert(rec, true))
 	require.Len(t, bodyKeys(t, j), 2)
 	n, err := j.Prune(24 * time.Hour)
@@ -134,7 +134,7 @@ func TestLargeBodiesPendingDoNotMultiplyMemory(t *testing.T) {
 		body := make([]byte, size)
 		peak := peakDuring(func() {
 			rec := &Record{Key: fmt.Sprint("k", i), Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: body, State: Pending}
+				URL: "http://127.0.0.1/payments", Body: body, State: StatePending}
 			require.NoError(t, j.insert(rec, true))
 		})
 		t.Logf("%d large bodies pending: committing another peaked at %.2fx its size", i, peak/size)
@@ -153,7 +153,7 @@ func TestOlderJournalVersionsAreReadAndMarked(t *testing.T) {
 		t.Run(tc.from, func(t *testing.T) {
 			j, path := testJournal(t)
 			rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: []byte(`{"amount":1}`), State: Pending}
+				URL: "http://127.0.0.1/payments", Body: []byte(`{"amount":1}`), State: StatePending}
 			require.NoError(t, j.insert(rec, true))
 			require.NoError(t, j.update(func(tx *bolt.Tx) error {
 				return tx.Bucket(bucketMeta).Put(metaVersion, []byte(tc.from))
@@ -197,12 +197,12 @@ func TestDeleteBodyLeavesNeighbours(t *testing.T) {
 			recs := make([]*Record, len(sizes))
 			for i, n := range sizes {
 				recs[i] = &Record{Key: fmt.Sprint("k", i), Method: http.MethodPost,
-					URL: "http://127.0.0.1/payments", Body: stagedBody(fmt.Sprint("r", i), n), State: Pending}
+					URL: "http://127.0.0.1/payments", Body: stagedBody(fmt.Sprint("r", i), n), State: StatePending}
 				require.NoError(t, j.insert(recs[i], true))
 			}
 			before := bodyKeys(t, j)
 			require.NoError(t, j.update(func(tx *bolt.Tx) error {
-				bodies, id := tx.Bucket(bucketBodies), idKey(recs[victim].ID)
+				bodies, id := tx.Bucket(bucketBodies), idKey(seqOf(recs[victim]))
 				if tc.rewrite {
 					c := bodies.Cursor()
 					var kvs [][2][]byte
@@ -219,7 +219,7 @@ func TestDeleteBodyLeavesNeighbours(t *testing.T) {
 			}))
 			after := bodyKeys(t, j)
 			for k := range before {
-				mine := strings.HasPrefix(k, fmt.Sprintf("%x", idKey(recs[victim].ID)))
+				mine := strings.HasPrefix(k, fmt.Sprintf("%x", idKey(seqOf(recs[victim]))))
 				_, kept := after[k]
 				require.Equal(t, !mine, kept, "key %s", k)
 			}
@@ -227,7 +227,7 @@ func TestDeleteBodyLeavesNeighbours(t *testing.T) {
 				if i == victim {
 					continue // pending without its body: get refuses it (checkBody)
 				}
-				got, err := j.get(r.ID)
+				got, err := j.get(seqOf(r))
 				require.NoError(t, err)
 				require.True(t, bytes.Equal(r.Body, got.Body), "record %d", i)
 			}

@@ -26,7 +26,7 @@ func goodJournalFile(tb testing.TB) ([]byte, int64) {
 	j, path := testJournal(tb)
 	for i := range 60 {
 		rec := &Record{Key: newTestKey(tb), Method: http.MethodPost, URL: "http://127.0.0.1/p",
-			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: Pending, Created: time.Now(), Updated: time.Now()}
+			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: StatePending, Created: time.Now(), Updated: time.Now()}
 		require.NoError(tb, j.insert(rec, true))
 	}
 	require.NoError(tb, j.Close())
@@ -147,13 +147,13 @@ func TestJournalTruncatedAnywhere(t *testing.T) {
 func TestJournalBadRecordIsCorruptNotPanic(t *testing.T) {
 	j, path := testJournal(t)
 	rec := &Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
-		State: Pending, Created: time.Now(), Updated: time.Now()}
+		State: StatePending, Created: time.Now(), Updated: time.Now()}
 	require.NoError(t, j.insert(rec, true))
 	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketPending).Put(idKey(rec.ID), []byte("{not json")); err != nil {
+		if err := tx.Bucket(bucketPending).Put(idKey(seqOf(rec)), []byte("{not json")); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketDone).Put(idKey(rec.ID+1), []byte(`{"state":"settled?"}`))
+		return tx.Bucket(bucketDone).Put(idKey(seqOf(rec)+1), []byte(`{"state":"settled?"}`))
 	}))
 
 	_, err := j.Records()

@@ -73,7 +73,7 @@ func TestLegacyJournalResumedExactlyOnce(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, recs, 4)
 			for _, r := range recs {
-				require.Equal(t, Pending, r.State, "%s", r.OperationID)
+				require.Equal(t, StatePending, r.State, "%s", r.OperationID)
 			}
 
 			// The application calls its operation again, as after a

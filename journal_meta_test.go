@@ -50,7 +50,7 @@ func damageMeta(tb testing.TB, path string, i int, pageSize int64) {
 func insertOp(tb testing.TB, j *Journal, op string) {
 	tb.Helper()
 	rec := &Record{Key: "k-" + op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/payments",
-		Body: []byte(`{"amount":100}`), State: Pending, Created: time.Now(), Updated: time.Now()}
+		Body: []byte(`{"amount":100}`), State: StatePending, Created: time.Now(), Updated: time.Now()}
 	require.NoError(tb, j.insert(rec, true))
 }
 

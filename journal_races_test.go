@@ -25,7 +25,7 @@ func TestReadsNeverGoBackInTime(t *testing.T) {
 	t.Parallel()
 	j, _ := testJournal(t)
 	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://x/",
-		Body: make([]byte, 64<<10), State: Pending, Created: time.Now(), Updated: time.Now()}
+		Body: make([]byte, 64<<10), State: StatePending, Created: time.Now(), Updated: time.Now()}
 	require.NoError(t, j.insert(rec, false))
 	var saved atomic.Int64
 	stop := make(chan struct{})
@@ -51,7 +51,7 @@ func TestReadsNeverGoBackInTime(t *testing.T) {
 	})
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
 		before := saved.Load()
-		got, err := j.get(rec.ID)
+		got, err := j.get(seqOf(rec))
 		require.NoError(t, err)
 		if int64(got.Attempts) < before {
 			close(stop)
@@ -77,7 +77,7 @@ func TestCloseWhileReadersConsultDeferredChanges(t *testing.T) {
 		for range 4 {
 			wg.Go(func() {
 				for !stop.Load() {
-					j.unsaved(rec.ID)
+					j.unsaved(seqOf(rec))
 				}
 			})
 		}
@@ -111,7 +111,7 @@ func TestFailedOperationFailingAgainStaysFailed(t *testing.T) {
 		require.ErrorIs(t, err, ErrPermanent)
 		rec, err := tr.journal.Lookup("op-f")
 		require.NoError(t, err)
-		require.Equal(t, Failed, rec.State)
+		require.Equal(t, StateFailed, rec.State)
 	}
 	resumed := 0
 	require.NoError(t, tr.Resume(context.Background(), func(Outcome) { resumed++ }))
@@ -169,7 +169,7 @@ func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 	rec, err := j.Lookup("order-1")
 	require.NoError(t, err)
 	require.NotNil(t, rec)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	// Eight days on, past KeyTTL, the operation ID still names it: refused,
 	// not sent under a new key.
 	requests := srv.Ledger().Requests
@@ -219,7 +219,7 @@ func TestSettledOperationNeverPendingAgain(t *testing.T) {
 	require.NotEmpty(t, settled)
 	for _, r := range recs {
 		if settled[r.OperationID] {
-			require.NotEqual(t, Pending, r.State, "%s got a 201 but is pending again", r.OperationID)
+			require.NotEqual(t, StatePending, r.State, "%s got a 201 but is pending again", r.OperationID)
 		}
 	}
 }

@@ -87,11 +87,11 @@ func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
 // expired record without a body was discarded (Journal.Discard): it is
 // never sent.
 func (j *Journal) checkBody(rec *Record) error {
-	if rec.State == Settled || rec.State == Expired && len(rec.Body) == 0 || bodyMatches(rec) {
+	if rec.State == StateSettled || rec.State == StateExpired && len(rec.Body) == 0 || rec.BodyMatches() {
 		return nil
 	}
 	return fmt.Errorf("%w: %s: record %d (operation %q): body does not match its SHA-256",
-		ErrJournalCorrupt, j.path, rec.ID, rec.OperationID)
+		ErrJournalCorrupt, j.path, seqOf(rec), rec.OperationID)
 }
 
 // reget is get for a record a listing returned (pendingAfter): while the
@@ -99,23 +99,23 @@ func (j *Journal) checkBody(rec *Record) error {
 // metadata is decoded again only if it changed. Resume reads every record
 // twice, listing then sending, and decoding is most of a read.
 func (j *Journal) reget(listed *Record) (*Record, error) {
-	if listed.listed == nil || listed.Sealed {
-		return j.get(listed.ID) // reports why it is sealed
+	if listedMeta(listed) == nil || listed.Sealed {
+		return j.get(seqOf(listed)) // reports why it is sealed
 	}
-	if rec := j.unsaved(listed.ID); rec != nil {
+	if rec := j.unsaved(seqOf(listed)); rec != nil {
 		return rec, nil
 	}
 	var rec *Record
 	err := j.view(func(tx *bolt.Tx) (err error) {
-		id := idKey(listed.ID)
-		if !bytes.Equal(tx.Bucket(bucketPending).Get(id), listed.listed) {
+		id := idKey(seqOf(listed))
+		if !bytes.Equal(tx.Bucket(bucketPending).Get(id), listedMeta(listed)) {
 			rec, err = j.load(tx, id)
 			return err
 		}
 		cp := *listed
-		cp.listed = nil
+		setListed(&cp, nil)
 		if err := j.keyring.openBody(&cp, getBody(tx.Bucket(bucketBodies), id)); err != nil {
-			return fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, cp.ID, cp.OperationID, err)
+			return fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(&cp), cp.OperationID, err)
 		}
 		rec = &cp
 		return j.checkBody(rec)
@@ -125,9 +125,6 @@ func (j *Journal) reget(listed *Record) (*Record, error) {
 	}
 	return rec, nil
 }
-
-// bodyMatches reports whether rec's body hashes to its BodySHA256.
-func bodyMatches(rec *Record) bool { return bodySum(rec.Body) == rec.BodySHA256 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of
 // the transaction's memory (getBody). A sealed record it cannot open
@@ -145,9 +142,9 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Reco
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
 	}
-	rec.ID = binary.BigEndian.Uint64(id)
+	setSeq(rec, binary.BigEndian.Uint64(id))
 	if sealErr != nil {
-		sealErr = fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, rec.ID, rec.OperationID, sealErr)
+		sealErr = fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(rec), rec.OperationID, sealErr)
 	}
 	return rec, sealErr, nil
 }
@@ -205,7 +202,7 @@ func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 			}
 			// Read before yielding: the caller owns the records it is given
 			// (Resume updates each one from another goroutine).
-			last := page[len(page)-1].ID
+			last := seqOf(page[len(page)-1])
 			for _, r := range page {
 				if !yield(r) {
 					return
@@ -234,15 +231,15 @@ func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
 			if err != nil {
 				return err
 			}
-			if d := changed[rec.ID]; d != nil {
-				if d.rec.State != Pending {
+			if d := changed[seqOf(rec)]; d != nil {
+				if d.rec.State != StatePending {
 					continue // settled, or given up for good, since
 				}
 				cp := *d.rec
 				cp.Body = nil
 				rec, v = &cp, d.data
 			}
-			rec.listed = bytes.Clone(v)
+			setListed(rec, bytes.Clone(v))
 			recs = append(recs, rec)
 		}
 		return nil
@@ -272,8 +269,8 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 			if err != nil {
 				return fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, k, err)
 			}
-			r.ID = binary.BigEndian.Uint64(k)
-			if r.Updated.Before(cutoff) && !busy[r.ID] {
+			setSeq(r, binary.BigEndian.Uint64(k))
+			if r.Updated.Before(cutoff) && !busy[seqOf(r)] {
 				doomed = append(doomed, r)
 			}
 			return nil
@@ -282,19 +279,19 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 			return err
 		}
 		for _, r := range doomed {
-			for _, k := range r.indexKeys() {
+			for _, k := range indexKeys(r) {
 				// The name may have moved on to a newer operation.
-				if !bytes.Equal(index.Get(k), idKey(r.ID)) {
+				if !bytes.Equal(index.Get(k), idKey(seqOf(r))) {
 					continue
 				}
 				if err := index.Delete(k); err != nil {
 					return err
 				}
 			}
-			if err := done.Delete(idKey(r.ID)); err != nil {
+			if err := done.Delete(idKey(seqOf(r))); err != nil {
 				return err
 			}
-			if err := deleteBody(bodies, idKey(r.ID)); err != nil {
+			if err := deleteBody(bodies, idKey(seqOf(r))); err != nil {
 				return err
 			}
 		}

@@ -152,13 +152,13 @@ func TestSettlesInOneCommitLeaveNoBody(t *testing.T) {
 			body := randomBody(t, size)
 			g.add(n, body)
 			rec := &Record{Key: fmt.Sprint("k", n), OperationID: fmt.Sprint("op", n), Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: body, State: Pending}
+				URL: "http://127.0.0.1/payments", Body: body, State: StatePending}
 			require.NoError(t, j.insert(rec, true), "round %d size %d", round, i)
 			recs = append(recs, rec)
 		}
 	}
 	for _, rec := range recs { // every settle deferred, then one commit
-		rec.State, rec.Status = Settled, http.StatusCreated
+		rec.State, rec.Status = StateSettled, http.StatusCreated
 		require.NoError(t, j.save(rec))
 	}
 	require.NoError(t, j.flush())
@@ -224,14 +224,14 @@ func TestConcurrentSettlesLeaveNoBody(t *testing.T) {
 func TestFailedThenSettledDropsBody(t *testing.T) {
 	j, _ := testJournal(t)
 	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost,
-		URL: "http://127.0.0.1/payments", Body: randomBody(t, 3*bodyChunk), State: Pending}
+		URL: "http://127.0.0.1/payments", Body: randomBody(t, 3*bodyChunk), State: StatePending}
 	require.NoError(t, j.insert(rec, true))
-	rec.State, rec.LastError = Failed, "gave up"
+	rec.State, rec.LastError = StateFailed, "gave up"
 	require.NoError(t, j.save(rec))
 	require.NoError(t, j.flush())
 	require.Len(t, bodyKeys(t, j), 3, "a failed operation keeps its body")
 
-	rec.State, rec.Status = Settled, http.StatusCreated
+	rec.State, rec.Status = StateSettled, http.StatusCreated
 	require.NoError(t, j.save(rec))
 	require.NoError(t, j.flush())
 	require.Empty(t, bodyKeys(t, j), "a settled one does not")

@@ -12,8 +12,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/idem-go/idem/journal"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -33,9 +33,6 @@ func (r OperationRef) String() string {
 	}
 	return fmt.Sprintf("key %q", r.Key)
 }
-
-// discardedError is the LastError of a discarded operation without a reason.
-const discardedError = "idem: discarded by hand"
 
 // Resolve marks a pending or expired operation settled with status, after an
 // operator reconciled it with the server (say GET /payments?reference=...
@@ -105,26 +102,23 @@ func (j *Journal) resolve(ref OperationRef, status int) (*Record, State, error) 
 		return nil, 0, fmt.Errorf("idem: Resolve %s: status %d is not a final status (200-599)", ref, status)
 	}
 	return j.byHand(ref, "Resolve", func(rec *Record) error {
-		if rec.State != Pending && rec.State != Expired {
-			return fmt.Errorf("%w: it is %s", ErrOperationFinal, rec.State)
-		}
-		rec.State, rec.Status, rec.NextAttempt = Settled, status, time.Time{}
-		rec.LastError = ""
-		return nil
+		return byHandChange(rec, journal.EventResolve, journal.Change{Now: j.now(), Status: status})
 	})
 }
 
 func (j *Journal) discard(ref OperationRef, reason string) (*Record, State, error) {
 	return j.byHand(ref, "Discard", func(rec *Record) error {
-		if rec.State != Pending {
-			return fmt.Errorf("%w: it is %s", ErrOperationFinal, rec.State)
-		}
-		rec.State, rec.NextAttempt, rec.LastError = Expired, time.Time{}, discardedError
-		if reason != "" {
-			rec.LastError += ": " + reason
-		}
-		return nil
+		return byHandChange(rec, journal.EventDiscard, journal.Change{Now: j.now(), Error: reason})
 	})
+}
+
+// byHandChange moves rec through e, or says, with ErrOperationFinal, that
+// its state allows no such change.
+func byHandChange(rec *Record, e journal.Event, c journal.Change) error {
+	if _, err := journal.Apply(rec, e, c); err != nil {
+		return fmt.Errorf("%w: it is %s", ErrOperationFinal, rec.State)
+	}
+	return nil
 }
 
 // byHand applies change to the operation ref names, holding its lock so
@@ -153,9 +147,9 @@ func (j *Journal) byHand(ref OperationRef, verb string, change func(*Record) err
 	}
 	defer j.ops.unlock(name)
 	var from State
-	rec, err := j.restate(found.ID, true, func(rec *Record) error {
+	rec, err := j.restate(seqOf(found), true, func(rec *Record) error {
 		if rec.Key != found.Key { // record IDs are never reused: a damaged file
-			return fmt.Errorf("%w: record %d changed its key", ErrJournalCorrupt, rec.ID)
+			return fmt.Errorf("%w: record %d changed its key", ErrJournalCorrupt, seqOf(rec))
 		}
 		from = rec.State
 		return change(rec)
@@ -197,7 +191,7 @@ func (j *Journal) findRef(ref OperationRef) (*Record, error) {
 					return fmt.Errorf("%w: %s: record %x: %v", ErrJournalCorrupt, j.path, k, err)
 				}
 				if rec.Key == ref.Key {
-					rec.ID = binary.BigEndian.Uint64(k)
+					setSeq(rec, binary.BigEndian.Uint64(k))
 					found = rec
 					return nil
 				}
@@ -224,7 +218,7 @@ func (j *Journal) plainTx(tx *bolt.Tx, id []byte) (s *storedRecord, inPending bo
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: record %x: %w", ErrJournalCorrupt, j.path, id, err)
 	}
-	st.Record.ID = binary.BigEndian.Uint64(id)
+	setSeq(st.Record, binary.BigEndian.Uint64(id))
 	st.Record.Sealed = st.Record.EncryptionKeyID != ""
 	return &st, inPending, nil
 }
@@ -255,16 +249,16 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		if err := change(rec); err != nil {
 			return err
 		}
-		if rec.State == Settled {
+		if rec.State == StateSettled {
 			rec.Header = nil
 		}
-		data, err := rec.appendJSON(make([]byte, 0, 512), s.Box)
+		data, err := appendJSON(rec, make([]byte, 0, 512), s.Box)
 		if err != nil {
 			return err
 		}
 		pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
 		to := done
-		if rec.State == Pending {
+		if rec.State == StatePending {
 			to = pending
 		}
 		switch {
@@ -279,7 +273,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		if err := to.Put(key, data); err != nil {
 			return err
 		}
-		if err := raiseWritten(tx, rec.written()); err != nil {
+		if err := raiseWritten(tx, rec.Written()); err != nil {
 			return err
 		}
 		if dropBody {
@@ -292,7 +286,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		return nil
 	})
 	if err == nil {
-		j.sawWritten(out.written())
+		j.sawWritten(out.Written())
 	}
 	return out, err
 }
@@ -311,19 +305,19 @@ func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr err
 	if !t.keyExpired(rec) {
 		return openErr
 	}
-	cur, err := t.journal.restate(rec.ID, false, func(cur *Record) error {
-		if cur.State != Pending {
+	cur, err := t.journal.restate(seqOf(rec), false, func(cur *Record) error {
+		if cur.State != StatePending {
 			return errNotPending
 		}
-		cur.State, cur.Updated = Expired, t.clock.Now()
-		return nil
+		_, err := journal.Apply(cur, journal.EventExpire, journal.Change{Now: t.clock.Now()})
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	*rec = *cur
-	t.stateChanged(Pending, Expired)
-	t.cfg.observer.Result(ctx, ResultEvent{State: Expired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
+	t.stateChanged(StatePending, StateExpired)
+	t.cfg.observer.Result(ctx, ResultEvent{State: StateExpired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
 	return fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s; it could not be opened: %w",
 		ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC(), openErr)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -50,7 +51,7 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 1 && clk.Timers() == 1 }, "first pass")
 	require.ErrorIs(t, got.all()[0].Err, ErrUnknownEncryptionKey)
 	require.NotErrorIs(t, got.all()[0].Err, ErrKeyExpired, "within KeyTTL it waits for its key")
-	require.Equal(t, Pending, onlyRecordOf(t, j).State)
+	require.Equal(t, StatePending, onlyRecordOf(t, j).State)
 
 	clk.Advance(time.Minute) // the next poll, still within KeyTTL
 	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 2 && clk.Timers() == 1 }, "second pass")
@@ -62,9 +63,9 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	require.ErrorIs(t, out.Err, ErrKeyExpired)
 	require.ErrorIs(t, out.Err, ErrUnknownEncryptionKey, "the reason it could not be sent stays visible")
 	require.Equal(t, "gone-1", out.Record.OperationID)
-	require.Equal(t, Expired, out.Record.State)
+	require.Equal(t, StateExpired, out.Record.State)
 	rec := onlyRecordOf(t, j)
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 	require.True(t, rec.Sealed)
 
 	// Later passes report nothing more.
@@ -84,7 +85,7 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	t.Cleanup(func() { j.Close() })
 	rec, err = j.Lookup("gone-1")
 	require.NoError(t, err)
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 	require.Equal(t, body, string(rec.Body), "expired keeps its body, for reconciling")
 	require.Equal(t, "trace-gone-1", rec.Header.Get("X-Trace"))
 }
@@ -138,19 +139,19 @@ func TestResolveAndDiscard(t *testing.T) {
 
 	rec, err := j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusCreated)
 	require.NoError(t, err)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, http.StatusCreated, rec.Status)
 	require.Nil(t, rec.Body)
-	require.Zero(t, bodyEntries(t, j, rec.ID), "a resolved operation keeps no body")
+	require.Zero(t, bodyEntries(t, j, seqOf(rec)), "a resolved operation keeps no body")
 
 	rec, err = j.Discard(OperationRef{Key: minted}, "refunded by support, ticket 77")
 	require.NoError(t, err)
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 	require.Equal(t, "idem: discarded by hand: refunded by support, ticket 77", rec.LastError)
-	require.Zero(t, bodyEntries(t, j, rec.ID))
+	require.Zero(t, bodyEntries(t, j, seqOf(rec)))
 	rec, err = j.Discard(OperationRef{Key: "caller-key-3"}, "")
 	require.NoError(t, err)
-	require.Equal(t, discardedError, rec.LastError)
+	require.Equal(t, journal.DiscardedError, rec.LastError)
 
 	// Refused: already final, unknown, ambiguous, not a final status.
 	_, err = j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusOK)
@@ -179,11 +180,11 @@ func TestResolveAndDiscard(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 3)
 	for _, r := range recs {
-		want := Expired
+		want := StateExpired
 		if r.OperationID == "order-1/charge" {
-			want = Settled
+			want = StateSettled
 		}
-		require.Equal(t, want, r.State, "record %d", r.ID)
+		require.Equal(t, want, r.State, "record %d", seqOf(r))
 		require.Nil(t, r.Body)
 	}
 
@@ -222,7 +223,7 @@ func TestResolveRefusesInFlight(t *testing.T) {
 	pendingErr(t, callErr.Load().(error))
 	rec, err := tr.journal.Discard(OperationRef{OperationID: "held"}, "")
 	require.NoError(t, err, "free once the call returned")
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 
 	path := tr.journal.Path()
 	require.NoError(t, tr.journal.Close())

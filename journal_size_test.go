@@ -41,7 +41,7 @@ func TestJournalSizeBoundedUnderChurn(t *testing.T) {
 		errs := make([]error, len(sizes))
 		for i, size := range sizes {
 			recs[i] = &Record{Key: fmt.Sprint("k", n+i), OperationID: fmt.Sprint("op", n+i), Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: randomBody(t, size), State: Pending}
+				URL: "http://127.0.0.1/payments", Body: randomBody(t, size), State: StatePending}
 			wg.Go(func() { errs[i] = j.insert(recs[i], true) })
 		}
 		wg.Wait()
@@ -55,7 +55,7 @@ func TestJournalSizeBoundedUnderChurn(t *testing.T) {
 		}
 		held = recs[len(recs)-1]
 		for _, rec := range settle {
-			rec.State, rec.Status = Settled, http.StatusCreated
+			rec.State, rec.Status = StateSettled, http.StatusCreated
 			require.NoError(t, j.save(rec))
 		}
 		require.NoError(t, j.flush())

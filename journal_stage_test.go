@@ -64,12 +64,12 @@ func orphanBodies(t *testing.T, j *Journal) []string {
 func TestStagedBodyOfRefusedRecordIsDropped(t *testing.T) {
 	j, _ := testJournal(t)
 	first := &Record{Key: "k1", OperationID: "op", Method: http.MethodPost,
-		URL: "http://127.0.0.1/payments", Body: []byte(`{"amount":1}`), State: Pending}
+		URL: "http://127.0.0.1/payments", Body: []byte(`{"amount":1}`), State: StatePending}
 	require.NoError(t, j.insert(first, true))
 	again := &Record{Key: "k2", OperationID: "op", Method: http.MethodPost,
-		URL: "http://127.0.0.1/payments", Body: stagedBody("op", 2*stageStep), State: Pending}
+		URL: "http://127.0.0.1/payments", Body: stagedBody("op", 2*stageStep), State: StatePending}
 	require.ErrorIs(t, j.insert(again, true), ErrKeyReuse)
-	require.Equal(t, map[string]int{fmt.Sprintf("%x", idKey(first.ID)): len(first.Body)}, bodyKeys(t, j))
+	require.Equal(t, map[string]int{fmt.Sprintf("%x", idKey(seqOf(first))): len(first.Body)}, bodyKeys(t, j))
 	require.Empty(t, stagedMarks(t, j))
 }
 
@@ -81,7 +81,7 @@ func TestStagedBodyWithoutRecordDroppedOnOpen(t *testing.T) {
 	j, err := OpenJournal(path, nil)
 	require.NoError(t, err)
 	kept := &Record{Key: "kept", Method: http.MethodPost, URL: "http://127.0.0.1/payments",
-		Body: stagedBody("kept", stageMin), State: Pending}
+		Body: stagedBody("kept", stageMin), State: StatePending}
 	require.NoError(t, j.insert(kept, true))
 	_, err = j.stageBody(stagedBody("lost", 2*stageStep+1), j.plainStep(), nil)
 	require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestStagedBodyWithoutRecordDroppedOnOpen(t *testing.T) {
 	defer j.Close()
 	require.Empty(t, stagedMarks(t, j))
 	require.Empty(t, orphanBodies(t, j))
-	got, err := j.get(kept.ID)
+	got, err := j.get(seqOf(kept))
 	require.NoError(t, err)
 	require.True(t, bytes.Equal(kept.Body, got.Body), "the committed record keeps its body")
 }
@@ -201,7 +201,7 @@ func helperStageWriter() int {
 	for k := range 1000 { // bounded; the parent kills the child long before
 		op := fmt.Sprintf("r%s-%d", os.Getenv(envRun), k)
 		rec := &Record{Key: op, OperationID: op, Method: http.MethodPost,
-			URL: "http://127.0.0.1/payments", Body: stagedBody(op, size), State: Pending}
+			URL: "http://127.0.0.1/payments", Body: stagedBody(op, size), State: StatePending}
 		if err := j.insert(rec, true); err != nil {
 			fmt.Fprintln(os.Stderr, "insert:", err)
 			return 3
@@ -291,7 +291,7 @@ func TestStagedBodiesWhileRemapping(t *testing.T) {
 			for i := range 4 {
 				op := fmt.Sprint("w", w, "-", i)
 				rec := &Record{Key: op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/p",
-					Body: stagedBody(op, stageMin+i), State: Pending}
+					Body: stagedBody(op, stageMin+i), State: StatePending}
 				if err := j.insert(rec, true); err != nil {
 					t.Errorf("insert: %v", err)
 				}
@@ -346,11 +346,11 @@ func TestSealedBodyStagedInParts(t *testing.T) {
 	j := sealedJournal(t, path)
 	body := stagedBody("op", 2*stageStep+stageStep/2) // three parts
 	rec := &Record{Key: "k1", OperationID: "op", Method: http.MethodPost,
-		URL: "http://127.0.0.1/payments?card=4111", Body: body, State: Pending}
+		URL: "http://127.0.0.1/payments?card=4111", Body: body, State: StatePending}
 	require.NoError(t, j.insert(rec, true))
-	overhead := len(storedBody(t, j, rec.ID)) - len(body)
+	overhead := len(storedBody(t, j, seqOf(rec))) - len(body)
 	require.Equal(t, 3*(1+12+16), overhead, "three parts, each with its version byte, nonce and tag")
-	require.False(t, bytes.Contains(storedBody(t, j, rec.ID), []byte("op|op|")), "sealed")
+	require.False(t, bytes.Contains(storedBody(t, j, seqOf(rec)), []byte("op|op|")), "sealed")
 
 	got, err := j.Lookup("op")
 	require.NoError(t, err)
@@ -363,7 +363,7 @@ func TestSealedBodyStagedInParts(t *testing.T) {
 
 	large := stagedBody("large", 8<<20)
 	peak := peakDuring(func() {
-		r := &Record{Key: "k2", Method: http.MethodPost, URL: "http://127.0.0.1/p", Body: large, State: Pending}
+		r := &Record{Key: "k2", Method: http.MethodPost, URL: "http://127.0.0.1/p", Body: large, State: StatePending}
 		require.NoError(t, j.insert(r, true))
 	})
 	t.Logf("writing an 8 MiB body sealed in parts peaked at %.2fx its size", peak/float64(len(large)))
@@ -396,11 +396,11 @@ func TestSealedBodyPartsTampered(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "idem.journal")
 			j := sealedJournal(t, path)
 			rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost,
-				URL: "http://127.0.0.1/payments", Body: stagedBody("op", 2*stageStep+100), State: Pending}
+				URL: "http://127.0.0.1/payments", Body: stagedBody("op", 2*stageStep+100), State: StatePending}
 			require.NoError(t, j.insert(rec, true))
 			chunks := len(bodyKeys(t, j))
 			require.NoError(t, j.update(func(tx *bolt.Tx) error {
-				return tc.change(tx.Bucket(bucketBodies), idKey(rec.ID), chunks)
+				return tc.change(tx.Bucket(bucketBodies), idKey(seqOf(rec)), chunks)
 			}))
 			_, err := j.Lookup("op")
 			require.ErrorIs(t, err, ErrDecrypt)
@@ -413,7 +413,7 @@ func TestSealedBodyPartsTampered(t *testing.T) {
 func TestSealedWholeLargeBodyStillOpens(t *testing.T) {
 	j := sealedJournal(t, filepath.Join(t.TempDir(), "idem.journal"))
 	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://127.0.0.1/payments",
-		Body: stagedBody("op", stageMin+7), State: Pending, EncryptionKeyID: "k"}
+		Body: stagedBody("op", stageMin+7), State: StatePending, EncryptionKeyID: "k"}
 	rec.BodySHA256 = bodySum(rec.Body)
 	meta, err := j.keyring.encodeMeta(rec) // bodySegment 0: sealed whole
 	require.NoError(t, err)
@@ -421,7 +421,7 @@ func TestSealedWholeLargeBodyStillOpens(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, j.update(func(tx *bolt.Tx) error {
 		id, _ := tx.Bucket(bucketPending).NextSequence()
-		rec.ID = id
+		setSeq(rec, id)
 		if err := tx.Bucket(bucketIndex).Put([]byte("o\x00op"), idKey(id)); err != nil {
 			return err
 		}
@@ -441,16 +441,16 @@ func TestSealedWholeLargeBodyStillOpens(t *testing.T) {
 func TestSealedBodySegmentOutOfRange(t *testing.T) {
 	j := sealedJournal(t, filepath.Join(t.TempDir(), "idem.journal"))
 	good := &Record{Key: "k0", OperationID: "good", Method: http.MethodPost, URL: "http://127.0.0.1/p",
-		Body: stagedBody("good", 10), State: Pending}
+		Body: stagedBody("good", 10), State: StatePending}
 	require.NoError(t, j.insert(good, true))
 	for _, seg := range []int{math.MaxInt, 1<<30 + 1} {
 		r := &Record{Key: fmt.Sprint("k", seg), OperationID: fmt.Sprint("op", seg), Method: http.MethodPost,
-			URL: "http://127.0.0.1/p", Body: stagedBody("one", 2<<20), State: Pending}
+			URL: "http://127.0.0.1/p", Body: stagedBody("one", 2<<20), State: StatePending}
 		require.NoError(t, j.insert(r, true))
-		r.bodySegment = seg
+		setBodySegment(r, seg)
 		meta, err := j.keyring.encodeMeta(r)
 		require.NoError(t, err)
-		require.NoError(t, j.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketPending).Put(idKey(r.ID), meta) }))
+		require.NoError(t, j.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketPending).Put(idKey(seqOf(r)), meta) }))
 		_, err = j.Lookup(r.OperationID)
 		require.ErrorIs(t, err, ErrDecrypt)
 	}

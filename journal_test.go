@@ -196,7 +196,7 @@ func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
 	require.Contains(t, err.Error(), path)
 
 	// Once the writer is gone, readers share the file, and cannot write.
-	rec := &Record{Key: "k-ro", Method: http.MethodPost, URL: "http://127.0.0.1/p", State: Pending,
+	rec := &Record{Key: "k-ro", Method: http.MethodPost, URL: "http://127.0.0.1/p", State: StatePending,
 		Created: time.Now(), Updated: time.Now()}
 	require.NoError(t, j.insert(rec, true))
 	require.NoError(t, j.Close())
@@ -206,7 +206,7 @@ func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
 	recs, err := ro.Records()
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	require.Error(t, ro.insert(&Record{Key: "k-ro-2", State: Pending}, true))
+	require.Error(t, ro.insert(&Record{Key: "k-ro-2", State: StatePending}, true))
 }
 
 func TestJournalPrune(t *testing.T) {
@@ -223,11 +223,11 @@ func TestJournalPrune(t *testing.T) {
 		require.NoError(t, j.insert(rec, true))
 		return rec
 	}
-	doomed := []*Record{add("settled-old", Settled, old), add("failed-old", Failed, old), add("expired-old", Expired, old)}
+	doomed := []*Record{add("settled-old", StateSettled, old), add("failed-old", StateFailed, old), add("expired-old", StateExpired, old)}
 	kept := []*Record{
-		add("pending-ancient", Pending, now.Add(-100*retention)),
-		add("settled-fresh", Settled, fresh), add("failed-fresh", Failed, fresh),
-		add("expired-fresh", Expired, fresh), add("pending-fresh", Pending, fresh),
+		add("pending-ancient", StatePending, now.Add(-100*retention)),
+		add("settled-fresh", StateSettled, fresh), add("failed-fresh", StateFailed, fresh),
+		add("expired-fresh", StateExpired, fresh), add("pending-fresh", StatePending, fresh),
 	}
 
 	n, err := j.Prune(retention)
@@ -252,7 +252,7 @@ func TestJournalPrune(t *testing.T) {
 	require.Len(t, recs, len(kept))
 
 	// A pruned operation ID and key are free again.
-	add("settled-old", Pending, now)
+	add("settled-old", StatePending, now)
 
 	// Pending records survive any retention, however small.
 	n, err = j.Prune(time.Nanosecond)
@@ -262,14 +262,14 @@ func TestJournalPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 3)
 	for _, rec := range recs {
-		require.Equal(t, Pending, rec.State)
+		require.Equal(t, StatePending, rec.State)
 	}
 }
 
 func TestOpenPrunesOldRecords(t *testing.T) {
 	j, path := testJournal(t)
 	long := time.Now().Add(-30 * 24 * time.Hour)
-	for _, st := range []State{Settled, Pending} {
+	for _, st := range []State{StateSettled, StatePending} {
 		rec := &Record{Key: "key-" + st.String(), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: st, Created: long, Updated: long}
 		require.NoError(t, j.insert(rec, true))
@@ -281,12 +281,12 @@ func TestOpenPrunesOldRecords(t *testing.T) {
 	recs, err := c.Journal().Records()
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	require.Equal(t, Pending, recs[0].State)
+	require.Equal(t, StatePending, recs[0].State)
 }
 
 func TestJournalRecordsPendingFirst(t *testing.T) {
 	j, _ := testJournal(t)
-	states := []State{Settled, Pending, Failed, Expired, Pending, Settled, Pending}
+	states := []State{StateSettled, StatePending, StateFailed, StateExpired, StatePending, StateSettled, StatePending}
 	for i, st := range states {
 		rec := &Record{Key: "key-" + string(rune('a'+i)), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: st, Created: time.Now(), Updated: time.Now()}

@@ -129,7 +129,7 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 	for ref := range ledger.Effects {
 		require.True(t, slices.Contains(refs, ref), "%s paid but not in the journal", ref)
 	}
-	require.Equal(t, len(recs), states[Settled], "states %v", states)
+	require.Equal(t, len(recs), states[StateSettled], "states %v", states)
 	t.Logf("%d SIGKILLs (lifetimes 20-150 ms, %v in all) in %v: %d operations reported written ahead, %d in the journal, "+
 		"all found after every kill; reopen+read %v on average; then all settled, exactly once (%d requests, %d replays, faults %v)",
 		kills, lifetimes, wall.Round(time.Millisecond), len(reported), len(recs),

@@ -73,8 +73,8 @@ func (j *Journal) loadWritten(tx *bolt.Tx) error {
 		err := tx.Bucket(name).ForEach(func(_, v []byte) error {
 			// A record that cannot be read is reported by the reads that
 			// need it; its times are not counted here.
-			if r, err := decodePlain(v); err == nil && r.written().After(newest) {
-				newest = r.written()
+			if r, err := decodePlain(v); err == nil && r.Written().After(newest) {
+				newest = r.Written()
 			}
 			return nil
 		})

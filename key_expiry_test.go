@@ -63,7 +63,7 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 	require.Contains(t, exp.Err.Error(), "order-21/charge")
 	require.Contains(t, exp.Err.Error(), perr.Key)
 	rec := exp.Record
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 	require.Equal(t, "order-21/charge", rec.OperationID)
 	require.Equal(t, perr.Key, rec.Key)
 	require.Equal(t, http.MethodPost, rec.Method)
@@ -83,7 +83,7 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 	j2 := reopen(t, j)
 	kept, err := j2.Lookup("order-21/charge")
 	require.NoError(t, err)
-	require.Equal(t, Expired, kept.State)
+	require.Equal(t, StateExpired, kept.State)
 	sameBytes(t, rec.Body, kept.Body)
 	require.True(t, kept.Created.Equal(t0) && kept.LastAttempt.Equal(lastAttempt))
 	tr2, clk2 := transportOn(t, j2, Options{KeyTTL: time.Hour, MaxAttempts: 1}, wire, clk.Now())

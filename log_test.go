@@ -128,11 +128,11 @@ func TestLogsCarryNoSecret(t *testing.T) {
 	for range 20 {
 		clk.Advance(time.Minute)
 		require.NoError(t, tr.Resume(context.Background(), nil))
-		if countState(t, tr.journal, Pending) == 0 {
+		if countState(t, tr.journal, StatePending) == 0 {
 			break
 		}
 	}
-	require.Zero(t, countState(t, tr.journal, Pending))
+	require.Zero(t, countState(t, tr.journal, StatePending))
 	require.NoError(t, srv.Ledger().Check(refs))
 	// And one that expires: pending longer than KeyTTL.
 	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: 503}, testserver.Fault{Kind: testserver.FaultStatus, Status: 503},

@@ -78,7 +78,7 @@ func TestMisdirectedRetriedOnNewConnection(t *testing.T) {
 			}
 
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Settled, rec.State)
+			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, 2, rec.Attempts)
 			require.Equal(t, int64(2), requests.Load(), "net/http does not retry a 421 itself; idem retries it once")
 			require.Equal(t, int64(2), conns.Load(), "the retry came on a connection of its own")
@@ -112,7 +112,7 @@ func TestMisdirectedTwiceIsFinal(t *testing.T) {
 		require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
 		require.Equal(t, http.StatusText(http.StatusMisdirectedRequest), string(drain(t, resp)), "the second 421 is the caller's")
 		rec := onlyRecord(t, tr)
-		require.Equal(t, Settled, rec.State)
+		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, http.StatusMisdirectedRequest, rec.Status)
 		require.Equal(t, 2, rec.Attempts)
 		require.Len(t, clk.Sleeps(), 1)

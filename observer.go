@@ -82,8 +82,8 @@ type RetryEvent struct {
 
 // ResultEvent describes where a call or resume left a journaled operation.
 type ResultEvent struct {
-	State    State // Settled, Pending, Failed or Expired
-	Status   int   // the final status if Settled, else the last status seen or 0
+	State    State // StateSettled, StatePending, StateFailed or StateExpired
+	Status   int   // the final status if StateSettled, else the last status seen or 0
 	Attempts int   // attempts recorded for the operation, across calls and restarts
 	Resumed  bool  // the call was made by Resume
 	// NotSent is set, with State Pending, for a resume that sent nothing
@@ -110,10 +110,10 @@ type pendingGauge struct{ n atomic.Int64 }
 // a new record) to the pending gauge.
 func (t *Transport) stateChanged(from, to State) {
 	switch {
-	case from != Pending && to == Pending:
+	case from != StatePending && to == StatePending:
 		t.pending.n.Add(1)
 		t.cfg.observer.PendingChanged(1)
-	case from == Pending && to != Pending:
+	case from == StatePending && to != StatePending:
 		t.pending.n.Add(-1)
 		t.cfg.observer.PendingChanged(-1)
 	}

@@ -94,7 +94,7 @@ func TestObserverSeesAttemptsRetriesAndSettle(t *testing.T) {
 	require.Len(t, obs.retries, 2)
 	require.Equal(t, RetryEvent{Method: "POST", Journaled: true, N: 1, Status: 503, Class: Retry, Wait: time.Second, RetryAfter: true}, obs.retries[0])
 	require.False(t, obs.retries[1].RetryAfter)
-	require.Equal(t, []ResultEvent{{State: Settled, Status: 201, Attempts: 3}}, obs.results)
+	require.Equal(t, []ResultEvent{{State: StateSettled, Status: 201, Attempts: 3}}, obs.results)
 	require.Zero(t, obs.gauge(), "written ahead (+1), settled (-1)")
 
 	// Unjournaled: attempts, no write-ahead, no result.
@@ -125,7 +125,7 @@ func TestObserverPendingGaugeAcrossGiveUpResumeExpiryAndClose(t *testing.T) {
 	}
 	require.Equal(t, 3, obs.gauge())
 	require.Len(t, obs.results, 3)
-	require.Equal(t, Pending, obs.results[0].State)
+	require.Equal(t, StatePending, obs.results[0].State)
 
 	// A resume that settles one: -1, reported as resumed.
 	mu.Lock()
@@ -136,7 +136,7 @@ func TestObserverPendingGaugeAcrossGiveUpResumeExpiryAndClose(t *testing.T) {
 	require.Zero(t, obs.gauge())
 	last := obs.results[len(obs.results)-1]
 	require.True(t, last.Resumed)
-	require.Equal(t, Settled, last.State)
+	require.Equal(t, StateSettled, last.State)
 
 	// One that expires.
 	mu.Lock()
@@ -151,7 +151,7 @@ func TestObserverPendingGaugeAcrossGiveUpResumeExpiryAndClose(t *testing.T) {
 	require.Len(t, outs, 1)
 	require.ErrorIs(t, outs[0].Err, ErrKeyExpired)
 	require.Zero(t, obs.gauge())
-	require.Equal(t, ResultEvent{State: Expired, Status: 502, Attempts: 1, Resumed: true}, obs.results[len(obs.results)-1])
+	require.Equal(t, ResultEvent{State: StateExpired, Status: 502, Attempts: 1, Resumed: true}, obs.results[len(obs.results)-1])
 }
 
 // A Client opened over a journal that holds pending operations adds them to

@@ -33,7 +33,7 @@ func TestWithOperationIDSequentialCallsReplay(t *testing.T) {
 	require.Equal(t, bodies[0], bodies[1], "the second call gets the stored payment")
 
 	rec := onlyRecordOf(t, j)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, "order-4827/charge", rec.OperationID)
 	require.Len(t, wire.sent(), 2)
 	wire.requireOneKey(t, rec.Key)
@@ -84,7 +84,7 @@ func TestWithOperationIDConcurrentCallsCollapse(t *testing.T) {
 	require.Equal(t, calls-1, replayed, "the others got its stored result")
 
 	rec := onlyRecordOf(t, j)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	wire.requireOneKey(t, rec.Key)
 	require.Equal(t, 1, srv.Ledger().Effects["order-77"])
 }
@@ -116,7 +116,7 @@ func TestWithOperationIDSettledPastKeyTTL(t *testing.T) {
 
 	require.Len(t, wire.sent(), 1, "nothing sent")
 	require.Equal(t, 1, srv.Ledger().Requests)
-	require.Equal(t, Settled, onlyRecordOf(t, j).State)
+	require.Equal(t, StateSettled, onlyRecordOf(t, j).State)
 }
 
 func TestWithOperationIDPendingPastKeyTTL(t *testing.T) {
@@ -137,11 +137,11 @@ func TestWithOperationIDPendingPastKeyTTL(t *testing.T) {
 	require.Nil(t, outs[0].Response)
 	require.ErrorIs(t, outs[0].Err, ErrKeyExpired)
 	require.Equal(t, perr.Key, outs[0].Record.Key)
-	require.Equal(t, Expired, outs[0].Record.State)
+	require.Equal(t, StateExpired, outs[0].Record.State)
 
 	rec, err := j.Lookup("order-10/charge")
 	require.NoError(t, err)
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 	require.Len(t, wire.sent(), 2, "nothing sent once expired")
 	require.Equal(t, 2, srv.Ledger().Requests)
 

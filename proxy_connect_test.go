@@ -38,7 +38,7 @@ func TestDefaultBaseChecksProxyConnect(t *testing.T) {
 	require.ErrorAs(t, err, &perr)
 	require.Equal(t, http.StatusProxyAuthRequired, perr.StatusCode)
 	rec := onlyRecord(t, tr)
-	require.Equal(t, Failed, rec.State)
+	require.Equal(t, StateFailed, rec.State)
 	require.Equal(t, 1, rec.Attempts)
 	require.Empty(t, clk.Sleeps())
 }

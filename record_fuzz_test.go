@@ -41,11 +41,11 @@ func fuzzSeeds() []*Record {
 		Identity: "tenant-acme", ContentType: "application/json; charset=utf-8", ContentEncoding: "gzip",
 		Body:       []byte(`{"amount":4200,"currency":"eur","card":"4111111111111111"}`),
 		BodySHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-		Created:    at, Updated: at, State: Pending, Attempts: 2, LastAttempt: at.Add(time.Second),
+		Created:    at, Updated: at, State: StatePending, Attempts: 2, LastAttempt: at.Add(time.Second),
 		NextAttempt: at.Add(time.Minute), Status: 503, LastError: "idem: 503"}
 	settled := &Record{Key: "caller-key-1", CallerKey: true, Method: http.MethodPatch, URL: "http://127.0.0.1:8080/orders/7",
 		Host: "orders.internal", CredentialTag: "5d0c1f0a3b2e4d6c8a9b7e1f2c3d4e5f", ContentType: "application/merge-patch+json", BodySHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-		Created: at, Updated: at.Add(time.Hour), State: Settled, Attempts: 1, Status: 201}
+		Created: at, Updated: at.Add(time.Hour), State: StateSettled, Attempts: 1, Status: 201}
 	var seeds []*Record
 	for _, kid := range []string{"", "fuzz", "other"} {
 		for _, r := range []*Record{pending, settled} {
@@ -96,9 +96,9 @@ func FuzzDecodeRecord(f *testing.F) {
 // stored fields, times to the nanosecond and offset) and the same body.
 func requireSameRecord(tb testing.TB, a, b *Record) {
 	tb.Helper()
-	ja, err := json.Marshal(a)
+	ja, err := json.Marshal(storedRecord{Record: a})
 	require.NoError(tb, err)
-	jb, err := json.Marshal(b)
+	jb, err := json.Marshal(storedRecord{Record: b})
 	require.NoError(tb, err)
 	require.Equal(tb, string(ja), string(jb))
 	require.Equal(tb, a.Body, b.Body)

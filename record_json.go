@@ -18,7 +18,7 @@ import (
 
 // appendJSON appends r as json.Marshal(r) would, followed by box as the
 // field "sealed" (storedRecord) when box is not nil.
-func (r *Record) appendJSON(b, box []byte) ([]byte, error) {
+func appendJSON(r *Record, b, box []byte) ([]byte, error) {
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, r.Key)
 	if r.OperationID != "" {

@@ -50,7 +50,7 @@ func TestParseStoredReadsWhatAppendJSONWrites(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			box = []byte(pickBytes(rng))
 		}
-		meta, err := r.appendJSON(nil, box)
+		meta, err := appendJSON(r, nil, box)
 		require.NoError(t, err)
 		require.True(t, requireParsedAsJSON(t, meta), "record %d not taken: %s", i, meta)
 	}
@@ -96,7 +96,7 @@ func FuzzParseStored(f *testing.F) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 20 {
-		meta, err := randomRecord(rng).appendJSON(nil, []byte(pickBytes(rng)))
+		meta, err := appendJSON(randomRecord(rng), nil, []byte(pickBytes(rng)))
 		require.NoError(f, err)
 		f.Add(meta)
 	}
@@ -111,9 +111,9 @@ func BenchmarkRecordDecode(b *testing.B) {
 		Method: http.MethodPost, URL: "https://api.example.com/v1/payments?a=1&b=2",
 		Header:     http.Header{"Content-Type": {"application/json"}, "User-Agent": {"idem"}},
 		BodySHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-		Created:    now, Updated: now, LastAttempt: now, NextAttempt: now, State: Pending, Attempts: 1,
+		Created:    now, Updated: now, LastAttempt: now, NextAttempt: now, State: StatePending, Attempts: 1,
 		Status: 503, LastError: "idem: 503 Service Unavailable"}
-	meta, err := r.appendJSON(nil, nil)
+	meta, err := appendJSON(r, nil, nil)
 	require.NoError(b, err)
 	b.Run("encoding/json", func(b *testing.B) {
 		b.ReportAllocs()

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // storedRecord is a record's metadata as written. A sealed record (EncryptionKeyID
@@ -59,12 +60,12 @@ func splitURL(u string) (plain, rest string) {
 // under r.EncryptionKeyID when that is set.
 func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	if r.EncryptionKeyID == "" {
-		return r.appendJSON(make([]byte, 0, 512), nil)
+		return appendJSON(r, make([]byte, 0, 512), nil)
 	}
 	plain, rest := splitURL(r.URL)
 	locPlain, locRest := splitURL(r.Location)
 	secret, err := json.Marshal(sealedPart{Header: r.Header, URLRest: rest, BodySHA256: r.BodySHA256,
-		BodySegment: r.bodySegment, LocationRest: locRest, Identity: r.Identity, CredentialTag: r.CredentialTag,
+		BodySegment: bodySegment(r), LocationRest: locRest, Identity: r.Identity, CredentialTag: r.CredentialTag,
 		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding})
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	c := *r
 	c.URL, c.Header, c.BodySHA256, c.Location = plain, nil, "", locPlain
 	c.Identity, c.CredentialTag, c.ContentType, c.ContentEncoding = "", "", "", ""
-	return c.appendJSON(make([]byte, 0, 512+len(box)*4/3), box)
+	return appendJSON(&c, make([]byte, 0, 512+len(box)*4/3), box)
 }
 
 // encodeBody returns r's body as stored: itself, not copied, or sealed under
@@ -150,7 +151,7 @@ func (k *keyring) openBody(rec *Record, body []byte) error {
 	}
 	var b []byte
 	var err error
-	if rec.bodySegment > 0 {
+	if bodySegment(rec) > 0 {
 		b, err = k.openSegments(rec, body)
 	} else {
 		plain, _ := splitURL(rec.URL) // as encodeBody bound it
@@ -186,7 +187,8 @@ func (k *keyring) openMeta(rec *Record, box []byte) error {
 	}
 	rec.URL += p.URLRest
 	rec.Location += p.LocationRest
-	rec.Header, rec.BodySHA256, rec.bodySegment = p.Header, p.BodySHA256, p.BodySegment
+	rec.Header, rec.BodySHA256 = p.Header, p.BodySHA256
+	setBodySegment(rec, p.BodySegment)
 	rec.Identity, rec.CredentialTag, rec.ContentType, rec.ContentEncoding = p.Identity, p.CredentialTag, p.ContentType, p.ContentEncoding
 	return nil
 }
@@ -213,13 +215,13 @@ func (k *keyring) sealSegment(dst []byte, rec *Record, i int, part []byte, last 
 	return k.sealTo(dst, rec.EncryptionKeyID, part, segmentData(rec, i, last))
 }
 
-// openSegments opens a body sealed in parts of rec.bodySegment bytes.
+// openSegments opens a body sealed in parts of bodySegment(rec) bytes.
 func (k *keyring) openSegments(rec *Record, stored []byte) ([]byte, error) {
 	a, err := k.aead(rec.EncryptionKeyID)
 	if err != nil {
 		return nil, err
 	}
-	box := rec.bodySegment + 1 + a.Overhead() // a full part as seal writes it
+	box := bodySegment(rec) + 1 + a.Overhead() // a full part as seal writes it
 	n := (len(stored) + box - 1) / box
 	body := make([]byte, 0, max(len(stored)-n*(1+a.Overhead()), 0))
 	for i := 0; len(stored) > 0; i++ {
@@ -230,4 +232,64 @@ func (k *keyring) openSegments(rec *Record, stored []byte) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// diskRecord is storedRecord as encoding/json reads and writes it, under the
+// field names appendJSON writes: what unmarshalStored falls back to for
+// metadata parseStored does not take (record_parse.go).
+type diskRecord struct {
+	Key             string      `json:"key"`
+	OperationID     string      `json:"op,omitempty"`
+	Method          string      `json:"method"`
+	URL             string      `json:"url"`
+	Host            string      `json:"host,omitempty"`
+	Header          http.Header `json:"header,omitempty"`
+	Dropped         []string    `json:"dropped,omitempty"`
+	DroppedQuery    []string    `json:"dropped_query,omitempty"`
+	CallerKey       bool        `json:"caller_key,omitempty"`
+	Identity        string      `json:"identity,omitempty"`
+	CredentialTag   string      `json:"cred,omitempty"`
+	ContentType     string      `json:"content_type,omitempty"`
+	ContentEncoding string      `json:"content_encoding,omitempty"`
+	BodySHA256      string      `json:"sha256"`
+	Created         time.Time   `json:"created"`
+	State           State       `json:"state"`
+	Attempts        int         `json:"attempts"`
+	LastAttempt     time.Time   `json:"last_attempt,omitzero"`
+	NextAttempt     time.Time   `json:"next_attempt,omitzero"`
+	Status          int         `json:"status,omitempty"`
+	LastError       string      `json:"last_error,omitempty"`
+	Updated         time.Time   `json:"updated"`
+	EncryptionKeyID string      `json:"kid,omitempty"`
+	Location        string      `json:"location,omitempty"`
+	Box             []byte      `json:"sealed,omitempty"`
+}
+
+// MarshalJSON writes s through encoding/json, as diskRecord.
+func (s storedRecord) MarshalJSON() ([]byte, error) {
+	r := s.Record
+	return json.Marshal(diskRecord{Key: r.Key, OperationID: r.OperationID, Method: r.Method, URL: r.URL,
+		Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
+		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
+		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
+		Created: r.Created, State: r.State, Attempts: r.Attempts, LastAttempt: r.LastAttempt,
+		NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError, Updated: r.Updated,
+		EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Box: s.Box})
+}
+
+// UnmarshalJSON reads s through encoding/json, as diskRecord.
+func (s *storedRecord) UnmarshalJSON(b []byte) error {
+	var d diskRecord
+	if err := json.Unmarshal(b, &d); err != nil {
+		return err
+	}
+	s.Record = &Record{Key: d.Key, OperationID: d.OperationID, Method: d.Method, URL: d.URL,
+		Host: d.Host, Header: d.Header, Dropped: d.Dropped, DroppedQuery: d.DroppedQuery,
+		CallerKey: d.CallerKey, Identity: d.Identity, CredentialTag: d.CredentialTag,
+		ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, BodySHA256: d.BodySHA256,
+		Created: d.Created, State: d.State, Attempts: d.Attempts, LastAttempt: d.LastAttempt,
+		NextAttempt: d.NextAttempt, Status: d.Status, LastError: d.LastError, Updated: d.Updated,
+		EncryptionKeyID: d.EncryptionKeyID, Location: d.Location}
+	s.Box = d.Box
+	return nil
 }

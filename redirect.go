@@ -23,7 +23,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // maxRedirects is how many redirects Resume follows for one operation in one
@@ -108,7 +109,7 @@ func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) 
 		return false
 	}
 	loc, droppedQuery := storedURL(u, t.cfg.sensitiveQuery)
-	m := &hopMark{t: t, id: o.rec.ID, lock: lockName(o.rec), key: o.rec.Key, location: loc,
+	m := &hopMark{t: t, id: seqOf(o.rec), lock: lockName(o.rec), key: o.rec.Key, location: loc,
 		follows: resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect}
 	sent := resp.Request
 	if sent == nil {
@@ -118,7 +119,7 @@ func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) 
 	if !m.follows {
 		return false
 	}
-	if o.rec.State == Pending {
+	if o.rec.State == StatePending {
 		// (A settled operation sent again is answered by the server's
 		// replay; its record stays as it is.)
 		t.move(ctx, o, u, loc, droppedQuery, resp.StatusCode)
@@ -135,8 +136,10 @@ func (t *Transport) move(ctx context.Context, o *op, u *url.URL, loc string, dro
 		rec.Dropped = slices.DeleteFunc(slices.Clone(rec.Dropped), crossDomainDropped)
 	}
 	rec.Location, rec.DroppedQuery = loc, droppedQuery
-	rec.Status, rec.NextAttempt, rec.LastError = status, time.Time{}, ""
-	err := t.journal.save(rec)
+	_, err := journal.Apply(rec, journal.EventRetry, journal.Change{Status: status})
+	if err == nil {
+		err = t.journal.save(rec)
+	}
 	if err == nil {
 		err = t.journal.flush()
 	}
@@ -227,25 +230,27 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 			ErrRedirectChanged, rec.OperationID, rec.Key, rec.Method, m.location, method(req), u))
 	}
 	// The fingerprint is the record's own: only the state can refuse it.
-	if err := t.reuse(rec, rec.fingerprint(), rec.Key, false); err != nil {
+	if err := t.reuse(rec, rec.Fingerprint(), rec.Key, false); err != nil {
 		return nil, err
 	}
 	// The hop goes where the journal says the operation is, as a call that
 	// names it does: its Location, unless a later redirect moved it on, or
 	// this one's move was not recorded. A settled operation is replayed only
 	// where it settled; there, it is not this Location.
-	if rec.State == Settled && rec.target() != m.location {
+	if rec.State == StateSettled && rec.Target() != m.location {
 		return nil, &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
 	}
 	if req, err = t.toTarget(req, rec); err != nil {
 		return nil, unsent(rec, err)
 	}
-	if rec.State == Failed {
-		rec.Body = b.buf
+	if rec.State == StateFailed {
+		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: b.buf}); err != nil {
+			return nil, err
+		}
 		if err := t.journal.repend(rec); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
-		t.stateChanged(Failed, Pending)
+		t.stateChanged(StateFailed, StatePending)
 	}
 	t.crash(crashHop)
 	// Sent where the server pointed, it may act there: never "failed" from
@@ -256,35 +261,11 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 // unsent returns err for a call that sent nothing of rec: inside a
 // *PendingError while rec is pending.
 func unsent(rec *Record, err error) error {
-	if rec.State != Pending {
+	if rec.State != StatePending {
 		return err
 	}
 	return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
 		LastStatus: rec.Status, Err: err, NextAttempt: rec.NextAttempt}
-}
-
-// target is the URL an operation is sent to: the Location of the last 307
-// or 308, or its URL.
-func (r *Record) target() string {
-	if r.Location != "" {
-		return r.Location
-	}
-	return r.URL
-}
-
-// targetHost is the Host override an operation is sent with. net/http's
-// Client keeps one through a redirect to a relative Location only; the
-// record keeps it while the Location names the same host.
-func (r *Record) targetHost() string {
-	if r.Host == "" || r.Location == "" {
-		return r.Host
-	}
-	u, err1 := url.Parse(r.URL)
-	l, err2 := url.Parse(r.Location)
-	if err1 != nil || err2 != nil || u.Host != l.Host {
-		return ""
-	}
-	return r.Host
 }
 
 // toTarget returns the request a call sends for an operation already in the
@@ -300,7 +281,7 @@ func (r *Record) targetHost() string {
 // one req cannot fill so fails with ErrSensitiveQueryMissing, nothing sent,
 // and a parameter the target does not name is never added.
 func (t *Transport) toTarget(req *http.Request, rec *Record) (*http.Request, error) {
-	target := rec.target()
+	target := rec.Target()
 	if u, _ := storedURL(req.URL, t.cfg.sensitiveQuery); u == target {
 		return req, nil
 	}
@@ -364,8 +345,11 @@ func (t *Transport) followResumed(ctx context.Context, req *http.Request, rec *R
 		return nil
 	}
 	next := t.clock.Now().Add(t.cfg.MaxInterval)
-	rec.NextAttempt = next
-	if err := t.journal.save(rec); err != nil {
+	_, err := journal.Apply(rec, journal.EventRetry, journal.Change{Status: rec.Status, Next: next, Error: rec.LastError})
+	if err == nil {
+		err = t.journal.save(rec)
+	}
+	if err != nil {
 		o := &op{req: req, rec: rec, key: rec.Key}
 		t.log(ctx, slog.LevelWarn, "idem: pending state not recorded", o, "err", t.safeErr(o, err))
 	}

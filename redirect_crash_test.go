@@ -134,7 +134,7 @@ func TestRedirectCrash(t *testing.T) {
 			recs, err := j.Records()
 			require.NoError(t, err)
 			require.Len(t, recs, 1, "only the first payment was written ahead")
-			require.Equal(t, Pending, recs[0].State)
+			require.Equal(t, StatePending, recs[0].State)
 			if point == crashResponse {
 				require.Empty(t, recs[0].Location)
 			} else {
@@ -167,7 +167,7 @@ func TestRedirectCrash(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, recs, redirectCrashOps)
 			for _, r := range recs {
-				require.Equal(t, Settled, r.State, "%s", r.OperationID)
+				require.Equal(t, StateSettled, r.State, "%s", r.OperationID)
 				require.Equal(t, http.StatusCreated, r.Status, "%s", r.OperationID)
 			}
 		})

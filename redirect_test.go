@@ -166,7 +166,7 @@ func TestRedirectChainIsOneOperation(t *testing.T) {
 
 					require.Equal(t, 1, f.pay.Ledger().Effects[ref])
 					rec := onlyRecord(t, tr)
-					require.Equal(t, Settled, rec.State)
+					require.Equal(t, StateSettled, rec.State)
 					require.Equal(t, map[int]int{307: 201, 308: 201, 303: 303}[status], rec.Status)
 					for _, h := range f.seen() {
 						if h.Method == http.MethodPost {
@@ -215,7 +215,7 @@ func TestRedirectStatusTable(t *testing.T) {
 			require.Len(t, hits, 2)
 			require.Equal(t, tc.hop, hits[1].Method)
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Settled, rec.State)
+			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, tc.settled, rec.Status)
 			require.Equal(t, f.URL+fmt.Sprintf("/%d/payments", tc.status), rec.URL, "URL stays the operation's identity")
 			if tc.location {
@@ -282,7 +282,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			drain(t, resp)
 			require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Pending, rec.State)
+			require.Equal(t, StatePending, rec.State)
 			require.Equal(t, f.URL+"/payments", rec.Location)
 			require.Equal(t, 0, f.pay.Ledger().Effects["r"])
 
@@ -296,7 +296,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			require.Equal(t, []string{rec.Key}, hits[1].Keys)
 			require.Equal(t, hits[0].Body, hits[1].Body)
 			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
-			require.Equal(t, Settled, onlyRecord(t, tr).State)
+			require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 		})
 	}
 }
@@ -325,7 +325,7 @@ func TestResumeFollowsRedirect(t *testing.T) {
 			require.NoError(t, outs[0].Err)
 			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Settled, rec.State)
+			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, f.URL+"/payments", rec.Location)
 			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
 			for _, h := range f.seen() {
@@ -349,7 +349,7 @@ func TestRedirectLimit(t *testing.T) {
 	require.NotErrorIs(t, err, ErrKeyReuse)
 	require.Len(t, f.seen(), 10)
 	rec := onlyRecord(t, tr)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 	require.Equal(t, f.URL+"/loop/10", rec.Location)
 	for _, h := range f.seen() {
 		require.Equal(t, []string{rec.Key}, h.Keys)
@@ -363,7 +363,7 @@ func TestRedirectLimit(t *testing.T) {
 	require.Equal(t, clk.Now().Add(DefaultMaxInterval), perr.NextAttempt)
 	require.Len(t, f.seen(), 20)
 	rec = onlyRecord(t, tr)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 	require.Equal(t, f.URL+"/loop/20", rec.Location)
 }
 
@@ -395,7 +395,7 @@ func TestRedirectHopRewritten(t *testing.T) {
 			require.NoError(t, tr.Resume(context.Background(), nil))
 			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
 			require.Equal(t, 0, f.pay.Ledger().Effects["other"])
-			require.Equal(t, Settled, onlyRecord(t, tr).State)
+			require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 		})
 	}
 }
@@ -441,7 +441,7 @@ func TestRedirectToAnotherHost(t *testing.T) {
 		require.NoError(t, err)
 		drain(t, resp)
 		rec := onlyRecord(t, tr)
-		require.Equal(t, Pending, rec.State)
+		require.Equal(t, StatePending, rec.State)
 		require.Empty(t, rec.Dropped)
 		require.True(t, strings.HasPrefix(rec.Location, "http://localhost:"), rec.Location)
 
@@ -528,7 +528,7 @@ func TestRedirectJournaledGet(t *testing.T) {
 			drain(t, resp)
 			require.Equal(t, http.StatusBadRequest, resp.StatusCode) // the list wants a reference
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Settled, rec.State)
+			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, tc.settled, rec.Status)
 			require.Equal(t, tc.location, rec.Location != "")
 			hits := f.seen()
@@ -658,7 +658,7 @@ func TestRedirectRecallGoesToLocation(t *testing.T) {
 			_, err := c.Do(payment(t, f.front.URL+"/payments", "r", keying))
 			pendingErr(t, err)
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Pending, rec.State)
+			require.Equal(t, StatePending, rec.State)
 			require.True(t, strings.HasSuffix(rec.Location, "/payments"), rec.Location)
 
 			f.maintenance.Store(false)
@@ -673,7 +673,7 @@ func TestRedirectRecallGoesToLocation(t *testing.T) {
 			hits, _ := f.hits()
 			require.Len(t, hits, 2)
 			require.Equal(t, hits[0].Keys, hits[1].Keys)
-			require.Equal(t, Settled, onlyRecord(t, tr).State)
+			require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 		})
 	}
 }
@@ -694,7 +694,7 @@ func TestRedirectRecallSettledGoesToLocation(t *testing.T) {
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	require.Equal(t, Settled, onlyRecord(t, tr).State)
+	require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 
 	f.maintenance.Store(false)
 	resp, err = c.Do(payment(t, f.front.URL+"/payments", "r", "op"))
@@ -788,7 +788,7 @@ func TestRedirectRecallSensitiveQuery(t *testing.T) {
 			if c.query == "-" {
 				require.ErrorIs(t, pendingErr(t, err), ErrSensitiveQueryMissing)
 				require.Len(t, hits, 1)
-				require.Equal(t, Pending, onlyRecord(t, tr).State)
+				require.Equal(t, StatePending, onlyRecord(t, tr).State)
 				return
 			}
 			require.NoError(t, err)

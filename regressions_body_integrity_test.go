@@ -60,7 +60,7 @@ func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 			require.Len(t, f.srv.requests(), sent, "nothing sent")
 			recs, err := j.Records()
 			require.NoError(t, err)
-			require.Equal(t, Pending, recs[0].State, "it stays pending")
+			require.Equal(t, StatePending, recs[0].State, "it stays pending")
 		})
 	}
 }

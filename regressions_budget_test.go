@@ -43,7 +43,7 @@ func TestReviewResumeExpiryNotHeldByBudget(t *testing.T) {
 	require.ErrorIs(t, outs[0].Err, ErrKeyExpired, "got %v", outs[0].Err)
 	rec, err := tr.journal.Lookup("old")
 	require.NoError(t, err)
-	require.Equal(t, Expired, rec.State)
+	require.Equal(t, StateExpired, rec.State)
 }
 
 // A probe (an empty bucket's one retry per quiet second) takes no token, but
@@ -103,5 +103,5 @@ func TestReviewRecallOfPendingIsARetry(t *testing.T) {
 	require.Equal(t, 3, srv.count(), "nothing sent")
 	rec, err := tr.journal.Lookup("again")
 	require.NoError(t, err)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 }

@@ -77,7 +77,7 @@ func TestPermanentClassOnResponseSettles(t *testing.T) {
 			require.Equal(t, 1, srv.count())
 			if method == http.MethodPost {
 				rec := onlyRecord(t, tr)
-				require.Equal(t, Settled, rec.State)
+				require.Equal(t, StateSettled, rec.State)
 				require.Equal(t, http.StatusBadRequest, rec.Status)
 			}
 		})
@@ -226,7 +226,7 @@ func TestBrokenBaseNoPanic(t *testing.T) {
 			require.Empty(t, drain(t, resp))
 		})
 		require.EqualValues(t, 2, n.Load())
-		require.Equal(t, Settled, onlyRecordOf(t, j).State)
+		require.Equal(t, StateSettled, onlyRecordOf(t, j).State)
 	})
 }
 

@@ -87,7 +87,7 @@ func TestResumeSkipsInFlightAnonymousCall(t *testing.T) {
 
 	done := roundTripAsync(tr, newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-r1", 100)))
 	require.Eventually(t, func() bool { return srv.count() == 1 }, time.Second, time.Millisecond)
-	require.Equal(t, Pending, onlyRecord(t, tr).State)
+	require.Equal(t, StatePending, onlyRecord(t, tr).State)
 
 	require.Empty(t, resumeAll(t, tr), "Resume must skip a call in flight in this process")
 	require.Equal(t, 1, srv.count())
@@ -97,7 +97,7 @@ func TestResumeSkipsInFlightAnonymousCall(t *testing.T) {
 	require.NoError(t, res.err)
 	drain(t, res.resp)
 	require.Equal(t, http.StatusCreated, res.resp.StatusCode)
-	require.Equal(t, Settled, onlyRecord(t, tr).State)
+	require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 	require.Equal(t, 1, srv.count(), "one operation, one request")
 }
 
@@ -141,7 +141,7 @@ func TestResumeSkipsCallerKeyCallOnOperationRecord(t *testing.T) {
 	drain(t, res.resp)
 	require.Equal(t, http.StatusCreated, res.resp.StatusCode)
 	rec := onlyRecord(t, tr)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, "op-r2", rec.OperationID)
 	require.Equal(t, key, sameKey(t, srv.requests()))
 	require.Equal(t, 2, srv.count())
@@ -178,7 +178,7 @@ func TestMaybeSentOperationNeverFailed(t *testing.T) {
 	require.Equal(t, 2, perr.Attempts)
 	rec, err := j.Lookup("op-r3")
 	require.NoError(t, err)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 
 	require.Empty(t, resumeAll(t, tr), "not before its next attempt")
 	pastNextAttempt(clk, perr.NextAttempt)
@@ -190,7 +190,7 @@ func TestMaybeSentOperationNeverFailed(t *testing.T) {
 
 	rec, err = j.Lookup("op-r3")
 	require.NoError(t, err)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	require.Len(t, wire.sent(), 3)
 	wire.requireOneKey(t, rec.Key)
 	require.Equal(t, map[string]int{"order-r3": 1}, srv.Ledger().Effects)
@@ -215,7 +215,7 @@ func TestFreshOperationCertErrorFailsThenRecallCanPend(t *testing.T) {
 	require.False(t, errors.As(err, new(*PendingError)), "a failure before sending is not pending")
 	rec, err := j.Lookup("op-r6")
 	require.NoError(t, err)
-	require.Equal(t, Failed, rec.State)
+	require.Equal(t, StateFailed, rec.State)
 	require.NotEmpty(t, rec.LastError)
 	require.Zero(t, srv.Ledger().Requests)
 
@@ -226,7 +226,7 @@ func TestFreshOperationCertErrorFailsThenRecallCanPend(t *testing.T) {
 	perr := pendingErr(t, err)
 	rec, err = j.Lookup("op-r6")
 	require.NoError(t, err)
-	require.Equal(t, Pending, rec.State, "re-sent with an unknown outcome: Resume must take it")
+	require.Equal(t, StatePending, rec.State, "re-sent with an unknown outcome: Resume must take it")
 
 	pastNextAttempt(clk, perr.NextAttempt)
 	outs := resumeAll(t, tr)
@@ -251,7 +251,7 @@ func TestSettledOperationNeverDowngraded(t *testing.T) {
 		t.Helper()
 		rec, err := j.Lookup("op-r4")
 		require.NoError(t, err)
-		require.Equal(t, Settled, rec.State)
+		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, status, rec.Status)
 	}
 
@@ -302,7 +302,7 @@ func TestResumeRefusesWithoutDroppedCredentials(t *testing.T) {
 	require.ErrorIs(t, outs[0].Err, ErrSensitiveHeaderMissing)
 	require.Nil(t, outs[0].Response)
 	require.Equal(t, 1, srv.count(), "Resume sent nothing without the credentials")
-	require.Equal(t, Pending, onlyRecord(t, tr).State)
+	require.Equal(t, StatePending, onlyRecord(t, tr).State)
 
 	tr2, err := NewTransport(tr.journal, &Options{Base: srv.base(), PrepareResume: func(r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer tok-r13")
@@ -314,7 +314,7 @@ func TestResumeRefusesWithoutDroppedCredentials(t *testing.T) {
 	require.Len(t, outs, 1)
 	require.NoError(t, outs[0].Err)
 	require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
-	require.Equal(t, Settled, onlyRecord(t, tr2).State)
+	require.Equal(t, StateSettled, onlyRecord(t, tr2).State)
 	seen := srv.requests()
 	require.Len(t, seen, 2)
 	require.Equal(t, "Bearer tok-r13", seen[1].Header.Get("Authorization"))
@@ -375,7 +375,7 @@ func TestRetentionBelowKeyTTLKeepsSettledOperation(t *testing.T) {
 	rec, err := c.Journal().Lookup("op-r16")
 	require.NoError(t, err)
 	require.NotNil(t, rec, "pruned within KeyTTL")
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 
 	req, _ = paymentRequest(t, ctx, srv.URL, "order-r16", 1600)
 	resp, err = c.HTTPClient().Do(req)

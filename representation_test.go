@@ -83,7 +83,7 @@ func TestRepresentationIsFingerprinted(t *testing.T) {
 			tr, _ = transportOn(t, j, opts, rt, clk.Now())
 			rec, err = j.Lookup("order-r1")
 			require.NoError(t, err)
-			require.Equal(t, Settled, rec.State)
+			require.Equal(t, StateSettled, rec.State)
 			require.Nil(t, rec.Header)
 			require.Equal(t, "application/json", rec.ContentType)
 			refused("text/plain", "")
@@ -141,7 +141,7 @@ func unbind(tb testing.TB, path string, ops ...string) {
 			require.NoError(tb, err)
 			require.True(tb, rec.Identity != "" || rec.CredentialTag != "")
 			rec.Identity, rec.CredentialTag, rec.ContentType, rec.ContentEncoding = "", "", "", ""
-			meta, err := rec.appendJSON(nil, nil)
+			meta, err := appendJSON(rec, nil, nil)
 			require.NoError(tb, err)
 			require.NoError(tb, b.Put(id, meta))
 		}

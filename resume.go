@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // Outcome is the result of resuming one operation. Exactly one of Response and
@@ -76,7 +78,7 @@ func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 // recordHost is the host (host:port) of a journaled operation's URL, which
 // names its retry budget.
 func recordHost(rec *Record) string {
-	u, err := url.Parse(rec.target())
+	u, err := url.Parse(rec.Target())
 	if err != nil {
 		return ""
 	}
@@ -122,7 +124,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		// A sealed record that cannot be opened ends past KeyTTL too.
 		return nil, t.expireUnopened(ctx, rec, err)
 	}
-	if cur == nil || cur.State != Pending {
+	if cur == nil || cur.State != StatePending {
 		return nil, errNotPending
 	}
 	*rec = *cur
@@ -130,19 +132,21 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		return nil, errNotDue
 	}
 	if t.keyExpired(rec) {
-		rec.State, rec.Updated = Expired, t.clock.Now()
+		if _, err := journal.Apply(rec, journal.EventExpire, journal.Change{Now: t.clock.Now()}); err != nil {
+			return nil, err
+		}
 		if err := t.journal.save(rec); err != nil {
 			return nil, err
 		}
-		t.stateChanged(Pending, Expired)
-		t.cfg.observer.Result(ctx, ResultEvent{State: Expired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
+		t.stateChanged(StatePending, StateExpired)
+		t.cfg.observer.Result(ctx, ResultEvent{State: StateExpired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
 		return nil, fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s",
 			ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC())
 	}
 	// A 307 or 308 moves the operation (redirect.go): it is sent again
 	// there, as an http.Client would follow it, rebuilt for its new target.
 	for hops := 0; ; hops++ {
-		req, err = http.NewRequestWithContext(resumeContext(ctx, rec), rec.Method, rec.target(), bytes.NewReader(rec.Body))
+		req, err = http.NewRequestWithContext(resumeContext(ctx, rec), rec.Method, rec.Target(), bytes.NewReader(rec.Body))
 		if err != nil {
 			return nil, fmt.Errorf("%w: journaled URL: %w", ErrInvalidRequest, err)
 		}
@@ -150,9 +154,9 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		if req.Header == nil {
 			req.Header = make(http.Header)
 		}
-		req.Host = rec.targetHost()
+		req.Host = rec.TargetHost()
 		if err := t.prepareResume(req, rec); err != nil {
-			t.cfg.observer.Result(ctx, ResultEvent{State: Pending, Status: rec.Status, Attempts: rec.Attempts,
+			t.cfg.observer.Result(ctx, ResultEvent{State: StatePending, Status: rec.Status, Attempts: rec.Attempts,
 				Resumed: true, NotSent: true})
 			return nil, err
 		}

@@ -54,7 +54,7 @@ func TestResumeBoundedByDeadline(t *testing.T) {
 	// Waited for real, the four schedules would take tens of seconds; 5 s
 	// leaves a busy machine room.
 	require.Less(t, time.Since(began), 5*time.Second, "no real waiting")
-	require.Equal(t, 4, countState(t, tr.journal, Pending))
+	require.Equal(t, 4, countState(t, tr.journal, StatePending))
 }
 
 // A Resume whose context is canceled while it waits to retry returns
@@ -76,7 +76,7 @@ func TestResumeCanceledReturnsPromptly(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, after, 3)
 	for i, r := range after {
-		require.Equal(t, Pending, r.State, r.OperationID)
+		require.Equal(t, StatePending, r.State, r.OperationID)
 		if r.OperationID != outs[0].Record.OperationID {
 			require.Equal(t, before[i].Attempts, r.Attempts, "%s untouched", r.OperationID)
 		}

@@ -68,7 +68,7 @@ type added struct {
 func (p *fairPool) add(host string, rec *Record) added {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.known[rec.ID] || p.closed {
+	if p.known[seqOf(rec)] || p.closed {
 		return added{ok: true}
 	}
 	q := p.queues[host]
@@ -90,7 +90,7 @@ func (p *fairPool) add(host string, rec *Record) added {
 	}
 	p.queues[host] = append(q, rec)
 	p.queued++
-	p.known[rec.ID] = true
+	p.known[seqOf(rec)] = true
 	return res
 }
 
@@ -114,7 +114,7 @@ func (p *fairPool) evictLast(host string) *Record {
 	q[len(q)-1] = nil
 	p.queues[host] = q[:len(q)-1]
 	p.queued--
-	delete(p.known, rec.ID)
+	delete(p.known, seqOf(rec))
 	p.full[host] = true // signal once it has room: the scanner reads rec again
 	return rec
 }
@@ -147,7 +147,7 @@ func (p *fairPool) done(host string, rec *Record) (string, *Record) {
 	if p.running[host]--; p.running[host] == 0 {
 		delete(p.running, host)
 	}
-	delete(p.known, rec.ID)
+	delete(p.known, seqOf(rec))
 	if !p.closed {
 		if h, r := p.next(); r != nil {
 			return h, r
@@ -239,7 +239,7 @@ func (p *fairPool) drop(host string) {
 
 func (p *fairPool) dropLocked(host string) {
 	for _, rec := range p.queues[host] {
-		delete(p.known, rec.ID)
+		delete(p.known, seqOf(rec))
 	}
 	p.queued -= len(p.queues[host])
 	if _, ok := p.queues[host]; ok {

@@ -72,7 +72,7 @@ func writePending(tb testing.TB, j *Journal, url, ref string, at time.Time) {
 	body := []byte(paymentBody(ref, 100))
 	require.NoError(tb, j.insert(&Record{Key: "key-" + ref, OperationID: ref + "/charge", Method: http.MethodPost,
 		URL: url + "/payments", Header: http.Header{"Content-Type": {"application/json"}}, Body: body,
-		BodySHA256: bodySum(body), Created: at, Updated: at, State: Pending}, true))
+		BodySHA256: bodySum(body), Created: at, Updated: at, State: StatePending}, true))
 }
 
 // After a restart, ten operations for a dead host are listed before one for
@@ -126,7 +126,7 @@ func TestResumeDeadHostDoesNotHoldEverySlot(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-done)
-	require.Equal(t, 10, countState(t, j, Pending), "the dead host's operations stay pending")
+	require.Equal(t, 10, countState(t, j, StatePending), "the dead host's operations stay pending")
 }
 
 // A background resumer is sending eight operations to a dead host when an
@@ -204,16 +204,16 @@ func TestFairPoolSharesSlots(t *testing.T) {
 		return started[h]
 	}
 	for i := range 3 {
-		require.True(t, p.add("a", &Record{ID: uint64(1 + i)}).ok)
+		require.True(t, p.add("a", seqRec(uint64(1+i))).ok)
 	}
-	require.False(t, p.add("a", &Record{ID: 4}).ok, "a's queue is full")
-	require.True(t, p.add("a", &Record{ID: 1}).ok, "already queued: not queued twice")
+	require.False(t, p.add("a", seqRec(4)).ok, "a's queue is full")
+	require.True(t, p.add("a", seqRec(1)).ok, "already queued: not queued twice")
 	p.pump()
 	eventually(t, 2*time.Second, func() bool { return count("a") == 3 }, "a alone uses the slots it needs")
 	require.False(t, p.yield("a"), "a slot is free")
 
-	require.True(t, p.add("b", &Record{ID: 10}).ok)
-	require.True(t, p.add("b", &Record{ID: 11}).ok)
+	require.True(t, p.add("b", seqRec(10)).ok)
+	require.True(t, p.add("b", seqRec(11)).ok)
 	p.pump()
 	eventually(t, 2*time.Second, func() bool { return count("b") == 1 }, "b gets the free slot")
 	require.True(t, p.yield("a"), "a holds 3 of 4 slots while b waits with 1")
@@ -241,7 +241,7 @@ func TestFairPoolManyHostsLinear(t *testing.T) {
 		sent.Add(1)
 	})
 	for i := range hosts {
-		require.True(t, p.add(fmt.Sprintf("h%d.example:443", i), &Record{ID: uint64(i + 1)}).ok)
+		require.True(t, p.add(fmt.Sprintf("h%d.example:443", i), seqRec(uint64(i+1))).ok)
 		if (i+1)%pendingPage == 0 {
 			p.pump()
 		}
@@ -272,7 +272,7 @@ func TestFairPoolQueuesBoundedAcrossHosts(t *testing.T) {
 	p := newFairPool(DefaultResumeConcurrency, pendingPage, func(string, *Record) { <-gate })
 	refused := 0
 	for i := range hosts {
-		if res := p.add(fmt.Sprintf("h%d.example:443", i), &Record{ID: uint64(i + 1)}); res.poolFull {
+		if res := p.add(fmt.Sprintf("h%d.example:443", i), seqRec(uint64(i+1))); res.poolFull {
 			refused++
 		}
 		if (i+1)%pendingPage == 0 {
@@ -297,19 +297,19 @@ func TestFairPoolFullEvictsLongestQueue(t *testing.T) {
 	gate := make(chan struct{})
 	p := newFairPool(1, 4, func(string, *Record) { <-gate }) // holds 8 queued
 	for i := range 4 {
-		require.True(t, p.add("dead-a", &Record{ID: uint64(1 + i)}).ok)
-		require.True(t, p.add("dead-b", &Record{ID: uint64(11 + i)}).ok)
+		require.True(t, p.add("dead-a", seqRec(uint64(1+i))).ok)
+		require.True(t, p.add("dead-b", seqRec(uint64(11+i))).ok)
 	}
-	res := p.add("healthy", &Record{ID: 21})
+	res := p.add("healthy", seqRec(21))
 	require.True(t, res.ok, "the pool is full, yet the healthy host gets in")
 	require.Equal(t, "dead-a", res.evictedHost)
-	require.Equal(t, uint64(4), res.evicted.ID, "the longest queue's last record")
-	res = p.add("other", &Record{ID: 22})
+	require.Equal(t, uint64(4), seqOf(res.evicted), "the longest queue's last record")
+	res = p.add("other", seqRec(22))
 	require.True(t, res.ok)
 	require.Equal(t, "dead-b", res.evictedHost)
-	require.Equal(t, uint64(14), res.evicted.ID)
-	require.True(t, p.add("dead-a", &Record{ID: 4}).poolFull, "dead-a's queue is the longest: refused")
-	require.True(t, p.add("third", &Record{ID: 23}).ok, "dead-a's 3 are two more than none")
+	require.Equal(t, uint64(14), seqOf(res.evicted))
+	require.True(t, p.add("dead-a", seqRec(4)).poolFull, "dead-a's queue is the longest: refused")
+	require.True(t, p.add("third", seqRec(23)).ok, "dead-a's 3 are two more than none")
 	require.Equal(t, 8, p.queued, "still full, never fuller")
 
 	// It is drained down to half: the scanner is told to read on.
@@ -342,7 +342,7 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 			for i := w; i < hosts; i += 32 {
 				errs <- tr.journal.insert(&Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost,
 					URL: fmt.Sprintf("https://h%d.example/payments", i), Body: []byte("{}"),
-					Created: clk.Now(), Updated: clk.Now(), State: Pending}, true)
+					Created: clk.Now(), Updated: clk.Now(), State: StatePending}, true)
 			}
 		})
 	}
@@ -359,7 +359,7 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 	run.pool = newFairPool(4, pendingPage, func(_ string, rec *Record) {
 		<-gate
 		mu.Lock()
-		sent[rec.ID]++
+		sent[seqOf(rec)]++
 		mu.Unlock()
 	})
 	done := make(chan error, 1)
@@ -379,4 +379,11 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 	for id, n := range sent {
 		require.Equal(t, 1, n, "record %d sent %d times", id, n)
 	}
+}
+
+// seqRec is a record with only its journal sequence number set.
+func seqRec(seq uint64) *Record {
+	rec := new(Record)
+	setSeq(rec, seq)
+	return rec
 }

@@ -118,7 +118,7 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 			break
 		}
 		host := recordHost(rec)
-		if only != nil && !only.takes(host, rec.ID) {
+		if only != nil && !only.takes(host, seqOf(rec)) {
 			continue
 		}
 		if _, ok := left.hosts[host]; ok {
@@ -135,16 +135,16 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 		}
 		res := r.pool.add(host, rec)
 		if res.evicted != nil {
-			left.hold(res.evictedHost, res.evicted.ID)
+			left.hold(res.evictedHost, seqOf(res.evicted))
 		}
 		if res.poolFull {
 			// The records past this one are read again, every host's, once
 			// the pool has room; a host read again whose first record is
 			// further on keeps its place.
-			left.rest = rec.ID
+			left.rest = seqOf(rec)
 			if only != nil {
 				for h, from := range only.hosts {
-					if from > rec.ID {
+					if from > seqOf(rec) {
 						left.hold(h, from)
 					}
 				}
@@ -152,7 +152,7 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 			break
 		}
 		if !res.ok {
-			left.hold(host, rec.ID)
+			left.hold(host, seqOf(rec))
 			if only != nil && only.rest == 0 {
 				if _, ok := only.hosts[host]; ok {
 					if refused++; refused == len(only.hosts) {

@@ -49,7 +49,7 @@ func TestPendingAfterSeesDeferredChanges(t *testing.T) {
 	insertWithBody(t, j, "c", "body-c")
 
 	release := holdCommits(j)
-	a.State, a.Status = Settled, http.StatusCreated
+	a.State, a.Status = StateSettled, http.StatusCreated
 	require.NoError(t, j.save(a))
 	b.Attempts, b.NextAttempt = 2, time.Now().Add(time.Hour).Round(0)
 	require.NoError(t, j.save(b))
@@ -61,7 +61,7 @@ func TestPendingAfterSeesDeferredChanges(t *testing.T) {
 	require.Equal(t, 2, page[0].Attempts, "a deferred change stands in for the file")
 	require.True(t, b.NextAttempt.Equal(page[0].NextAttempt))
 	require.Nil(t, page[0].Body, "a listing holds no bodies")
-	require.Equal(t, Pending, onDisk(t, j, a.ID).State, "nothing was committed")
+	require.Equal(t, StatePending, onDisk(t, j, seqOf(a)).State, "nothing was committed")
 
 	release()
 	require.NoError(t, j.flush())
@@ -69,7 +69,7 @@ func TestPendingAfterSeesDeferredChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "body-b", string(got.Body))
 	require.Equal(t, 2, got.Attempts)
-	require.Nil(t, got.listed)
+	require.Nil(t, listedMeta(got))
 }
 
 func TestRegetMatchesGet(t *testing.T) {
@@ -92,7 +92,7 @@ func TestRegetMatchesGet(t *testing.T) {
 			for i, want := range []*Record{small, large} {
 				got, err := j.reget(page[i])
 				require.NoError(t, err)
-				fresh, err := j.get(want.ID)
+				fresh, err := j.get(seqOf(want))
 				require.NoError(t, err)
 				require.Equal(t, fresh, got, "reget reads what get reads")
 				require.Equal(t, want.Body, got.Body)
@@ -108,12 +108,12 @@ func TestRegetMatchesGet(t *testing.T) {
 			require.Equal(t, "503", got.LastError)
 
 			// Settled since: reget says so, as get does.
-			large.State = Settled
+			large.State = StateSettled
 			require.NoError(t, j.save(large))
 			require.NoError(t, j.flush())
 			got, err = j.reget(page[1])
 			require.NoError(t, err)
-			require.Equal(t, Settled, got.State)
+			require.Equal(t, StateSettled, got.State)
 		})
 	}
 }
@@ -124,7 +124,7 @@ func TestRegetRefusesAlteredBody(t *testing.T) {
 	page, err := j.pendingAfter(0, 10)
 	require.NoError(t, err)
 	require.NoError(t, j.update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBodies).Put(idKey(page[0].ID), []byte(`{"amount":900}`))
+		return tx.Bucket(bucketBodies).Put(idKey(seqOf(page[0])), []byte(`{"amount":900}`))
 	}))
 	_, err = j.reget(page[0])
 	require.ErrorIs(t, err, ErrJournalCorrupt, "the metadata is unchanged, the body is not")
@@ -166,7 +166,7 @@ func insertPending(t *testing.T, tr *Transport, clk *fakeClock, url string, n in
 			size = stageMin + i
 		}
 		rec := &Record{Key: "key-" + op, OperationID: op, Method: http.MethodPost, URL: url,
-			Body: stagedBody(op, size), State: Pending, Created: clk.Now(), Updated: clk.Now()}
+			Body: stagedBody(op, size), State: StatePending, Created: clk.Now(), Updated: clk.Now()}
 		require.NoError(t, tr.journal.insert(rec, true))
 		want["key-"+op] = rec.Body
 	}
@@ -216,7 +216,7 @@ func TestResumePagesWithUncommittedChanges(t *testing.T) {
 	var recs []*Record
 	for i := range n {
 		rec := &Record{Key: fmt.Sprint("k", i), Method: http.MethodPost, URL: srv.URL + "/p",
-			Body: []byte(fmt.Sprint("b", i)), State: Pending, Created: clk.Now()}
+			Body: []byte(fmt.Sprint("b", i)), State: StatePending, Created: clk.Now()}
 		require.NoError(t, tr.journal.insert(rec, true))
 		recs = append(recs, rec)
 	}
@@ -228,7 +228,7 @@ func TestResumePagesWithUncommittedChanges(t *testing.T) {
 		case 0: // given up on until later
 			cp.Attempts, cp.NextAttempt = 1, clk.Now().Add(time.Hour)
 		case 1:
-			cp.State, cp.Status, cp.Body = Settled, http.StatusCreated, nil
+			cp.State, cp.Status, cp.Body = StateSettled, http.StatusCreated, nil
 		default:
 			due[rec.Key] = true
 			continue

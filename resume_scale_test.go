@@ -108,7 +108,7 @@ func TestResumeAtScaleWhileCallsFlow(t *testing.T) {
 				rec := &Record{Key: fmt.Sprintf("%s%05d", resumedPrefix, i), OperationID: refs[i] + "/charge",
 					Method: http.MethodPost, URL: front.URL + "/payments",
 					Header: http.Header{"Content-Type": {"application/json"}}, Body: body, BodySHA256: sum,
-					Created: time.Now(), Updated: time.Now(), State: Pending}
+					Created: time.Now(), Updated: time.Now(), State: StatePending}
 				if err := j.insert(rec, true); err != nil {
 					errs <- err
 					return

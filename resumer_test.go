@@ -127,7 +127,7 @@ func TestResumerSettlesPendingWhenServerComesBack(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Equal(t, down, countState(t, c.Journal(), Pending))
+	require.Equal(t, down, countState(t, c.Journal(), StatePending))
 
 	// The server comes up on the address the journal names.
 	srv, err := testserver.Listen(addr, &testserver.Options{RequireKey: true})
@@ -148,7 +148,7 @@ func TestResumerSettlesPendingWhenServerComesBack(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return got.settled() == down },
 		"the resumer settled %d of %d", got.settled(), down)
 	require.NoError(t, srv.Ledger().Check(refs), "exactly once, after the resumer")
-	require.Zero(t, countState(t, c.Journal(), Pending))
+	require.Zero(t, countState(t, c.Journal(), StatePending))
 	for _, out := range got.all() {
 		var pe *PendingError
 		require.True(t, out.Response != nil || errors.As(out.Err, &pe), "unexpected outcome %v", out.Err)
@@ -192,7 +192,7 @@ func TestResumerWakesAtRetryAfter(t *testing.T) {
 	eventually(t, 2*time.Second, func() bool { return got.settled() == 1 }, "resumed at the server's time")
 	require.Equal(t, 2, srv.count())
 	sameKey(t, srv.requests())
-	require.Equal(t, Settled, onlyRecord(t, tr).State)
+	require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 	stop()
 	srv.CloseClientConnections()
 }
@@ -330,8 +330,8 @@ func TestCloseWaitsForResumesThenLeavesThemPending(t *testing.T) {
 		hold  time.Duration // how long the server takes to answer the resume
 		state State
 	}{
-		{"answers in time", 50 * time.Millisecond, Settled},
-		{"too slow", 5 * time.Second, Pending},
+		{"answers in time", 50 * time.Millisecond, StateSettled},
+		{"too slow", 5 * time.Second, StatePending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkGoroutines(t)

@@ -176,7 +176,7 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, calls+1)
 	for _, rec := range recs {
-		require.Equal(t, Settled, rec.State)
+		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, 3, rec.Attempts)
 	}
 }

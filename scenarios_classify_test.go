@@ -53,7 +53,7 @@ func TestS13_UntrustedCertificate(t *testing.T) {
 			require.Empty(t, clk.Sleeps())
 			if method == http.MethodPost {
 				rec := onlyRecord(t, tr)
-				require.Equal(t, Failed, rec.State)
+				require.Equal(t, StateFailed, rec.State)
 				require.Equal(t, 1, rec.Attempts)
 				require.NotEmpty(t, rec.LastError)
 			}
@@ -75,7 +75,7 @@ func TestS14_AlwaysNotImplemented(t *testing.T) {
 			require.Empty(t, clk.Sleeps())
 			if method == http.MethodPost {
 				rec := onlyRecord(t, tr)
-				require.Equal(t, Settled, rec.State)
+				require.Equal(t, StateSettled, rec.State)
 				require.Equal(t, http.StatusNotImplemented, rec.Status)
 				require.Equal(t, 1, rec.Attempts)
 			}
@@ -109,7 +109,7 @@ func TestS15_AlwaysUnavailable(t *testing.T) {
 			sameKey(t, srv.requests())
 
 			rec := onlyRecord(t, tr)
-			require.Equal(t, Pending, rec.State)
+			require.Equal(t, StatePending, rec.State)
 			require.Equal(t, n, rec.Attempts)
 		})
 		t.Run(fmt.Sprintf("GET/MaxAttempts=%d", n), func(t *testing.T) {

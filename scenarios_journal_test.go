@@ -87,7 +87,7 @@ func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
 		srv, wire := startPayments(t, nil), newWireLog(t)
 		j, _ := testJournal(t)
 		require.NoError(t, j.insert(&Record{Key: "taken-key", OperationID: "op-a", Method: http.MethodPost,
-			URL: srv.URL + "/payments", State: Settled, Created: time.Now(), Updated: time.Now()}, true))
+			URL: srv.URL + "/payments", State: StateSettled, Created: time.Now(), Updated: time.Now()}, true))
 		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
 		ctx := WithKey(WithOperationID(context.Background(), "op-b"), "taken-key")
 		err := send(t, tr, srv, wire, ctx, ErrKeyReuse)
@@ -123,14 +123,14 @@ func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
 func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 	rec := func(key, op string) *Record {
 		return &Record{Key: key, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/payments",
-			State: Pending, Created: time.Now(), Updated: time.Now()}
+			State: StatePending, Created: time.Now(), Updated: time.Now()}
 	}
 
 	t.Run("a failed insert leaves nothing behind", func(t *testing.T) {
 		j, _ := testJournal(t)
 		a := rec("key-a", "op-1")
 		require.NoError(t, j.insert(a, true))
-		require.NotZero(t, a.ID)
+		require.NotZero(t, seqOf(a))
 
 		failed := []*Record{
 			rec("key-b", "op-1"), // operation ID taken
@@ -140,7 +140,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 		for _, f := range failed {
 			err := j.insert(f, true)
 			require.Error(t, err)
-			require.Zero(t, f.ID, "no trace of a rolled-back insert on the caller's record")
+			require.Zero(t, seqOf(f), "no trace of a rolled-back insert on the caller's record")
 		}
 		require.ErrorIs(t, j.insert(rec("key-b", "op-1"), true), ErrKeyReuse)
 		for _, probe := range []string{"k\x00key-b", "o\x00op-2", "o\x00op-3"} {
@@ -155,7 +155,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 		// The failed inserts used neither the index nor a sequence number.
 		e := rec("key-b", "op-2")
 		require.NoError(t, j.insert(e, true))
-		require.Equal(t, a.ID+1, e.ID)
+		require.Equal(t, seqOf(a)+1, seqOf(e))
 		got, err := j.Lookup("op-2")
 		require.NoError(t, err)
 		require.Equal(t, "key-b", got.Key)
@@ -174,7 +174,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					ids[g] = append(ids[g], r.ID)
+					ids[g] = append(ids[g], seqOf(r))
 				}
 			})
 		}
@@ -187,7 +187,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 				seen[id] = true
 				got, err := j.Lookup(fmt.Sprintf("op-%d-%d", g, i))
 				require.NoError(t, err)
-				require.Equal(t, id, got.ID)
+				require.Equal(t, id, seqOf(got))
 				require.Equal(t, fmt.Sprintf("key-%d-%d", g, i), got.Key)
 			}
 		}
@@ -205,7 +205,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 			switch {
 			case err != nil:
 				t.Errorf("attempt with key %s: %v", key, err)
-			case got == nil || got.State != Pending:
+			case got == nil || got.State != StatePending:
 				t.Errorf("attempt with key %s sent before its pending record was committed: %+v", key, got)
 			default:
 				checked.Add(1)
@@ -306,7 +306,7 @@ func TestS23_ConcurrentThousandOps(t *testing.T) {
 	require.Len(t, recs, ops)
 	byRef := make(map[string]bool)
 	for _, rec := range recs {
-		require.Equal(t, Settled, rec.State, rec.Key)
+		require.Equal(t, StateSettled, rec.State, rec.Key)
 		require.Equal(t, http.StatusCreated, rec.Status, rec.Key)
 		n, ok := attempts.Load(rec.Key)
 		require.True(t, ok, rec.Key)

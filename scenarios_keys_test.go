@@ -107,7 +107,7 @@ func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
 		require.Len(t, clk.Sleeps(), 2)
 
 		rec := onlyRecordOf(t, j)
-		require.Equal(t, Settled, rec.State)
+		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, 3, rec.Attempts)
 		requireSameBytes(t, wire, rec.Key)
 		require.Equal(t, 1, srv.Ledger().Effects["order-s17"])
@@ -134,7 +134,7 @@ func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
 
 		rec := onlyRecordOf(t, tr2.journal)
 		require.Equal(t, perr.Key, rec.Key)
-		require.Equal(t, Settled, rec.State)
+		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, 3, rec.Attempts, "attempts count across process lifetimes")
 		requireSameBytes(t, wire, perr.Key)
 		require.Equal(t, 1, srv.Ledger().Effects["order-s17"])
@@ -170,7 +170,7 @@ func TestS18_HoldThen409ThenReplay(t *testing.T) {
 	require.GreaterOrEqual(t, l.Replays, 1)
 	rec, err := j.Lookup("charge/order-s18")
 	require.NoError(t, err)
-	require.Equal(t, Settled, rec.State)
+	require.Equal(t, StateSettled, rec.State)
 	require.GreaterOrEqual(t, rec.Attempts, 3)
 	require.Equal(t, l.Requests, len(wire.sent()))
 	wire.requireOneKey(t, rec.Key)
@@ -191,7 +191,7 @@ func TestS18_HoldThen409ThenReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rec.Key, after.Key)
 	require.Equal(t, rec.BodySHA256, after.BodySHA256)
-	require.Equal(t, Settled, after.State)
+	require.Equal(t, StateSettled, after.State)
 }
 
 func TestS19_SIGKILLBeforeResponseThenResume(t *testing.T) {
@@ -235,7 +235,7 @@ func TestS19_SIGKILLBeforeResponseThenResume(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	rec := onlyRecordOf(t, j)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 	require.Equal(t, "charge/"+ref, rec.OperationID)
 
 	wire := newWireLog(t)
@@ -265,7 +265,7 @@ func TestS19_SIGKILLBeforeResponseThenResume(t *testing.T) {
 	require.GreaterOrEqual(t, l.Replays, 1)
 	after, err := j.Lookup("charge/" + ref)
 	require.NoError(t, err)
-	require.Equal(t, Settled, after.State)
+	require.Equal(t, StateSettled, after.State)
 	require.Equal(t, http.StatusCreated, after.Status)
 	require.Equal(t, rec.Key, after.Key)
 }

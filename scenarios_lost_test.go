@@ -31,7 +31,7 @@ func TestS09_LostResponse(t *testing.T) {
 		require.Equal(t, 2, l.Requests)
 		require.Equal(t, 1, l.Replays)
 		require.Equal(t, map[string]int{"order-9": 1}, l.Effects)
-		require.Equal(t, Settled, onlyRecord(t, tr).State)
+		require.Equal(t, StateSettled, onlyRecord(t, tr).State)
 	})
 	t.Run("unjournaled", func(t *testing.T) {
 		srv := startPayments(t, nil)

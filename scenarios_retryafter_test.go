@@ -81,7 +81,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		require.Equal(t, sameKey(t, reqs), perr.Key)
 
 		rec := onlyRecord(t, tr)
-		require.Equal(t, Pending, rec.State)
+		require.Equal(t, StatePending, rec.State)
 		require.True(t, rec.NextAttempt.Equal(perr.NextAttempt), "journaled NextAttempt %v", rec.NextAttempt)
 	})
 
@@ -131,7 +131,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		require.False(t, perr.NextAttempt.Before(start.Add(4*time.Second)),
 			"NextAttempt %v forgets the server's Retry-After", perr.NextAttempt)
 		rec := onlyRecord(t, tr)
-		require.Equal(t, Pending, rec.State)
+		require.Equal(t, StatePending, rec.State)
 		require.Equal(t, 1, rec.Attempts)
 	})
 }

@@ -45,7 +45,7 @@ func TestS10_CancelDuringBackoff(t *testing.T) {
 	require.Equal(t, 1, perr.Attempts)
 
 	rec := onlyRecord(t, tr)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 	require.Equal(t, perr.Key, rec.Key)
 	require.Equal(t, 1, rec.Attempts)
 	require.NotEmpty(t, rec.Body, "a pending operation keeps its bytes for Resume")
@@ -74,7 +74,7 @@ func TestS11_WaitBeyondDeadline(t *testing.T) {
 		reqs := srv.requests()
 		require.Len(t, reqs, 1)
 		require.True(t, perr.NextAttempt.Equal(reqs[0].At.Add(10*time.Second)), "NextAttempt %v", perr.NextAttempt)
-		require.Equal(t, Pending, onlyRecord(t, tr).State)
+		require.Equal(t, StatePending, onlyRecord(t, tr).State)
 	})
 
 	t.Run("backoff 10 s or more, deadline 5 s", func(t *testing.T) {
@@ -143,7 +143,7 @@ func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 			if method == http.MethodPost {
 				perr := pendingErr(t, err)
 				require.Equal(t, 1, perr.Attempts)
-				require.Equal(t, Pending, onlyRecord(t, tr).State)
+				require.Equal(t, StatePending, onlyRecord(t, tr).State)
 			}
 		})
 	}

@@ -188,7 +188,7 @@ func testSecretsAtRest(t *testing.T, encrypted bool) {
 	require.Len(t, arrivals(), 3, "nothing sent")
 	rec, err = j2.Lookup("op-pending")
 	require.NoError(t, err)
-	require.Equal(t, Pending, rec.State)
+	require.Equal(t, StatePending, rec.State)
 
 	// With every secret restored, the server gets the original request.
 	full := opts

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // settle records a final response and returns it.
@@ -22,16 +24,16 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 	if t.redirected(ctx, o, resp) {
 		return resp, nil // a 307 or 308: pending at its Location (redirect.go)
 	}
-	before := o.rec.State
-	now := t.clock.Now()
-	o.rec.State, o.rec.Status, o.rec.Updated = Settled, resp.StatusCode, now
-	o.rec.Body, o.rec.LastError, o.rec.NextAttempt = nil, "", time.Time{}
-	if err := t.journal.save(o.rec); err != nil {
+	before, err := journal.Apply(o.rec, journal.EventSettle, journal.Change{Now: t.clock.Now(), Status: resp.StatusCode})
+	if err == nil {
+		err = t.journal.save(o.rec)
+	}
+	if err != nil {
 		// The response is final; losing the settle only costs one harmless
 		// replay with the same key on the next Resume.
 		t.log(ctx, slog.LevelWarn, "idem: settle not recorded, operation will be replayed", o, "err", t.safeErr(o, err))
 	} else {
-		t.stateChanged(before, Settled)
+		t.stateChanged(before, StateSettled)
 	}
 	t.result(ctx, o)
 	return resp, nil
@@ -44,12 +46,14 @@ func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 	if o.rec == nil {
 		return err
 	}
-	before := o.rec.State
-	o.rec.State, o.rec.LastError, o.rec.Updated = Failed, t.safeErr(o, cause), t.clock.Now()
-	if serr := t.journal.save(o.rec); serr != nil {
+	before, serr := journal.Apply(o.rec, journal.EventFail, journal.Change{Now: t.clock.Now(), Error: t.safeErr(o, cause)})
+	if serr == nil {
+		serr = t.journal.save(o.rec)
+	}
+	if serr != nil {
 		return errors.Join(err, serr)
 	}
-	t.stateChanged(before, Failed)
+	t.stateChanged(before, StateFailed)
 	t.result(ctx, o)
 	return err
 }
@@ -85,23 +89,25 @@ func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.T
 		return nil, last.err
 	}
 	discard(last.resp)
-	before := o.rec.State
-	if o.rec.State == Settled {
+	if o.rec.State == StateSettled {
 		// A call re-sent a settled operation and got no answer; the stored
 		// outcome stands and there is nothing to resume.
 		return nil, &AlreadySettledError{OperationID: o.rec.OperationID, Key: o.rec.Key,
 			Status: o.rec.Status, Settled: o.rec.Updated}
 	}
 	// The error text is journaled: mask what a base RoundTripper may quote.
-	o.rec.Status, o.rec.NextAttempt, o.rec.LastError = last.status, next, t.safeErr(o, last.err)
+	before, err := journal.Apply(o.rec, journal.EventRetry, journal.Change{Status: last.status, Next: next, Error: t.safeErr(o, last.err)})
 	perr := &PendingError{Key: o.rec.Key, OperationID: o.rec.OperationID, Attempts: o.rec.Attempts,
 		LastStatus: last.status, Err: last.err, NextAttempt: next}
-	if err := t.journal.save(o.rec); err != nil {
+	if err == nil {
+		err = t.journal.save(o.rec)
+	}
+	if err != nil {
 		// The record written ahead is still pending on disk; only the attempt
 		// count and next-attempt time are lost.
 		t.log(ctx, slog.LevelWarn, "idem: pending state not recorded", o, "err", t.safeErr(o, err))
 	} else {
-		t.stateChanged(before, Pending)
+		t.stateChanged(before, StatePending)
 	}
 	t.result(ctx, o)
 	if !o.resumed { // Resume logs its own outcome

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // Transport is an http.RoundTripper that makes non-idempotent requests safe to
@@ -273,7 +275,8 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		now := t.clock.Now()
 		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
 			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-			DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum, Created: now, Updated: now, State: Pending}
+			DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum}
+		journal.Apply(rec, journal.EventCreate, journal.Change{Now: now}) // a new record: always allowed
 		t.bind(rec, &call)
 		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
@@ -290,15 +293,17 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	}
 	// A record from an earlier call may have reached the server already,
 	// unless it failed, which it does only before that could happen.
-	maybeSent := existed && rec.State != Failed
-	wasPending := rec.State == Pending // a failed one made pending below is no re-send
-	if rec.State == Failed {
+	maybeSent := existed && rec.State != StateFailed
+	wasPending := rec.State == StatePending // a failed one made pending below is no re-send
+	if rec.State == StateFailed {
 		// Sent again, it may now reach the server: pending first, durably.
-		rec.Body = buf
+		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: buf}); err != nil {
+			return nil, err
+		}
 		if err := t.journal.repend(rec); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
-		t.stateChanged(Failed, Pending)
+		t.stateChanged(StateFailed, StatePending)
 	}
 	// A call that sends a pending operation again is a retry, as a resume
 	// is: otherwise an application re-calling its pending work would amplify
@@ -321,24 +326,23 @@ func (t *Transport) writeAhead(ctx context.Context, rec *Record, callerKey bool)
 	err := t.journal.insert(rec, callerKey)
 	t.cfg.observer.WriteAhead(ctx, time.Since(start), err)
 	if err == nil {
-		t.stateChanged(0, Pending)
+		t.stateChanged(0, StatePending)
 	}
 	return err
 }
 
 // reuse checks that a call may run an operation already in the journal.
 func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
-	if rec.fingerprint() != fp || (hasKey && key != rec.Key) {
-		return fmt.Errorf("%w: operation %q (key %s) was %s", ErrKeyReuse, rec.OperationID, rec.Key, rec.fingerprint())
+	if rec.Fingerprint() != fp || (hasKey && key != rec.Key) {
+		return fmt.Errorf("%w: operation %q (key %s) was %s", ErrKeyReuse, rec.OperationID, rec.Key, rec.Fingerprint())
 	}
-	now := t.now(rec)
-	expired, due := keyExpired(rec, now, t.cfg.KeyTTL), t.cfg.dueAt(rec, now)
-	switch {
-	case rec.State == Expired || (rec.State == Pending && expired):
+	r, due := journal.Reusable(rec, t.now(rec), t.cfg.KeyTTL, t.cfg.maxWait())
+	switch r {
+	case journal.ReuseExpired:
 		return fmt.Errorf("%w: operation %q (key %s) created %s", ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC())
-	case rec.State == Settled && expired:
+	case journal.ReuseSettled:
 		return &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
-	case rec.State == Pending && now.Before(due):
+	case journal.ReuseNotDue:
 		// The server asked for time (Retry-After); Resume will send it then.
 		return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
 			LastStatus: rec.Status, NextAttempt: due}

@@ -143,15 +143,15 @@ func FuzzTransportResponse(f *testing.F) {
 		var perr *PendingError
 		switch {
 		case resp != nil:
-			if rec.State != Settled || rec.Status != resp.StatusCode {
+			if rec.State != StateSettled || rec.Status != resp.StatusCode {
 				t.Fatalf("response %d returned, record %v with status %d", resp.StatusCode, rec.State, rec.Status)
 			}
 		case errors.As(err, &perr):
-			if rec.State != Pending || perr.Key != rec.Key || !bytes.Equal(rec.Body, body) {
+			if rec.State != StatePending || perr.Key != rec.Key || !bytes.Equal(rec.Body, body) {
 				t.Fatalf("%v, but record %v key %q body %q", err, rec.State, rec.Key, rec.Body)
 			}
 		case errors.Is(err, ErrPermanent):
-			if rec.State != Failed || len(seen) > 0 {
+			if rec.State != StateFailed || len(seen) > 0 {
 				t.Fatalf("%v after %d requests reached the server; record %v", err, len(seen), rec.State)
 			}
 		default:

@@ -68,9 +68,9 @@ func (c *counting) Result(_ context.Context, e idem.ResultEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch e.State {
-	case idem.Settled:
+	case idem.StateSettled:
 		c.settled++
-	case idem.Pending:
+	case idem.StatePending:
 		c.pendingRes++
 	}
 }

@@ -424,7 +424,7 @@ func pendingOps(t *testing.T, j *idem.Journal) (next time.Time, n int) {
 		t.Fatalf("journal: %v", err)
 	}
 	for _, r := range recs {
-		if r.State != idem.Pending {
+		if r.State != idem.StatePending {
 			continue
 		}
 		if n == 0 || r.NextAttempt.Before(next) {
@@ -453,7 +453,7 @@ func checkJournal(t *testing.T, path string, ops int) (attempts int) {
 	}
 	for _, r := range recs {
 		attempts += r.Attempts
-		if r.State != idem.Settled || r.Status != http.StatusCreated {
+		if r.State != idem.StateSettled || r.Status != http.StatusCreated {
 			t.Errorf("operation %s: state %v, status %d, last error %q", r.OperationID, r.State, r.Status, r.LastError)
 		}
 		if u, err := url.Parse(r.URL); err != nil || u.Path != "/payments" {

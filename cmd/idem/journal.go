@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -166,7 +167,7 @@ func parseStates(spec string) (map[idem.State]bool, error) {
 	states := map[idem.State]bool{}
 	for _, name := range strings.Split(spec, ",") {
 		found := false
-		for _, s := range []idem.State{idem.Pending, idem.Settled, idem.Expired, idem.Failed} {
+		for _, s := range []idem.State{idem.StatePending, idem.StateSettled, idem.StateExpired, idem.StateFailed} {
 			if strings.EqualFold(strings.TrimSpace(name), s.String()) {
 				states[s], found = true, true
 			}
@@ -217,7 +218,7 @@ func journalLs(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED\tNEXT ATTEMPT")
 	for _, r := range shown {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", r.ID, r.State, orDash(r.OperationID), r.Key,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", idem.RecordID(r), r.State, orDash(r.OperationID), r.Key,
 			r.Method, r.URL, r.Attempts, orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
 	}
 	if err := tw.Flush(); err != nil {
@@ -232,18 +233,46 @@ func journalLs(args []string) error {
 // (idem.Options.Encryption) is read without the keys: its body prints as
 // "<encrypted key=ID>", and its headers, URL query and body hash are absent.
 type jsonRecord struct {
-	ID uint64 `json:"id"`
-	*idem.Record
-	State  string `json:"state"`
-	Sealed bool   `json:"sealed,omitempty"`
-	Body   string `json:"body,omitempty"`
+	ID              uint64      `json:"id"`
+	Key             string      `json:"key"`
+	OperationID     string      `json:"op,omitempty"`
+	Method          string      `json:"method"`
+	URL             string      `json:"url"`
+	Host            string      `json:"host,omitempty"`
+	Header          http.Header `json:"header,omitempty"`
+	Dropped         []string    `json:"dropped,omitempty"`
+	DroppedQuery    []string    `json:"dropped_query,omitempty"`
+	CallerKey       bool        `json:"caller_key,omitempty"`
+	Identity        string      `json:"identity,omitempty"`
+	CredentialTag   string      `json:"cred,omitempty"`
+	ContentType     string      `json:"content_type,omitempty"`
+	ContentEncoding string      `json:"content_encoding,omitempty"`
+	BodySHA256      string      `json:"sha256"`
+	Created         time.Time   `json:"created"`
+	State           string      `json:"state"`
+	Attempts        int         `json:"attempts"`
+	LastAttempt     time.Time   `json:"last_attempt,omitzero"`
+	NextAttempt     time.Time   `json:"next_attempt,omitzero"`
+	Status          int         `json:"status,omitempty"`
+	LastError       string      `json:"last_error,omitempty"`
+	Updated         time.Time   `json:"updated"`
+	EncryptionKeyID string      `json:"kid,omitempty"`
+	Location        string      `json:"location,omitempty"`
+	Sealed          bool        `json:"sealed,omitempty"`
+	Body            string      `json:"body,omitempty"`
 }
 
 func recordJSON(r *idem.Record, withBody bool) jsonRecord {
-	out := jsonRecord{ID: r.ID, Record: r, State: r.State.String(), Sealed: r.Sealed}
+	out := jsonRecord{ID: idem.RecordID(r), Key: r.Key, OperationID: r.OperationID, Method: r.Method,
+		URL: r.URL, Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
+		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
+		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
+		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, LastAttempt: r.LastAttempt,
+		NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError, Updated: r.Updated,
+		EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
 	switch {
 	case !withBody:
-	case r.Sealed && r.State != idem.Settled: // a settled record keeps no body
+	case r.Sealed && r.State != idem.StateSettled: // a settled record keeps no body
 		out.Body = fmt.Sprintf("<encrypted key=%s>", r.EncryptionKeyID)
 	default:
 		out.Body = string(r.Body)
@@ -260,7 +289,7 @@ func journalShow(args []string) error {
 		return err
 	}
 	for _, r := range recs {
-		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(r.ID) == args[1] {
+		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(idem.RecordID(r)) == args[1] {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			enc.SetEscapeHTML(false) // "<encrypted key=ID>" as written, for grep
@@ -301,7 +330,7 @@ func statusText(status int) string {
 }
 
 func nextAttempt(r *idem.Record) string {
-	if r.State != idem.Pending || r.NextAttempt.IsZero() {
+	if r.State != idem.StatePending || r.NextAttempt.IsZero() {
 		return ""
 	}
 	return r.NextAttempt.UTC().Format(time.RFC3339)

@@ -80,8 +80,8 @@ func byHand(file string, change func(*idem.Journal) (*idem.Record, error)) error
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s %s (id %d, key %s)", rec.State, orDash(rec.OperationID), rec.ID, rec.Key)
-	if rec.Status != 0 && rec.State == idem.Settled {
+	fmt.Printf("%s %s (id %d, key %s)", rec.State, orDash(rec.OperationID), idem.RecordID(rec), rec.Key)
+	if rec.Status != 0 && rec.State == idem.StateSettled {
 		fmt.Printf(" with status %d", rec.Status)
 	}
 	fmt.Println()

@@ -171,21 +171,21 @@ func listPending(j *idem.Journal, now time.Time) (int, time.Time, map[uint64]boo
 	n, next, due := 0, time.Time{}, map[uint64]bool{}
 	for _, r := range recs {
 		switch {
-		case r.State != idem.Pending:
+		case r.State != idem.StatePending:
 		case r.NextAttempt.After(now):
 			n++
 			if next.IsZero() || r.NextAttempt.Before(next) {
 				next = r.NextAttempt
 			}
 		default:
-			due[r.ID] = true
+			due[idem.RecordID(r)] = true
 		}
 	}
 	return n, next, due, nil
 }
 
 func outcomeLine(o idem.Outcome) resumeLine {
-	line := resumeLine{ID: o.Record.ID, OperationID: o.Record.OperationID, Key: o.Record.Key}
+	line := resumeLine{ID: idem.RecordID(o.Record), OperationID: o.Record.OperationID, Key: o.Record.Key}
 	var pe *idem.PendingError
 	switch {
 	case o.Response != nil:

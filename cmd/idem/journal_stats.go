@@ -39,16 +39,16 @@ type pendingSummary struct {
 
 func summarize(path string, size int64, recs []*idem.Record, now time.Time) journalSummary {
 	s := journalSummary{File: path, Bytes: size, Total: len(recs), States: map[string]int{}}
-	for _, st := range []idem.State{idem.Pending, idem.Settled, idem.Expired, idem.Failed} {
+	for _, st := range []idem.State{idem.StatePending, idem.StateSettled, idem.StateExpired, idem.StateFailed} {
 		s.States[st.String()] = 0
 	}
 	for _, r := range recs {
 		s.States[r.State.String()]++
-		if r.State != idem.Pending {
+		if r.State != idem.StatePending {
 			continue
 		}
 		if s.OldestPending == nil || r.Created.Before(s.OldestPending.Created) {
-			s.OldestPending = &pendingSummary{ID: r.ID, OperationID: r.OperationID, Key: r.Key,
+			s.OldestPending = &pendingSummary{ID: idem.RecordID(r), OperationID: r.OperationID, Key: r.Key,
 				Created: r.Created.UTC(), AgeSeconds: now.Sub(r.Created).Seconds()}
 		}
 		if r.NextAttempt.After(now) && (s.NextAttempt.IsZero() || r.NextAttempt.Before(s.NextAttempt)) {

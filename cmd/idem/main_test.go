@@ -119,7 +119,7 @@ func TestJournalCommands(t *testing.T) {
 	recs, err := j.Records()
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	require.Equal(t, idem.Pending, recs[0].State, "pending records are never pruned")
+	require.Equal(t, idem.StatePending, recs[0].State, "pending records are never pruned")
 }
 
 func TestJournalLsWhileHeldSaysSoWithoutHanging(t *testing.T) {

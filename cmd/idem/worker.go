@@ -115,7 +115,7 @@ func (w *worker) sendAll(ctx context.Context, n, conc int) {
 		})
 	}
 	for i := range n {
-		if rec, err := w.client.Journal().Lookup(opID(i)); err == nil && rec != nil && rec.State == idem.Settled {
+		if rec, err := w.client.Journal().Lookup(opID(i)); err == nil && rec != nil && rec.State == idem.StateSettled {
 			continue
 		}
 		jobs <- i
@@ -155,7 +155,7 @@ func pendingCount(j *idem.Journal) (int, error) {
 	recs, err := j.Records()
 	n := 0
 	for _, r := range recs {
-		if r.State == idem.Pending {
+		if r.State == idem.StatePending {
 			n++
 		}
 	}
