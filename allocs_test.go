@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,8 +19,9 @@ import (
 func TestCredentialTagAllocs(t *testing.T) {
 	j, _ := testJournal(t)
 	creds := []byte("h\x0dAuthorization\x01\x0cBearer tok-1")
-	j.credentialTag(creds) // fills the pool
-	if n := testing.AllocsPerRun(100, func() { j.credentialTag(creds) }); n > 1 {
+	g := newTagger(j.identityKey)
+	g.tag(creds) // fills the pool
+	if n := testing.AllocsPerRun(100, func() { g.tag(creds) }); n > 1 {
 		t.Errorf("credentialTag: %v allocations, want at most 1", n)
 	}
 }
@@ -37,7 +39,7 @@ func TestBindingAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.admit(rec, &b, "o\x00op")
+		tr.admit(rec, &b, journal.Name{OperationID: "op"})
 	}); n > 0 {
 		t.Errorf("bindingOf: %v allocations, want 0", n)
 	}

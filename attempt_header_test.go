@@ -48,8 +48,8 @@ func TestAttemptHeaderCountsAttemptsWithoutChangingTheOperation(t *testing.T) {
 	drain(t, resp)
 	sameKey(t, srv.requests())
 
-	require.NoError(t, tr.journal.Close())
-	raw, err := os.ReadFile(tr.journal.Path())
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
 	require.NoError(t, err)
 	require.False(t, bytes.Contains(raw, []byte(AttemptHeader)), "the attempt header is never journaled")
 	require.False(t, bytes.Contains(raw, []byte("attempt=")))

@@ -123,7 +123,7 @@ func runClassRow(t *testing.T, row classRow) {
 	}
 	switch row.end {
 	case 0:
-		recs, rerr := tr.journal.Records()
+		recs, rerr := tr.bolt().Records()
 		require.NoError(t, rerr)
 		require.Empty(t, recs)
 	case StateFailed:

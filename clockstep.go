@@ -11,6 +11,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // stepClock wraps a clock so that Now never goes back. A reading earlier
@@ -32,10 +34,10 @@ func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
 // record is read, that time is all the clock knows of the journal: without
 // it, after a step back, a first write-ahead would be dated before records
 // already there and look older than it is once Resume read them.
-func journalClock(base clock, j *Journal) *stepClock {
+func journalClock(base clock, j journal.Store) *stepClock {
 	c := newStepClock(base)
 	if j != nil {
-		if t := j.latestWritten(); !t.IsZero() {
+		if t := j.LatestWritten(); !t.IsZero() {
 			c.observe(t)
 		}
 	}

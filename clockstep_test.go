@@ -24,10 +24,10 @@ import (
 // process would, whose stepClock reads a fake wall clock set to at.
 func restartAt(tb testing.TB, tr *Transport, at time.Time) (*Transport, *fakeClock) {
 	tb.Helper()
-	tr2, err := NewTransport(tr.journal, &tr.cfg.Options)
+	tr2, err := NewTransport(tr.bolt(), &tr.cfg.Options)
 	require.NoError(tb, err)
 	clk := &fakeClock{now: at}
-	tr2.clock = journalClock(clk, tr.journal) // as NewTransport's
+	tr2.clock = journalClock(clk, tr.bolt()) // as NewTransport's
 	return tr2, clk
 }
 
@@ -96,7 +96,7 @@ func TestClockStepBackResumerWakesAtTheChosenWait(t *testing.T) {
 	tr, srv, pe := giveUpOnRetryAfter(t)
 	tr.cfg.ResumeInterval = time.Hour
 	tr2, clk := restartAt(t, tr, pe.NextAttempt.Add(-time.Hour))
-	c := &Client{journal: tr2.journal, transport: tr2}
+	c := &Client{journal: tr2.bolt(), transport: tr2}
 	var got outcomes
 	stop := c.StartResumer(context.Background(), got.add)
 	defer stop()

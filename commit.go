@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -124,11 +125,11 @@ func (j *Journal) errNeedsKeyring() error {
 }
 
 // errRepend means a failed record was pruned before it could be sent again.
-var errRepend = errors.New("idem: failed operation pruned while being sent again; call again to start it anew")
+var errRepend = journal.ErrGone
 
-// repend writes a failed record made pending again (journal.EventRepend),
-// durably, before it is sent again: from then on the server may act, so a
-// crash must leave it for Resume.
+// repend writes a pending record durably: above all a failed one made
+// pending again (journal.EventRepend), before it is sent again: from then on
+// the server may act, so a crash must leave it for Resume.
 func (j *Journal) repend(rec *Record) error {
 	data, err := j.keyring.encodeMeta(stored(rec))
 	if err != nil {
@@ -312,10 +313,14 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	return err
 }
 
-// rependTx moves a failed record back to the pending bucket, unless it is no
-// longer there as failed (pruned, or changed meanwhile).
+// rependTx writes a pending record durably: in place if it is pending in
+// the file, or moved back from the finished ones if it is failed there (a
+// repend); else it was pruned or changed meanwhile (errRepend).
 func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	id := idKey(seqOf(w.rec))
+	if pending := tx.Bucket(bucketPending); pending.Get(id) != nil {
+		return pending.Put(id, w.data)
+	}
 	done := tx.Bucket(bucketDone)
 	v := done.Get(id)
 	if v == nil {

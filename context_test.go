@@ -39,7 +39,7 @@ func TestCallOptionsRefusedBeforeAnythingIsWritten(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalidRequest)
 			require.True(t, strings.HasPrefix(err.Error(), "idem: "), err.Error())
 			require.Zero(t, srv.count(), "nothing sent")
-			recs, err := tr.journal.Records()
+			recs, err := tr.bolt().Records()
 			require.NoError(t, err)
 			require.Empty(t, recs, "nothing written")
 			require.EqualValues(t, 1, body.closes.Load(), "body closed exactly once")
@@ -117,7 +117,7 @@ func TestWithoutJournalRetriesWithAnInMemoryKey(t *testing.T) {
 	require.Len(t, reqs, 2)
 	sameKey(t, reqs)
 	sameBytes(t, reqs[0].Body, reqs[1].Body)
-	recs, err := tr.journal.Records()
+	recs, err := tr.bolt().Records()
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing journaled")
 
@@ -127,7 +127,7 @@ func TestWithoutJournalRetriesWithAnInMemoryKey(t *testing.T) {
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Equal(t, "caller-key-1", srv.requests()[2].Header.Get(DefaultKeyHeader))
-	recs, err = tr.journal.Records()
+	recs, err = tr.bolt().Records()
 	require.NoError(t, err)
 	require.Empty(t, recs, "WithKey does not override WithoutJournal")
 }

@@ -147,3 +147,6 @@ func (b *countingBody) Close() error {
 	b.closes.Add(1)
 	return nil
 }
+
+// bolt is the Transport's journal as the bbolt Journal it is in these tests.
+func (t *Transport) bolt() *Journal { return t.journal.(*Journal) }

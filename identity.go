@@ -32,6 +32,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // maxIdentityLen bounds a declared identity, in bytes.
@@ -161,10 +163,12 @@ func (t *Transport) bind(rec *Record, b *binding) {
 // representation headers (else ErrKeyReuse). The identity comes first, so
 // that another identity learns nothing of rec's request, and the error names
 // only what the call itself gave.
-func (t *Transport) admit(rec *Record, b *binding, name string) error {
+func (t *Transport) admit(rec *Record, b *binding, name journal.Name) error {
 	if !t.sameIdentity(rec, b) {
-		what, id, _ := strings.Cut(name, "\x00")
-		what = map[string]string{"o": "operation", "k": "idempotency key"}[what]
+		what, id := "operation", name.OperationID
+		if id == "" {
+			what, id = "idempotency key", name.Key
+		}
 		return fmt.Errorf("%w: %s %q was created under another identity; nothing was sent", ErrIdentityMismatch, what, id)
 	}
 	if ct, ce, known := t.recordRepresentation(rec); known && (ct != b.contentType || ce != b.contentEncoding) {
@@ -191,7 +195,7 @@ func (t *Transport) sameIdentity(rec *Record, b *binding) bool {
 // credentialTag returns the tag of b's credentials, made once.
 func (t *Transport) credentialTag(b *binding) string {
 	if b.tag == "" {
-		b.tag = t.journal.credentialTag(t.credentials(b.req))
+		b.tag = t.tags.tag(t.credentials(b.req))
 	}
 	return b.tag
 }

@@ -18,12 +18,8 @@ package idem
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"hash"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -34,10 +30,6 @@ const identityKeySize = 32
 
 // metaIdentityKey names the key in the meta bucket.
 var metaIdentityKey = []byte("identity-key")
-
-// credentialTagContext separates credential tags from any other use of the
-// key, and names the encoding of credentials, should it ever change.
-const credentialTagContext = "idem credential tag v1\x00"
 
 // loadIdentityKey reads the journal's identity key from its meta bucket, and
 // creates it in a journal opened for writing that has none (new, or written
@@ -60,31 +52,3 @@ func (j *Journal) loadIdentityKey(meta *bolt.Bucket) error {
 	j.identityKey = k
 	return meta.Put(metaIdentityKey, k)
 }
-
-// credentialTag is Record.CredentialTag for a credential set as credentials
-// encodes it: HMAC-SHA-256 under the journal's identity key, cut to its first
-// 128 bits (RFC 2104 section 5 allows cutting to half the output), in hex.
-func (j *Journal) credentialTag(creds []byte) string {
-	h, _ := j.tagHashes.Get().(*tagHash)
-	if h == nil {
-		h = &tagHash{mac: hmac.New(sha256.New, j.identityKey)}
-	}
-	h.mac.Write(credentialTagPrefix)
-	h.mac.Write(creds)
-	tag := hex.EncodeToString(h.mac.Sum(h.sum[:0])[:16])
-	h.mac.Reset() // back to the keyed state, for the next tag
-	j.tagHashes.Put(h)
-	return tag
-}
-
-// tagHash is an HMAC-SHA-256 under the journal's identity key, kept in
-// Journal.tagHashes between tags: hmac.New costs five allocations a call.
-// The key is read at open and never changes, so every pooled hash is keyed
-// alike.
-type tagHash struct {
-	mac hash.Hash
-	sum [sha256.Size]byte
-}
-
-// credentialTagPrefix is credentialTagContext as the bytes hashed first.
-var credentialTagPrefix = []byte(credentialTagContext)

@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -88,7 +89,6 @@ type Journal struct {
 	// identityKey is the HMAC key of credential tags (identity_key.go);
 	// nil in a read-only journal of a file written before it existed.
 	identityKey []byte
-	tagHashes   sync.Pool // of *tagHash under identityKey (identity_key.go)
 
 	commit    committer
 	retention time.Duration  // for the periodic prune; 0 for read-only
@@ -109,7 +109,7 @@ type Journal struct {
 	// ops are the operations in flight in this process: every Transport over
 	// the journal holds an operation's lock while a call or Resume runs it,
 	// and Resolve and Discard refuse one that is held (journal_resolve.go).
-	ops keyedLocks
+	ops journal.Claims
 }
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for

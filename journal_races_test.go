@@ -109,7 +109,7 @@ func TestFailedOperationFailingAgainStaysFailed(t *testing.T) {
 	for range 2 {
 		_, err := payWithOp(t, c, "http://127.0.0.1:1", "op-f", "r")
 		require.ErrorIs(t, err, ErrPermanent)
-		rec, err := tr.journal.Lookup("op-f")
+		rec, err := tr.bolt().Lookup("op-f")
 		require.NoError(t, err)
 		require.Equal(t, StateFailed, rec.State)
 	}
@@ -144,7 +144,7 @@ func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 	srv := startPayments(t, &testserver.Options{RequireKey: true})
 	g := &certThenHold{entered: make(chan struct{}), released: make(chan struct{}), next: srv.Client().Transport}
 	tr, clk := testTransport(t, &Options{Base: g, MaxAttempts: 1})
-	j := tr.journal
+	j := tr.bolt()
 	j.now = clk.Now
 	c := &http.Client{Transport: tr}
 

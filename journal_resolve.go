@@ -8,7 +8,6 @@
 package idem
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -141,11 +140,11 @@ func (j *Journal) byHand(ref OperationRef, verb string, change func(*Record) err
 	if found == nil {
 		return fail(ErrOperationNotFound)
 	}
-	name := lockName(found)
-	if !j.ops.tryLock(name) {
+	name := journal.NameOf(found)
+	if !j.ops.TryClaim(name) {
 		return fail(ErrOperationBusy)
 	}
-	defer j.ops.unlock(name)
+	defer j.ops.Release(name)
 	var from State
 	rec, err := j.restate(seqOf(found), true, func(rec *Record) error {
 		if rec.Key != found.Key { // record IDs are never reused: a damaged file
@@ -289,35 +288,4 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		j.sawWritten(out.Written())
 	}
 	return out, err
-}
-
-// expireUnopened ends a pending operation that Resume could not open
-// (openErr: its key ID is not in the Keyring, or its sealed bytes do not
-// decrypt) once it is older than KeyTTL, as resume expires any other: it
-// becomes expired, its sealed part and body kept as they are, and the error
-// returned matches both ErrKeyExpired and openErr. Within KeyTTL it returns
-// openErr: the operation stays pending, for the key to be put back. rec is
-// the record as listed (Created is readable in a sealed record).
-func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr error) error {
-	if !errors.Is(openErr, ErrUnknownEncryptionKey) && !errors.Is(openErr, ErrDecrypt) {
-		return openErr
-	}
-	if !t.keyExpired(rec) {
-		return openErr
-	}
-	cur, err := t.journal.restate(seqOf(rec), false, func(cur *Record) error {
-		if cur.State != StatePending {
-			return errNotPending
-		}
-		_, err := journal.Apply(cur, journal.EventExpire, journal.Change{Now: t.clock.Now()})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	*rec = *cur
-	t.stateChanged(StatePending, StateExpired)
-	t.cfg.observer.Result(ctx, ResultEvent{State: StateExpired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
-	return fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s; it could not be opened: %w",
-		ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC(), openErr)
 }

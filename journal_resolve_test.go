@@ -135,7 +135,7 @@ func TestResolveAndDiscard(t *testing.T) {
 	minted := send(context.Background(), paymentBody("order-2", 20)).Key
 	send(WithKey(context.Background(), "caller-key-3"), paymentBody("order-3", 30))
 	require.Len(t, srv.requests(), 3)
-	j := tr.journal
+	j := tr.bolt()
 
 	rec, err := j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusCreated)
 	require.NoError(t, err)
@@ -214,19 +214,19 @@ func TestResolveRefusesInFlight(t *testing.T) {
 		callErr.Store(err)
 	})
 	eventually(t, 2*time.Second, func() bool { return len(srv.requests()) == 1 }, "the call is in flight")
-	_, err := tr.journal.Resolve(OperationRef{OperationID: "held"}, http.StatusCreated)
+	_, err := tr.bolt().Resolve(OperationRef{OperationID: "held"}, http.StatusCreated)
 	require.ErrorIs(t, err, ErrOperationBusy)
-	_, err = tr.journal.Discard(OperationRef{OperationID: "held"}, "")
+	_, err = tr.bolt().Discard(OperationRef{OperationID: "held"}, "")
 	require.ErrorIs(t, err, ErrOperationBusy)
 	close(release)
 	wg.Wait()
 	pendingErr(t, callErr.Load().(error))
-	rec, err := tr.journal.Discard(OperationRef{OperationID: "held"}, "")
+	rec, err := tr.bolt().Discard(OperationRef{OperationID: "held"}, "")
 	require.NoError(t, err, "free once the call returned")
 	require.Equal(t, StateExpired, rec.State)
 
-	path := tr.journal.Path()
-	require.NoError(t, tr.journal.Close())
+	path := tr.bolt().Path()
+	require.NoError(t, tr.bolt().Close())
 	ro, err := OpenJournalReadOnly(path, 0)
 	require.NoError(t, err)
 	defer ro.Close()
@@ -247,7 +247,7 @@ func (o *countingObserver) PendingChanged(d int) { o.pending.Add(int64(d)) }
 func TestClientResolveTellsObserver(t *testing.T) {
 	obs := &countingObserver{}
 	tr, _, srv, _ := failingScenario(t, &Options{MaxAttempts: 1, Observer: obs})
-	c := &Client{journal: tr.journal, transport: tr}
+	c := &Client{journal: tr.bolt(), transport: tr}
 	for _, op := range []string{"a", "b"} {
 		req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody(op, 1))
 		_, err := tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), op)))

@@ -128,11 +128,11 @@ func TestLogsCarryNoSecret(t *testing.T) {
 	for range 20 {
 		clk.Advance(time.Minute)
 		require.NoError(t, tr.Resume(context.Background(), nil))
-		if countState(t, tr.journal, StatePending) == 0 {
+		if countState(t, tr.bolt(), StatePending) == 0 {
 			break
 		}
 	}
-	require.Zero(t, countState(t, tr.journal, StatePending))
+	require.Zero(t, countState(t, tr.bolt(), StatePending))
 	require.NoError(t, srv.Ledger().Check(refs))
 	// And one that expires: pending longer than KeyTTL.
 	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: 503}, testserver.Fault{Kind: testserver.FaultStatus, Status: 503},
@@ -175,8 +175,8 @@ func TestLogsCarryNoSecret(t *testing.T) {
 	require.Contains(t, out, "[redacted]", "the leaky error was logged, masked")
 
 	// The journal keeps last errors masked too.
-	require.NoError(t, tr.journal.Close())
-	raw, err := os.ReadFile(tr.journal.Path())
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
 	require.NoError(t, err)
 	for _, secret := range []string{token, "SECRET-cookie", urlPass, urlUser} {
 		require.NotContains(t, string(raw), secret)

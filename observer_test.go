@@ -181,7 +181,7 @@ func TestObserverGaugeStartsFromTheJournal(t *testing.T) {
 func TestObserverWriteAheadFailure(t *testing.T) {
 	obs := &recordingObserver{}
 	tr, _, srv := newScenario(t, &Options{Observer: obs}, func(n int, w http.ResponseWriter, r *http.Request) { reply(w, http.StatusCreated) })
-	require.NoError(t, tr.journal.Close())
+	require.NoError(t, tr.bolt().Close())
 	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{}`))
 	require.ErrorIs(t, err, ErrJournalClosed)
 	require.Len(t, obs.writeAheads, 1)

@@ -94,3 +94,11 @@ func stored(r *Record) *Record {
 func idKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, id)
 }
+
+// stub is a record holding only rec's journal.Ref: enough for Store.Reload
+// to find rec again, without keeping its body alive.
+func stub(rec *Record) *Record {
+	s := new(Record)
+	journal.SetRef(s, journal.Ref{Seq: seqOf(rec)})
+	return s
+}

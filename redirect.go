@@ -38,9 +38,9 @@ var errTooManyRedirects = errors.New("idem: too many redirects")
 // hopMark is carried by a 3xx response that idem returned for a journaled
 // operation, for the hop net/http builds from it.
 type hopMark struct {
-	t    *Transport // only this Transport may take the hop as its operation's
-	id   uint64     // the operation's record
-	lock string     // and its lock name (lockName)
+	t    *Transport   // only this Transport may take the hop as its operation's
+	rec  *Record      // the operation's record, as the response left it (for Store.Reload)
+	lock journal.Name // and its name, claimed while the hop runs
 	key  string
 	// location is the Location the hop must go to, resolved and journaled
 	// as a URL is (storedURL).
@@ -109,7 +109,7 @@ func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) 
 		return false
 	}
 	loc, droppedQuery := storedURL(u, t.cfg.sensitiveQuery)
-	m := &hopMark{t: t, id: seqOf(o.rec), lock: lockName(o.rec), key: o.rec.Key, location: loc,
+	m := &hopMark{t: t, rec: stub(o.rec), lock: journal.NameOf(o.rec), key: o.rec.Key, location: loc,
 		follows: resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect}
 	sent := resp.Request
 	if sent == nil {
@@ -138,10 +138,7 @@ func (t *Transport) move(ctx context.Context, o *op, u *url.URL, loc string, dro
 	rec.Location, rec.DroppedQuery = loc, droppedQuery
 	_, err := journal.Apply(rec, journal.EventRetry, journal.Change{Status: status})
 	if err == nil {
-		err = t.journal.save(rec)
-	}
-	if err == nil {
-		err = t.journal.flush()
+		err = t.journal.Update(ctx, rec, journal.Durable)
 	}
 	if err != nil {
 		// The record still names the URL that answered the redirect; sent
@@ -207,11 +204,11 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 		return nil, err
 	}
 	b.close()
-	if err := t.locks.lock(ctx, m.lock); err != nil {
+	if err := t.journal.Claim(ctx, m.lock); err != nil {
 		return nil, err
 	}
-	defer t.locks.unlock(m.lock)
-	rec, err := t.journal.get(m.id)
+	defer t.journal.Release(m.lock)
+	rec, err := t.journal.Reload(ctx, m.rec)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +244,7 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: b.buf}); err != nil {
 			return nil, err
 		}
-		if err := t.journal.repend(rec); err != nil {
+		if err := t.journal.Update(ctx, rec, journal.Durable); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 		t.stateChanged(StateFailed, StatePending)
@@ -347,7 +344,7 @@ func (t *Transport) followResumed(ctx context.Context, req *http.Request, rec *R
 	next := t.clock.Now().Add(t.cfg.MaxInterval)
 	_, err := journal.Apply(rec, journal.EventRetry, journal.Change{Status: rec.Status, Next: next, Error: rec.LastError})
 	if err == nil {
-		err = t.journal.save(rec)
+		err = t.journal.Update(ctx, rec, journal.Deferred)
 	}
 	if err != nil {
 		o := &op{req: req, rec: rec, key: rec.Key}

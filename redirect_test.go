@@ -495,7 +495,7 @@ func TestRedirectHopAfterSettle(t *testing.T) {
 // journalRecords lists every record of tr's journal.
 func (t *Transport) journalRecords(tb testing.TB) []*Record {
 	tb.Helper()
-	recs, err := t.journal.Records()
+	recs, err := t.bolt().Records()
 	require.NoError(tb, err)
 	return recs
 }

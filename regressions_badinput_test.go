@@ -40,7 +40,7 @@ func TestReviewBadInputRefusedBeforeJournal(t *testing.T) {
 			require.Nil(t, resp)
 			require.ErrorIs(t, err, ErrInvalidRequest, "got %v", err)
 			require.Zero(t, srv.count(), "nothing sent")
-			recs, rerr := tr.journal.Records()
+			recs, rerr := tr.bolt().Records()
 			require.NoError(t, rerr)
 			require.Empty(t, recs, "nothing journaled, nothing left pending")
 		})

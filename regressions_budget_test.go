@@ -41,7 +41,7 @@ func TestReviewResumeExpiryNotHeldByBudget(t *testing.T) {
 	require.Len(t, outs, 1, "only the expired one is due")
 	require.Equal(t, "old", outs[0].Record.OperationID)
 	require.ErrorIs(t, outs[0].Err, ErrKeyExpired, "got %v", outs[0].Err)
-	rec, err := tr.journal.Lookup("old")
+	rec, err := tr.bolt().Lookup("old")
 	require.NoError(t, err)
 	require.Equal(t, StateExpired, rec.State)
 }
@@ -101,7 +101,7 @@ func TestReviewRecallOfPendingIsARetry(t *testing.T) {
 	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
 	require.Equal(t, "again", pe.OperationID)
 	require.Equal(t, 3, srv.count(), "nothing sent")
-	rec, err := tr.journal.Lookup("again")
+	rec, err := tr.bolt().Lookup("again")
 	require.NoError(t, err)
 	require.Equal(t, StatePending, rec.State)
 }

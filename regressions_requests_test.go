@@ -44,7 +44,7 @@ func (b *pipeBody) Close() error {
 // noRequests asserts that nothing was journaled and nothing reached srv.
 func noRequests(tb testing.TB, tr *Transport, srv *recordingServer) {
 	tb.Helper()
-	recs, err := tr.journal.Records()
+	recs, err := tr.bolt().Records()
 	require.NoError(tb, err)
 	require.Empty(tb, recs, "nothing journaled")
 	require.Zero(tb, srv.count(), "nothing sent")
@@ -250,7 +250,7 @@ func TestHostOverrideJournaledAndResumed(t *testing.T) {
 	require.Equal(t, "payments.example", onlyRecord(t, tr).Host)
 
 	// A restart: the record is all the new process has.
-	tr2, _ := transportOn(t, reopen(t, tr.journal), Options{}, srv.base(), perr.NextAttempt.Add(time.Millisecond))
+	tr2, _ := transportOn(t, reopen(t, tr.bolt()), Options{}, srv.base(), perr.NextAttempt.Add(time.Millisecond))
 	outs := resumeAll(t, tr2)
 	require.Len(t, outs, 1)
 	require.NoError(t, outs[0].Err)
@@ -273,8 +273,8 @@ func TestOpaqueURLUserinfoNotJournaled(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	require.Equal(t, "http://"+u.Host+"/payments", onlyRecord(t, tr).URL)
 
-	require.NoError(t, tr.journal.Close())
-	raw, err := os.ReadFile(tr.journal.Path())
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
 	require.NoError(t, err)
 	require.False(t, bytes.Contains(raw, []byte("S3CR3T")), "the password is in the journal file")
 }
@@ -316,7 +316,7 @@ func TestEmptyMethodIsGET(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Len(t, clk.Sleeps(), 2)
 
-	recs, err := tr.journal.Records()
+	recs, err := tr.bolt().Records()
 	require.NoError(t, err)
 	require.Empty(t, recs, "a GET is not journaled")
 	seen := srv.requests()

@@ -24,8 +24,8 @@ func TestReviewSensitiveParamInFragmentNotJournaled(t *testing.T) {
 		paymentBody("order-frag", 1))
 	_, err := tr.RoundTrip(req)
 	pendingErr(t, err)
-	require.NoError(t, tr.journal.Close())
-	raw, err := os.ReadFile(tr.journal.Path())
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
 	require.NoError(t, err)
 	require.False(t, bytes.Contains(raw, []byte(secret)), "the journal file holds the sensitive parameter's value")
 }
@@ -49,8 +49,8 @@ func TestReviewURLQuotedInErrorNotJournaled(t *testing.T) {
 	pendingErr(t, err)
 	rec := onlyRecord(t, tr)
 	require.Contains(t, rec.LastError, "proxy failed for https://api.test/p")
-	require.NoError(t, tr.journal.Close())
-	raw, err := os.ReadFile(tr.journal.Path())
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
 	require.NoError(t, err)
 	for _, secret := range []string{frag, query, "tok/en-77", "pw-secret-9"} {
 		require.False(t, bytes.Contains(raw, []byte(secret)), "the journal file holds %q", secret)

@@ -304,7 +304,7 @@ func TestResumeRefusesWithoutDroppedCredentials(t *testing.T) {
 	require.Equal(t, 1, srv.count(), "Resume sent nothing without the credentials")
 	require.Equal(t, StatePending, onlyRecord(t, tr).State)
 
-	tr2, err := NewTransport(tr.journal, &Options{Base: srv.base(), PrepareResume: func(r *http.Request) error {
+	tr2, err := NewTransport(tr.bolt(), &Options{Base: srv.base(), PrepareResume: func(r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer tok-r13")
 		return nil
 	}})

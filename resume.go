@@ -104,13 +104,6 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-func lockName(rec *Record) string {
-	if rec.OperationID != "" {
-		return "o\x00" + rec.OperationID
-	}
-	return "k\x00" + rec.Key
-}
-
 // resume runs one pending operation, or expires it, and logs the outcome.
 // isRetry says the operation had been attempted before, and Resume took a
 // retry token to send it.
@@ -119,7 +112,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 	defer func() { t.logResume(ctx, rec, req, resp, err) }()
 	// Re-read under the lock, body included: a call may have settled it, or
 	// given up on it until later, since the listing.
-	cur, err := t.journal.reget(rec)
+	cur, err := t.journal.Reload(ctx, rec)
 	if err != nil {
 		// A sealed record that cannot be opened ends past KeyTTL too.
 		return nil, t.expireUnopened(ctx, rec, err)
@@ -135,7 +128,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		if _, err := journal.Apply(rec, journal.EventExpire, journal.Change{Now: t.clock.Now()}); err != nil {
 			return nil, err
 		}
-		if err := t.journal.save(rec); err != nil {
+		if err := t.journal.Update(ctx, rec, journal.Deferred); err != nil {
 			return nil, err
 		}
 		t.stateChanged(StatePending, StateExpired)
@@ -197,4 +190,35 @@ func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 		}
 	}
 	return nil
+}
+
+// expireUnopened ends a pending operation that Resume could not open
+// (openErr: its key ID is not in the Keyring, or its sealed bytes do not
+// decrypt) once it is older than KeyTTL, as resume expires any other: it
+// becomes expired, its sealed part and body kept as they are, and the error
+// returned matches both ErrKeyExpired and openErr. Within KeyTTL it returns
+// openErr: the operation stays pending, for the key to be put back. rec is
+// the record as listed (Created is readable in a sealed record).
+func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr error) error {
+	if !errors.Is(openErr, ErrUnknownEncryptionKey) && !errors.Is(openErr, ErrDecrypt) {
+		return openErr
+	}
+	if !t.keyExpired(rec) {
+		return openErr
+	}
+	cur := *rec
+	if _, err := journal.Apply(&cur, journal.EventExpire, journal.Change{Now: t.clock.Now()}); err != nil {
+		return errNotPending
+	}
+	if err := t.journal.Update(ctx, &cur, journal.Durable); err != nil {
+		if errors.Is(err, journal.ErrGone) {
+			return errNotPending // settled, or given up, since the listing
+		}
+		return err
+	}
+	*rec = cur
+	t.stateChanged(StatePending, StateExpired)
+	t.cfg.observer.Result(ctx, ResultEvent{State: StateExpired, Status: rec.Status, Attempts: rec.Attempts, Resumed: true})
+	return fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s; it could not be opened: %w",
+		ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC(), openErr)
 }

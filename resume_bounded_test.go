@@ -54,7 +54,7 @@ func TestResumeBoundedByDeadline(t *testing.T) {
 	// Waited for real, the four schedules would take tens of seconds; 5 s
 	// leaves a busy machine room.
 	require.Less(t, time.Since(began), 5*time.Second, "no real waiting")
-	require.Equal(t, 4, countState(t, tr.journal, StatePending))
+	require.Equal(t, 4, countState(t, tr.bolt(), StatePending))
 }
 
 // A Resume whose context is canceled while it waits to retry returns
@@ -62,7 +62,7 @@ func TestResumeBoundedByDeadline(t *testing.T) {
 // started are not touched.
 func TestResumeCanceledReturnsPromptly(t *testing.T) {
 	tr, clk := downPending(t, &Options{ResumeConcurrency: 1}, 3)
-	before, err := tr.journal.Records()
+	before, err := tr.bolt().Records()
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	clk.onSleep = func(time.Duration) { cancel() } // the process is told to stop mid-wait
@@ -72,7 +72,7 @@ func TestResumeCanceledReturnsPromptly(t *testing.T) {
 	require.ErrorIs(t, outs[0].Err, context.Canceled)
 	var pe *PendingError
 	require.True(t, errors.As(outs[0].Err, &pe))
-	after, err := tr.journal.Records()
+	after, err := tr.bolt().Records()
 	require.NoError(t, err)
 	require.Len(t, after, 3)
 	for i, r := range after {

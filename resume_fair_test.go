@@ -145,10 +145,10 @@ func TestResumerDeadHostYieldsAfterOneAttempt(t *testing.T) {
 	tr, clk := testTransport(t, &Options{Base: base, AttemptTimeout: attemptTimeout, ResumeInterval: time.Hour,
 		RetryBudget: RetryBudget{Disabled: true}, CloseTimeout: 100 * time.Millisecond})
 	for i := range DefaultResumeConcurrency {
-		writePending(t, tr.journal, dead.URL, fmt.Sprintf("dead-%d", i), clk.Now())
+		writePending(t, tr.bolt(), dead.URL, fmt.Sprintf("dead-%d", i), clk.Now())
 	}
 
-	c := &Client{journal: tr.journal, transport: tr}
+	c := &Client{journal: tr.bolt(), transport: tr}
 	var mu sync.Mutex
 	settledAfter := 0 // the dead host's most attempts of one operation, when the healthy one settled
 	stop := c.StartResumer(context.Background(), func(o Outcome) {
@@ -164,7 +164,7 @@ func TestResumerDeadHostYieldsAfterOneAttempt(t *testing.T) {
 		"the dead host holds every slot")
 
 	// A healthy operation comes due, as after a call's give-up.
-	writePending(t, tr.journal, pay.URL, "healthy", clk.Now())
+	writePending(t, tr.bolt(), pay.URL, "healthy", clk.Now())
 	tr.resumers.notePending(clk.Now())
 	eventually(t, 20*time.Second, func() bool {
 		mu.Lock()
@@ -340,7 +340,7 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 	for w := range 32 { // concurrent inserts share commits
 		wg.Go(func() {
 			for i := w; i < hosts; i += 32 {
-				errs <- tr.journal.insert(&Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost,
+				errs <- tr.bolt().insert(&Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost,
 					URL: fmt.Sprintf("https://h%d.example/payments", i), Body: []byte("{}"),
 					Created: clk.Now(), Updated: clk.Now(), State: StatePending}, true)
 			}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/journal"
 )
 
 // resumeRun sends due pending operations and reports each outcome. Resume
@@ -52,12 +54,28 @@ func (t *Transport) newResumeRun(ctx context.Context, lim limits, stop <-chan st
 // has been queued; it returns when all have been sent. This is Resume.
 func (r *resumeRun) all() error {
 	var err error
-	left := r.scan(r.t.journal.pendingSeq(&err), nil)
+	left := r.scan(r.pending(0, &err), nil)
 	for !left.empty() && err == nil && r.waitRoom() {
-		left = r.scan(r.t.journal.pendingSeqAfter(left.from()-1, &err), left)
+		left = r.scan(r.pending(left.from()-1, &err), left)
 	}
 	r.pool.wait()
 	return err
+}
+
+// pending is the journal's pending records from the first past after
+// (Store.Pending); a read error ends it and is stored in *errp.
+func (r *resumeRun) pending(after uint64, errp *error) iter.Seq[*Record] {
+	return func(yield func(*Record) bool) {
+		for rec, err := range r.t.journal.Pending(r.ctx, after) {
+			if err != nil {
+				*errp = err
+				return
+			}
+			if !yield(rec) {
+				return
+			}
+		}
+	}
 }
 
 // leftOut is what a scan left out, to be read again: for each host whose
@@ -216,11 +234,11 @@ func (r *resumeRun) send(host string, rec *Record) {
 	if r.ctx.Err() != nil || closed(r.stop) {
 		return
 	}
-	name := lockName(rec)
-	if !t.locks.tryLock(name) {
+	name := journal.NameOf(rec)
+	if !t.journal.TryClaim(name) {
 		return // in flight in this process
 	}
-	defer t.locks.unlock(name)
+	defer t.journal.Release(name)
 	// Re-sending an operation already attempted is a retry: it needs a
 	// token of the retry budget, so that a pass stops sending to a failing
 	// host instead of queueing its whole backlog. One past KeyTTL is only

@@ -139,13 +139,13 @@ func TestResumeSkipsOperationNoLongerDue(t *testing.T) {
 	tr, clk := testTransport(t, &Options{Base: srv.base()})
 	rec := pendingRecord("a")
 	rec.URL, rec.Body, rec.Created = srv.URL+"/payments", []byte(`{"amount":700}`), clk.Now()
-	require.NoError(t, tr.journal.insert(rec, true))
-	page, err := tr.journal.pendingAfter(0, 10)
+	require.NoError(t, tr.bolt().insert(rec, true))
+	page, err := tr.bolt().pendingAfter(0, 10)
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 
 	rec.Attempts, rec.NextAttempt = 1, clk.Now().Add(time.Minute)
-	require.NoError(t, tr.journal.save(rec))
+	require.NoError(t, tr.bolt().save(rec))
 	lim, err := tr.cfg.callLimits(context.Background())
 	require.NoError(t, err)
 	resp, err := tr.resume(context.Background(), page[0], lim, false)
@@ -167,7 +167,7 @@ func insertPending(t *testing.T, tr *Transport, clk *fakeClock, url string, n in
 		}
 		rec := &Record{Key: "key-" + op, OperationID: op, Method: http.MethodPost, URL: url,
 			Body: stagedBody(op, size), State: StatePending, Created: clk.Now(), Updated: clk.Now()}
-		require.NoError(t, tr.journal.insert(rec, true))
+		require.NoError(t, tr.bolt().insert(rec, true))
 		want["key-"+op] = rec.Body
 	}
 	return want
@@ -217,10 +217,10 @@ func TestResumePagesWithUncommittedChanges(t *testing.T) {
 	for i := range n {
 		rec := &Record{Key: fmt.Sprint("k", i), Method: http.MethodPost, URL: srv.URL + "/p",
 			Body: []byte(fmt.Sprint("b", i)), State: StatePending, Created: clk.Now()}
-		require.NoError(t, tr.journal.insert(rec, true))
+		require.NoError(t, tr.bolt().insert(rec, true))
 		recs = append(recs, rec)
 	}
-	release := holdCommits(tr.journal)
+	release := holdCommits(tr.bolt())
 	due := map[string]bool{}
 	for i, rec := range recs {
 		cp := *rec
@@ -233,7 +233,7 @@ func TestResumePagesWithUncommittedChanges(t *testing.T) {
 			due[rec.Key] = true
 			continue
 		}
-		require.NoError(t, tr.journal.save(&cp))
+		require.NoError(t, tr.bolt().save(&cp))
 	}
 	require.NoError(t, tr.Resume(context.Background(), nil))
 	release()

@@ -173,7 +173,7 @@ func TestResumerWakesAtRetryAfter(t *testing.T) {
 		}
 		reply(w, http.StatusCreated)
 	})
-	c := &Client{journal: tr.journal, transport: tr}
+	c := &Client{journal: tr.bolt(), transport: tr}
 	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{"a":1}`))
 	require.Nil(t, resp)
 	pe := pendingErr(t, err)
@@ -208,7 +208,7 @@ func TestResumerWakesWhenACallLeavesPending(t *testing.T) {
 		}
 		reply(w, http.StatusCreated)
 	})
-	c := &Client{journal: tr.journal, transport: tr}
+	c := &Client{journal: tr.bolt(), transport: tr}
 	var got outcomes
 	stop := c.StartResumer(context.Background(), got.add)
 	defer stop()
@@ -254,7 +254,7 @@ func TestResumerRetriesUnsendableAtInterval(t *testing.T) {
 	pe := pendingErr(t, err)
 	clk.Advance(time.Until(pe.NextAttempt) + time.Second) // due now
 
-	c := &Client{journal: tr.journal, transport: tr}
+	c := &Client{journal: tr.bolt(), transport: tr}
 	var got outcomes
 	stop := c.StartResumer(context.Background(), got.add)
 	defer stop()
@@ -353,8 +353,8 @@ func TestCloseWaitsForResumesThenLeavesThemPending(t *testing.T) {
 			pe := pendingErr(t, err)
 			tr.clock.(*fakeClock).Advance(time.Until(pe.NextAttempt) + time.Hour)
 
-			path := tr.journal.Path()
-			c := &Client{journal: tr.journal, transport: tr}
+			path := tr.bolt().Path()
+			c := &Client{journal: tr.bolt(), transport: tr}
 			var got outcomes
 			c.StartResumer(context.Background(), got.add)
 			<-arrived
@@ -390,7 +390,7 @@ func TestResumerSkipsOperationsInFlight(t *testing.T) {
 		}
 		reply(w, http.StatusCreated)
 	})
-	c := &Client{journal: tr.journal, transport: tr}
+	c := &Client{journal: tr.bolt(), transport: tr}
 	done := make(chan error, 1)
 	go func() {
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{"a":4}`))

@@ -138,7 +138,7 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 	})
 	// S08 is about connections, not durability: skip the fsyncs that would
 	// make 1,000 journaled calls take seconds under -race.
-	tr.journal.db.NoSync = true
+	tr.bolt().db.NoSync = true
 	// Two failures in three is an outage to the retry budget, which would
 	// (rightly) stop retrying after a while; S08 needs every retry made.
 	tr.budget = newBudget(RetryBudget{Disabled: true})
@@ -172,7 +172,7 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 	after := waitGoroutines(goroutines+2, 2*time.Second)
 	require.LessOrEqual(t, after, goroutines+2, "goroutines grew from %d", goroutines)
 
-	recs, err := tr.journal.Records()
+	recs, err := tr.bolt().Records()
 	require.NoError(t, err)
 	require.Len(t, recs, calls+1)
 	for _, rec := range recs {

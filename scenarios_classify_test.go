@@ -120,7 +120,7 @@ func TestS15_AlwaysUnavailable(t *testing.T) {
 			require.Equal(t, http.StatusText(lastStatus), string(drain(t, resp)), "the last body is the caller's to read")
 			require.Equal(t, n, srv.count())
 			require.Len(t, clk.Sleeps(), n-1)
-			recs, err := tr.journal.Records()
+			recs, err := tr.bolt().Records()
 			require.NoError(t, err)
 			require.Empty(t, recs, "GET is not journaled")
 		})

@@ -187,7 +187,7 @@ func newRequest(tb testing.TB, method, url, body string) *http.Request {
 // onlyRecord returns the journal's single record.
 func onlyRecord(tb testing.TB, tr *Transport) *Record {
 	tb.Helper()
-	recs, err := tr.journal.Records()
+	recs, err := tr.bolt().Records()
 	require.NoError(tb, err)
 	require.Len(tb, recs, 1)
 	return recs[0]

@@ -132,7 +132,7 @@ func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
 		require.NoError(t, outs[0].Err)
 		require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
 
-		rec := onlyRecordOf(t, tr2.journal)
+		rec := onlyRecordOf(t, tr2.bolt())
 		require.Equal(t, perr.Key, rec.Key)
 		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, 3, rec.Attempts, "attempts count across process lifetimes")

@@ -26,7 +26,7 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 	}
 	before, err := journal.Apply(o.rec, journal.EventSettle, journal.Change{Now: t.clock.Now(), Status: resp.StatusCode})
 	if err == nil {
-		err = t.journal.save(o.rec)
+		err = t.journal.Update(ctx, o.rec, journal.Deferred)
 	}
 	if err != nil {
 		// The response is final; losing the settle only costs one harmless
@@ -48,7 +48,7 @@ func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 	}
 	before, serr := journal.Apply(o.rec, journal.EventFail, journal.Change{Now: t.clock.Now(), Error: t.safeErr(o, cause)})
 	if serr == nil {
-		serr = t.journal.save(o.rec)
+		serr = t.journal.Update(ctx, o.rec, journal.Deferred)
 	}
 	if serr != nil {
 		return errors.Join(err, serr)
@@ -100,7 +100,7 @@ func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.T
 	perr := &PendingError{Key: o.rec.Key, OperationID: o.rec.OperationID, Attempts: o.rec.Attempts,
 		LastStatus: last.status, Err: last.err, NextAttempt: next}
 	if err == nil {
-		err = t.journal.save(o.rec)
+		err = t.journal.Update(ctx, o.rec, journal.Deferred)
 	}
 	if err != nil {
 		// The record written ahead is still pending on disk; only the attempt

@@ -57,9 +57,9 @@ import (
 type Transport struct {
 	zero     sync.Once // sets up the zero Transport (transport_zero.go)
 	cfg      *config
-	journal  *Journal
+	journal  journal.Store // nil: none; also holds the claims on operations (Journal.ops)
+	tags     *tagger       // credential tags under the journal's identity key (identity_key.go)
 	clock    clock
-	locks    *keyedLocks       // the journal's (Journal.ops), so Resolve sees what runs
 	resumers resumerSet        // background resumers to tell of new pending work
 	pending  pendingGauge      // this Transport's share of the Observer's gauge
 	budget   *budget           // retry tokens per host
@@ -69,33 +69,38 @@ type Transport struct {
 	crashAt func(point string)
 }
 
-// NewTransport returns a Transport that journals to j. A nil j gives a
-// Transport that retries but refuses (ErrNoJournal) every request that would
-// need journaling. The Transport does not own j; close j after the last call.
-// The journal seals records (Options.Encryption): opts may leave Encryption
-// nil, but if it sets it, j must have been opened with a Keyring of the same
-// Current that holds every key ID it names (the key bytes are the
-// journal's; they are not compared), or NewTransport fails with
-// ErrInvalidOptions rather than let records be written in plaintext
+// NewTransport returns a Transport that journals to store, usually the
+// bbolt *Journal that OpenJournal returns. A nil store gives a Transport
+// that retries but refuses (ErrNoJournal) every request that would need
+// journaling. The Transport does not own store; close it after the last
+// call. A *Journal seals records (Options.Encryption): opts may leave
+// Encryption nil, but if it sets it, the Journal must have been opened with
+// a Keyring of the same Current that holds every key ID it names (the key
+// bytes are the journal's; they are not compared), or NewTransport fails
+// with ErrInvalidOptions rather than let records be written in plaintext
 // unnoticed.
-func NewTransport(j *Journal, opts *Options) (*Transport, error) {
+func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	if j != nil && !j.keyring.covers(cfg.keyring) {
-		return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
+	if j, ok := store.(*Journal); ok {
+		if j == nil {
+			store = nil // a nil *Journal is no journal
+		} else if !j.keyring.covers(cfg.keyring) {
+			return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
+		}
 	}
-	t := &Transport{cfg: cfg, journal: j, clock: journalClock(realClock{}, j), locks: new(keyedLocks), budget: newBudget(cfg.RetryBudget)}
-	if j != nil {
-		t.locks = &j.ops
+	t := &Transport{cfg: cfg, journal: store, clock: journalClock(realClock{}, store), budget: newBudget(cfg.RetryBudget)}
+	if store != nil {
+		t.tags = newTagger(store.IdentityKey())
 	}
 	if cfg.Base == nil {
 		t.own = defaultBase()
 	}
-	if j != nil && cfg.Observer != nil {
+	if store != nil && cfg.Observer != nil {
 		// The gauge starts from what earlier runs left pending.
-		n, err := j.pendingCount()
+		n, err := store.PendingCount(context.Background())
 		if err != nil {
 			return nil, err
 		}
@@ -238,30 +243,30 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 			return nil, err
 		}
 	}
-	name := "k\x00" + key
+	name := journal.Name{Key: key}
 	if hasOp {
-		name = "o\x00" + opID
+		name = journal.Name{OperationID: opID}
 	}
 	// Calls for one operation run one at a time; the second finds the first's
 	// record, so both share one key and one server-side effect.
-	if err := t.locks.lock(ctx, name); err != nil {
+	if err := t.journal.Claim(ctx, name); err != nil {
 		return nil, err
 	}
-	defer t.locks.unlock(name)
+	defer t.journal.Release(name)
 	var rec *Record
 	if hasKey || hasOp { // a key minted just now cannot be in the journal
-		if rec, err = t.journal.find(name); err != nil {
+		if rec, err = t.journal.Get(ctx, name); err != nil {
 			return nil, err
 		}
 	}
-	if rec != nil && lockName(rec) != name {
+	if rec != nil && journal.NameOf(rec) != name {
 		// Found by the caller's key, but the record belongs to an operation
 		// ID: hold that lock too, the one Resume takes, and read it again.
-		if err := t.locks.lock(ctx, lockName(rec)); err != nil {
+		if err := t.journal.Claim(ctx, journal.NameOf(rec)); err != nil {
 			return nil, err
 		}
-		defer t.locks.unlock(lockName(rec))
-		if rec, err = t.journal.find(name); err != nil {
+		defer t.journal.Release(journal.NameOf(rec))
+		if rec, err = t.journal.Get(ctx, name); err != nil {
 			return nil, err
 		}
 	}
@@ -300,7 +305,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: buf}); err != nil {
 			return nil, err
 		}
-		if err := t.journal.repend(rec); err != nil {
+		if err := t.journal.Update(ctx, rec, journal.Durable); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 		t.stateChanged(StateFailed, StatePending)
@@ -323,7 +328,8 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 // Observer how long the commit took.
 func (t *Transport) writeAhead(ctx context.Context, rec *Record, callerKey bool) error {
 	start := time.Now() // commit latency is wall time, whatever clock drives retries
-	err := t.journal.insert(rec, callerKey)
+	rec.CallerKey = callerKey
+	err := t.journal.Create(ctx, rec)
 	t.cfg.observer.WriteAhead(ctx, time.Since(start), err)
 	if err == nil {
 		t.stateChanged(0, StatePending)

@@ -15,7 +15,7 @@ func (t *Transport) setup() {
 		if err != nil { // zero Options mean the defaults, which are valid
 			panic("idem: default Options: " + err.Error())
 		}
-		t.cfg, t.locks, t.budget, t.own = cfg, new(keyedLocks), newBudget(cfg.RetryBudget), defaultBase()
+		t.cfg, t.budget, t.own = cfg, newBudget(cfg.RetryBudget), defaultBase()
 		if t.clock == nil { // a test may have set its own
 			t.clock = newStepClock(realClock{})
 		}

@@ -40,3 +40,13 @@ var (
 	// written already.
 	ErrFinal = errors.New("idem: operation already final")
 )
+
+var (
+	// ErrDuplicate is returned by Create when the operation ID or caller
+	// key is already taken.
+	ErrDuplicate = errors.New("idem: operation ID reused with a different request")
+
+	// ErrGone is returned by Update when the record it would write is no
+	// longer where it was (pruned meanwhile).
+	ErrGone = errors.New("idem: failed operation pruned while being sent again; call again to start it anew")
+)
