@@ -19,7 +19,7 @@ import (
 func TestCredentialTagAllocs(t *testing.T) {
 	j, _ := testJournal(t)
 	creds := []byte("h\x0dAuthorization\x01\x0cBearer tok-1")
-	g := newTagger(j.identityKey)
+	g := newTagger(j.IdentityKey())
 	g.tag(creds) // fills the pool
 	if n := testing.AllocsPerRun(100, func() { g.tag(creds) }); n > 1 {
 		t.Errorf("credentialTag: %v allocations, want at most 1", n)

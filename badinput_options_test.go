@@ -25,8 +25,8 @@ func TestBadInputOptions(t *testing.T) {
 	}{
 		{"MaxBodyBytes negative", Options{MaxBodyBytes: -1}, "MaxBodyBytes -1 is negative"},
 		{"KeyTTL negative", Options{KeyTTL: -time.Hour}, "KeyTTL -1h0m0s is negative"},
-		{"Retention negative", Options{Retention: -time.Second}, "Retention -1s is negative"},
-		{"OpenTimeout negative", Options{OpenTimeout: -time.Second}, "OpenTimeout -1s is negative"},
+		{"Retention negative", Options{Journal: JournalOptions{Retention: -time.Second}}, "Retention -1s is negative"},
+		{"OpenTimeout negative", Options{Journal: JournalOptions{OpenTimeout: -time.Second}}, "OpenTimeout -1s is negative"},
 		{"MaxAttempts negative", Options{MaxAttempts: -1}, "MaxAttempts -1 is negative"},
 		{"InitialInterval negative", Options{InitialInterval: -time.Millisecond}, "InitialInterval -1ms is negative"},
 		{"MaxInterval negative", Options{MaxInterval: -time.Second}, "MaxInterval -1s is negative"},
@@ -56,11 +56,15 @@ func TestBadInputOptions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "idem.journal")
-			for name, build := range map[string]func() (any, error){
+			builds := map[string]func() (any, error){
 				"Open":         func() (any, error) { return Open(path, &tc.opts) },
-				"OpenJournal":  func() (any, error) { return OpenJournal(path, &tc.opts) },
 				"NewTransport": func() (any, error) { return NewTransport(nil, &tc.opts) },
-			} {
+			}
+			if tc.opts.Journal != (JournalOptions{}) {
+				// The journal's own options: OpenJournal takes only those.
+				builds["OpenJournal"] = func() (any, error) { return OpenJournal(path, &tc.opts.Journal) }
+			}
+			for name, build := range builds {
 				v, err := bounded(t, build)
 				require.ErrorIs(t, err, ErrInvalidOptions, name)
 				require.True(t, strings.HasPrefix(err.Error(), "idem: invalid options: "+tc.want), "%s: %v", name, err)
@@ -80,8 +84,6 @@ func TestBadInputOptionsZeroMeansDefault(t *testing.T) {
 	require.Equal(t, DefaultKeyHeader, c.KeyHeader)
 	require.EqualValues(t, DefaultMaxBodyBytes, c.MaxBodyBytes)
 	require.Equal(t, DefaultKeyTTL, c.KeyTTL)
-	require.Equal(t, DefaultRetention, c.Retention)
-	require.Equal(t, DefaultOpenTimeout, c.OpenTimeout)
 	require.Equal(t, DefaultMaxAttempts, c.MaxAttempts)
 	require.Equal(t, DefaultInitialInterval, c.InitialInterval)
 	require.Equal(t, DefaultMultiplier, c.Multiplier)

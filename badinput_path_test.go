@@ -32,11 +32,11 @@ const badOpenTimeout = 5 * time.Second
 // way, the error, whether it matches target, and how long the open took.
 // The unprivileged child of a root test prints the same report.
 func openEveryWay(path string, target error) map[string]string {
-	opts := &Options{OpenTimeout: badOpenTimeout}
+	opts := &Options{Journal: JournalOptions{OpenTimeout: badOpenTimeout}}
 	report := make(map[string]string)
 	for name, open := range map[string]func() (io.Closer, error){
 		"Open":                func() (io.Closer, error) { return nilIfError(Open(path, opts)) },
-		"OpenJournal":         func() (io.Closer, error) { return nilIfError(OpenJournal(path, opts)) },
+		"OpenJournal":         func() (io.Closer, error) { return nilIfError(OpenJournal(path, &opts.Journal)) },
 		"OpenJournalReadOnly": func() (io.Closer, error) { return nilIfError(OpenJournalReadOnly(path, badOpenTimeout)) },
 	} {
 		start := time.Now()

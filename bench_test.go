@@ -28,7 +28,7 @@ func BenchmarkWriteAhead(b *testing.B) {
 			insert := func() bool {
 				rec := &Record{Key: fmt.Sprintf("key-%d", n.Add(1)), Method: http.MethodPost,
 					URL: "http://127.0.0.1/payments", Body: body, State: StatePending}
-				err := j.insert(rec, true)
+				err := insertRec(j, rec, true)
 				if err != nil {
 					b.Error(err)
 				}
@@ -58,13 +58,13 @@ func BenchmarkWriteAhead(b *testing.B) {
 func BenchmarkSettle(b *testing.B) {
 	j, _ := testJournal(b)
 	rec := &Record{Key: "k", Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: StatePending}
-	if err := j.insert(rec, true); err != nil {
+	if err := insertRec(j, rec, true); err != nil {
 		b.Fatal(err)
 	}
 	rec.State = StateSettled
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := j.save(rec); err != nil {
+		if err := saveRec(j, rec); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -159,7 +159,7 @@ func benchRoundTrip(b *testing.B, method, body string) {
 
 // BenchmarkLargeBody measures the memory of one journaled 8 MiB POST, into a
 // journal with no other large body pending, with four, and sealed
-// (Options.Encryption): "peak-x-body" is the most it adds to the heap over
+// (Options.Journal.Encryption): "peak-x-body" is the most it adds to the heap over
 // the body's size (the target is <= 2), "x-body" the bytes allocated per
 // operation over the body's size. It also shows that a 64 MiB body over the
 // cap fails with ErrBodyTooLarge after reading no more than the cap, and
@@ -177,7 +177,7 @@ func BenchmarkLargeBody(b *testing.B) {
 			largeBody(b, srv, body, pending, nil)
 		})
 	}
-	// With Options.Encryption the body is sealed whole before it is staged:
+	// With Options.Journal.Encryption the body is sealed whole before it is staged:
 	// the ciphertext is a second copy.
 	key := bytes.Repeat([]byte{7}, EncryptionKeySize)
 	b.Run("journaled=8MiB/pending=0/sealed", func(b *testing.B) {
@@ -207,7 +207,7 @@ func BenchmarkLargeBody(b *testing.B) {
 // copied, by every commit that touched their bbolt leaf).
 func largeBody(b *testing.B, srv *httptest.Server, body []byte, pending int, kr *Keyring) {
 	size := float64(len(body))
-	j, err := OpenJournal(filepath.Join(b.TempDir(), "idem.journal"), &Options{Encryption: kr})
+	j, err := OpenJournal(filepath.Join(b.TempDir(), "idem.journal"), &JournalOptions{Encryption: kr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,11 +215,11 @@ func largeBody(b *testing.B, srv *httptest.Server, body []byte, pending int, kr 
 	for i := range pending {
 		rec := &Record{Key: fmt.Sprint("pending-", i), Method: http.MethodPost, URL: srv.URL,
 			Body: bytes.Clone(body), State: StatePending}
-		if err := j.insert(rec, true); err != nil {
+		if err := insertRec(j, rec, true); err != nil {
 			b.Fatal(err)
 		}
 	}
-	tr, err := NewTransport(j, &Options{Base: srv.Client().Transport, Encryption: kr})
+	tr, err := NewTransport(j, &Options{Base: srv.Client().Transport, Journal: JournalOptions{Encryption: kr}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestRetryBudgetOutageAmplification(t *testing.T) {
 	require.LessOrEqual(t, amp, 1.10)
 	require.GreaterOrEqual(t, amp, 1.09, "retries still flow at Ratio")
 	require.Greater(t, float64(reqA)/float64(firstA), 1.10, "the burst allowed retries")
-	n, err := tr.bolt().pendingCount()
+	n, err := pendingCount(tr.bolt())
 	require.NoError(t, err)
 	require.Equal(t, len(refs), n, "every call is pending")
 
@@ -118,7 +118,7 @@ func TestRetryBudgetOutageAmplification(t *testing.T) {
 	clk.Advance(time.Hour) // past every next-attempt time
 	passes, deniedOutcomes := 0, 0
 	for ; passes < 40; passes++ {
-		if n, err := tr.bolt().pendingCount(); err == nil && n == 0 {
+		if n, err := pendingCount(tr.bolt()); err == nil && n == 0 {
 			break
 		}
 		clk.Advance(probeEvery)
@@ -201,7 +201,7 @@ func TestRetryBudgetConcurrentNothingLost(t *testing.T) {
 	front.down.Store(false)
 
 	for pass := 0; pass < 60; pass++ {
-		if n, err := tr.bolt().pendingCount(); err == nil && n == 0 {
+		if n, err := pendingCount(tr.bolt()); err == nil && n == 0 {
 			break
 		}
 		clk.Advance(time.Minute)
@@ -211,7 +211,7 @@ func TestRetryBudgetConcurrentNothingLost(t *testing.T) {
 			}
 		}))
 	}
-	n, err := tr.bolt().pendingCount()
+	n, err := pendingCount(tr.bolt())
 	require.NoError(t, err)
 	require.Zero(t, n, "everything settled")
 	l := srv.Ledger()

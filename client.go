@@ -5,6 +5,7 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -33,28 +34,32 @@ type Client struct {
 	closed bool
 }
 
-// Open opens (or creates, mode 0600) the journal file at path, prunes records
-// older than Options.Retention, and returns a Client that journals through it.
-// It fails with ErrJournalLocked if another
-// process holds the file, ErrJournalCorrupt if the file is not a journal,
-// ErrInvalidOptions for invalid Options (or, without Options.Encryption, for a
-// journal once opened with it), or the file system's error (naming the
-// path) for a path it cannot open for writing.
+// Open opens (or creates, mode 0600) the journal file at path with
+// opts.Journal, prunes records older than its Retention (never below
+// KeyTTL), and returns a Client that journals through it. It fails with
+// ErrJournalLocked if another process holds the file, ErrJournalCorrupt if
+// the file is not a journal, ErrInvalidOptions for invalid Options (or,
+// without Journal.Encryption, for a journal once opened with it), or the
+// file system's error (naming the path) for a path it cannot open for
+// writing.
 func Open(path string, opts *Options) (*Client, error) {
-	if _, err := opts.config(); err != nil {
-		return nil, err
-	}
-	j, err := OpenJournal(path, opts)
+	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	if j.sealedFile {
+	jopts := cfg.Journal
+	jopts.Retention = max(cmp.Or(jopts.Retention, DefaultRetention), cfg.KeyTTL)
+	j, err := OpenJournal(path, &jopts)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.Writable(); err != nil {
 		// A Client is for making calls, and every new one would be refused.
-		return nil, errors.Join(j.errNeedsKeyring(), j.Close())
+		return nil, errors.Join(err, j.Close())
 	}
 	t, err := NewTransport(j, opts)
 	if err == nil {
-		_, err = j.Prune(t.cfg.Retention)
+		_, err = j.Prune(jopts.Retention)
 	}
 	if err != nil {
 		return nil, errors.Join(err, j.Close())
@@ -107,4 +112,24 @@ func (c *Client) Close() error {
 		c.transport.cfg.observer.PendingChanged(-int(n))
 	}
 	return c.journal.Close()
+}
+
+// Resolve is Journal.Resolve on the Client's journal, which also takes the
+// operation off the Observer's pending gauge (Options.Observer).
+func (c *Client) Resolve(ref OperationRef, status int) (*Record, error) {
+	rec, from, err := c.journal.ResolveFrom(ref, status)
+	if err == nil {
+		c.transport.stateChanged(from, rec.State)
+	}
+	return rec, err
+}
+
+// Discard is Journal.Discard on the Client's journal, which also takes the
+// operation off the Observer's pending gauge (Options.Observer).
+func (c *Client) Discard(ref OperationRef, reason string) (*Record, error) {
+	rec, from, err := c.journal.DiscardFrom(ref, reason)
+	if err == nil {
+		c.transport.stateChanged(from, rec.State)
+	}
+	return rec, err
 }

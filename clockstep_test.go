@@ -318,13 +318,13 @@ func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
 	for i, at := range []time.Time{newest.Add(-2 * time.Hour), newest.Add(-time.Hour)} {
 		rec := &Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost, URL: "https://pay.example/payments",
 			Body: []byte("{}"), Created: at, Updated: at, State: StatePending}
-		require.NoError(t, j.insert(rec, true))
+		require.NoError(t, insertRec(j, rec, true))
 		recs = append(recs, rec)
 	}
 	recs[1].State, recs[1].Updated = StateSettled, newest.Add(-30*time.Minute)
-	require.NoError(t, j.save(recs[1]))
+	require.NoError(t, saveRec(j, recs[1]))
 	recs[0].State, recs[0].Updated = StateSettled, newest
-	require.NoError(t, j.save(recs[0]))
+	require.NoError(t, saveRec(j, recs[0]))
 	require.NoError(t, j.Close())
 
 	reopen := func() *Journal {
@@ -334,7 +334,7 @@ func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
 		return j
 	}
 	j = reopen()
-	require.Equal(t, newest, j.latestWritten().UTC(), "the first operation's settle")
+	require.Equal(t, newest, j.LatestWritten().UTC(), "the first operation's settle")
 	clk := &fakeClock{now: newest.Add(-48 * time.Hour)} // set back two days
 	require.False(t, journalClock(clk, j).Now().Before(newest), "a clock over the journal reads no earlier")
 	require.NoError(t, j.Close())
@@ -350,5 +350,5 @@ func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
 	}))
 	require.NoError(t, db.Close())
 	j = reopen()
-	require.Equal(t, newest, j.latestWritten().UTC(), "found by scanning the records")
+	require.Equal(t, newest, j.LatestWritten().UTC(), "found by scanning the records")
 }

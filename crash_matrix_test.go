@@ -218,7 +218,7 @@ func restartAfterCrash(ctx context.Context, c *crashCell, srv *testserver.Server
 		if err != nil {
 			return err
 		}
-		n, err := j.pendingCount()
+		n, err := pendingCount(j)
 		if err != nil || n == 0 {
 			break
 		}

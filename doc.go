@@ -42,7 +42,7 @@
 //     ErrKeyExpired, for the caller to reconcile. One that failed before the
 //     server could act (a certificate error) is failed.
 //  8. Pruned. Settled, failed and expired records are deleted after
-//     Options.Retention; pending ones never are.
+//     Options.Journal.Retention; pending ones never are.
 //
 // # Per-call options
 //
@@ -70,7 +70,7 @@
 // Options.SensitiveQueryParams. Records keep only their names, and Resume
 // sends nothing until Options.PrepareResume has put them back
 // (ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing). With
-// Options.Encryption, what the journal does keep of each request (body,
+// Options.Journal.Encryption, what the journal does keep of each request (body,
 // headers, URL query, body hash) is sealed with AES-256-GCM
 // under a Keyring key the record names, so that, say, card data in a
 // payment body cannot be read from the file; the key, operation ID, method,
@@ -171,7 +171,7 @@
 // Discard delete it). bbolt never shrinks the file; later
 // commits reuse the pages earlier ones freed, so under steady traffic it stays
 // near its largest working set. Freed pages keep their old bytes until reused:
-// where bodies at rest matter, use Options.Encryption, or stop the application
+// where bodies at rest matter, use Options.Journal.Encryption, or stop the application
 // and rewrite the file with its live data only (bbolt compact -o NEW OLD, then
 // move NEW over OLD). A writer Open fsyncs the journal's directory, so that a
 // new file's name is as durable as its contents.
@@ -246,7 +246,7 @@
 // tokens declares its identity. The journal keeps the declared identity and,
 // of credentials, only an HMAC-SHA-256 tag under a random key kept in the
 // file: no credential is on disk, but a weak secret in a plaintext journal
-// can be guessed offline by whoever holds the file; Options.Encryption seals
+// can be guessed offline by whoever holds the file; Options.Journal.Encryption seals
 // both. Resume hands PrepareResume the identity (IdentityFrom) and trusts
 // the credentials it adds, unless Options.Identity maps them to another.
 // Content-Type and Content-Encoding are part of an operation's fingerprint

@@ -1,4 +1,4 @@
-// Tests for Options.Encryption: key rotation, a key removed too early,
+// Tests for Options.Journal.Encryption: key rotation, a key removed too early,
 // encryption turned on over a plaintext journal, tampered files, and
 // keyrings refused up front.
 
@@ -47,8 +47,8 @@ func newSealedFixture(t *testing.T) *sealedFixture {
 // earlier by the caller.
 func (f *sealedFixture) open(t *testing.T, kr *Keyring) (*Journal, *Transport) {
 	t.Helper()
-	opts := Options{MaxAttempts: 1, Encryption: kr}
-	j, err := OpenJournal(f.path, &opts)
+	opts := Options{MaxAttempts: 1, Journal: JournalOptions{Encryption: kr}}
+	j, err := OpenJournal(f.path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	tr, _ := transportOn(t, j, opts, f.srv.base(), time.Time{})
@@ -364,9 +364,9 @@ func TestEncryptionInvalidKeyring(t *testing.T) {
 		{"old key bad", &Keyring{Current: "k", Keys: map[string][]byte{"k": good, "old": {1, 2, 3}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := &Options{Encryption: tc.kr}
+			opts := &Options{Journal: JournalOptions{Encryption: tc.kr}}
 			path := filepath.Join(t.TempDir(), "bad.journal")
-			_, err := OpenJournal(path, opts)
+			_, err := OpenJournal(path, &opts.Journal)
 			require.ErrorIs(t, err, ErrInvalidOptions)
 			require.Contains(t, err.Error(), "Encryption")
 			_, err = Open(path, opts)
@@ -377,24 +377,6 @@ func TestEncryptionInvalidKeyring(t *testing.T) {
 			require.ErrorIs(t, statErr, os.ErrNotExist, "nothing written")
 		})
 	}
-}
-
-func TestNewTransportKeyringMustMatchJournal(t *testing.T) {
-	ka, kb := newKey32(t), newKey32(t)
-	a := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
-	plain, _ := testJournal(t)
-	_, err := NewTransport(plain, &Options{Encryption: a})
-	require.ErrorIs(t, err, ErrInvalidOptions, "records would be written in plaintext")
-
-	sealed, err := OpenJournal(filepath.Join(t.TempDir(), "a.journal"), &Options{Encryption: a})
-	require.NoError(t, err)
-	t.Cleanup(func() { sealed.Close() })
-	_, err = NewTransport(sealed, &Options{Encryption: &Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}})
-	require.ErrorIs(t, err, ErrInvalidOptions)
-	_, err = NewTransport(sealed, nil)
-	require.NoError(t, err, "the journal seals; the Transport need not know")
-	_, err = NewTransport(sealed, &Options{Encryption: a})
-	require.NoError(t, err)
 }
 
 func TestKeyringCopiedWhenOpened(t *testing.T) {

@@ -56,16 +56,16 @@ var (
 	// RandomizationFactor outside [0, 1], a KeyHeader that is not a valid
 	// header name, an empty name in SensitiveQueryParams, a RetryBudget out
 	// of its ranges, or an Encryption Keyring that cannot be used (see
-	// Options.Encryption). The wrapping error names the field and its value.
+	// Options.Journal.Encryption). The wrapping error names the field and its value.
 	// (Zero is never an error: it means the field's default.) Open, and a
 	// write-ahead (RoundTrip), also return it for a journal once opened with
-	// Options.Encryption and now opened without it.
-	ErrInvalidOptions = errors.New("idem: invalid options")
+	// Options.Journal.Encryption and now opened without it.
+	ErrInvalidOptions = journal.ErrInvalidOptions
 
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in
 	// the journal is used for a request with a different fingerprint (method,
 	// URL, body, Content-Type, Content-Encoding). Nothing is sent.
-	ErrKeyReuse = errors.New("idem: operation ID reused with a different request")
+	ErrKeyReuse = journal.ErrDuplicate
 
 	// ErrRedirectChanged is returned, inside a *PendingError while the
 	// operation is pending, when the hop an http.Client sends after a 307 or
@@ -100,7 +100,7 @@ var (
 	// Resume reports it with the Outcome's Record, which carries what that
 	// needs: operation ID, key, method, URL, headers, body, Created (the first
 	// attempt's time) and LastAttempt; the journal keeps the expired record,
-	// body included, for Options.Retention (see Journal.Lookup).
+	// body included, for Options.Journal.Retention (see Journal.Lookup).
 	ErrKeyExpired = errors.New("idem: idempotency key expired while pending")
 
 	// ErrOutcomeUnknown is returned for an unjournaled, unkeyed non-idempotent
@@ -133,7 +133,7 @@ var (
 	ErrSensitiveQueryMissing = errors.New("idem: sensitive query parameter not restored for resume")
 
 	// ErrUnknownEncryptionKey is returned for a record sealed under an
-	// encryption key ID that the journal's Options.Encryption lacks, or when
+	// encryption key ID that the journal's Options.Journal.Encryption lacks, or when
 	// the journal was opened without one: a configuration error (put the key
 	// back), not damage.
 	// Resume reports it for that operation, which stays pending and is never

@@ -34,7 +34,7 @@ func ExampleKeyring() {
 			r.URL.RawQuery += "&api_key=ak_123" // the journal never kept it
 			return nil
 		},
-		Encryption: &idem.Keyring{Current: "2026-03", Keys: map[string][]byte{"2026-03": newKey()}},
+		Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "2026-03", Keys: map[string][]byte{"2026-03": newKey()}}},
 	}
 	pay := func(c *idem.Client, op string) {
 		ctx := idem.WithOperationID(context.Background(), op)
@@ -55,8 +55,8 @@ func ExampleKeyring() {
 	c.Close()
 
 	// Rotation: a new Current key; the old one stays to read older records.
-	opts.Encryption.Keys["2026-04"] = newKey()
-	opts.Encryption.Current = "2026-04"
+	opts.Journal.Encryption.Keys["2026-04"] = newKey()
+	opts.Journal.Encryption.Current = "2026-04"
 	c, err = idem.Open(path, opts)
 	if err != nil {
 		log.Fatal(err)

@@ -7,7 +7,7 @@
 //
 // The identity is what the caller declares (Options.Identity, WithIdentity):
 // a tenant, customer or account name. It is journaled as given (sealed under
-// Options.Encryption), so that Resume can hand it back to PrepareResume. A
+// Options.Journal.Encryption), so that Resume can hand it back to PrepareResume. A
 // credential is the wrong identity, since a refreshed token must stay the
 // same operation. With none declared, the operation is bound to its
 // creator's credentials instead, through a keyed hash of them

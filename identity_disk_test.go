@@ -1,6 +1,6 @@
 // Tests that binding operations to identities writes no credential to the
 // journal file: its raw bytes are searched for every token, and for their
-// unkeyed hashes, with and without Options.Encryption.
+// unkeyed hashes, with and without Options.Journal.Encryption.
 
 package idem
 
@@ -33,10 +33,10 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 	pay, base, rt := paymentsOver(t, false)
 	opts := Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}
 	if encrypted {
-		opts.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+		opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
 	}
 	path := filepath.Join(t.TempDir(), "identity.journal")
-	j, err := OpenJournal(path, &opts)
+	j, err := OpenJournal(path, &opts.Journal)
 	require.NoError(t, err)
 	tr, _ := transportOn(t, j, opts, rt, time.Time{})
 
@@ -104,7 +104,7 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 
 	// A second journal tags the same credentials differently: a tag links
 	// nothing across journals.
-	j2, err := OpenJournal(filepath.Join(t.TempDir(), "other.journal"), &opts)
+	j2, err := OpenJournal(filepath.Join(t.TempDir(), "other.journal"), &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j2.Close() })
 	tr2, _ := transportOn(t, j2, opts, rt, time.Time{})
@@ -120,7 +120,7 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 	require.NotEmpty(t, rec.CredentialTag)
 
 	// After a restart the tag still matches its credentials, and no others.
-	j3, err := OpenJournal(path, &opts)
+	j3, err := OpenJournal(path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j3.Close() })
 	tr3, _ := transportOn(t, j3, opts, rt, time.Time{})

@@ -17,12 +17,12 @@ import (
 func TestCredentialTagPooledHash(t *testing.T) {
 	j, _ := testJournal(t)
 	want := func(creds []byte) string {
-		m := hmac.New(sha256.New, j.identityKey)
+		m := hmac.New(sha256.New, j.IdentityKey())
 		m.Write([]byte(credentialTagContext))
 		m.Write(creds)
 		return hex.EncodeToString(m.Sum(nil)[:16])
 	}
-	tagOf := newTagger(j.identityKey) // one pool of keyed hashes, shared by the goroutines
+	tagOf := newTagger(j.IdentityKey()) // one pool of keyed hashes, shared by the goroutines
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for n := range 8 {

@@ -117,7 +117,7 @@ func TestIdentitySettledNotReplayedUnderOtherCredentials(t *testing.T) {
 			resp, err := tr.RoundTrip(tenantPayment(t, ctx, base, "order-2", tokenAcme))
 			require.NoError(t, err)
 			drain(t, resp)
-			require.NoError(t, j.flush())
+			require.NoError(t, flushStore(j))
 			if past {
 				clk.Advance(DefaultKeyTTL + time.Minute)
 			}

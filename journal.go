@@ -1,323 +1,86 @@
-// This file holds the Journal: the bbolt file where operations are written
-// before they are sent (write-ahead) and kept until settled, expired or failed.
-// transport.go writes to it through commit.go; journal_read.go reads it;
-// client.go opens it, and journal_bolt.go opens its bbolt file.
-//
-// Layout (all keys of records are 8-byte big-endian sequence numbers, so
-// inserts append):
-//
-//	pending  ID -> Record metadata (JSON) of a pending operation: this bucket
-//	         stays as small as the work in flight
-//	done     ID -> Record metadata of a settled (without headers), failed or
-//	         expired operation, kept for Retention
-//	bodies   ID -> the request body (sealed if the record names a key ID),
-//	         until the operation settles; kept apart so listings never read
-//	         bodies and nothing copies them. A body over 64 KiB is stored
-//	         in chunks, ID+chunk number -> chunk (journal_body.go)
-//	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version: 8, or 9 once a writer with
-//	         Options.Encryption has opened it (version 8 plus sealed records,
-//	         record_seal.go), so that an idem that cannot open them refuses
-//	         the file instead of sending ciphertext as a body;
-//	         "identity-key", the HMAC key of credential tags
-//	         (identity_key.go); and
-//	         "staged\x00"+ID while a body of 1 MiB or more is written ahead
-//	         of its record (journal_body.go)
+// This file is the root's side of storage: the bbolt journal that Open
+// uses by default (package journal/boltjournal), under the names idem has
+// always given it, and the Store a Transport journals to (journal.Store).
 
 package idem
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idem-go/idem/journal"
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
-var (
-	bucketPending = []byte("pending")
-	bucketDone    = []byte("done")
-	bucketBodies  = []byte("bodies")
-	bucketIndex   = []byte("index")
-	bucketMeta    = []byte("meta")
-	metaVersion   = []byte("version")
-	// The file's format version: 8 for a plaintext journal, 9 once opened
-	// with Options.Encryption (for good). 3 and 4, the same before bodies
-	// were stored in chunks (journal_body.go), 6, sealed before large
-	// bodies were sealed in parts (sealSegment), and 5 and 7, before
-	// operations were bound to identities (identity.go), are read, and
-	// marked 8 or 9 when opened for writing, so that an older idem refuses
-	// the file rather than miss a chunked body, fail to open a body sealed
-	// in parts, or let another identity run a bound operation.
-	versionPlain  = []byte("idem-journal-8")
-	versionSealed = []byte("idem-journal-9")
-	knownVersions = map[string]bool{ // version -> marked as sealed
-		"idem-journal-3": false, "idem-journal-4": true, "idem-journal-5": false,
-		"idem-journal-6": true, "idem-journal-7": true,
-		string(versionPlain): false, string(versionSealed): true,
-	}
+type (
+	// Journal is the embedded default Store: a bbolt file opened by one
+	// process at a time (boltjournal.Journal). It is safe for concurrent
+	// use. Close it when done.
+	Journal = boltjournal.Journal
+
+	// JournalStats counts a Journal's writes since it was opened.
+	JournalStats = boltjournal.Stats
+
+	// Keyring holds the keys that seal what the journal stores of each
+	// request (JournalOptions.Encryption); see boltjournal.Keyring.
+	Keyring = boltjournal.Keyring
+
+	// MetaPageError is returned when one of the journal file's two bbolt
+	// meta pages is damaged; see boltjournal.MetaPageError and
+	// AcceptOlderCommit.
+	MetaPageError = boltjournal.MetaPageError
+
+	// OperationRef names one operation in a journal, for Journal.Resolve
+	// and Journal.Discard: by its operation ID (WithOperationID), or by its
+	// idempotency key (Record.Key, as `idem journal ls` and Outcome.Record
+	// show it, whether the caller chose it or idem minted it). Exactly one
+	// of the two must be set.
+	OperationRef = journal.Name
 )
 
-// openPaths guards against opening one journal twice in a process: bbolt's
-// file lock would make the second open wait for itself.
-var openPaths sync.Map // absolute path -> struct{}
+// EncryptionKeySize is the length, in bytes, of every key in a Keyring:
+// AES-256.
+const EncryptionKeySize = boltjournal.EncryptionKeySize
 
-// Journal is the durable record of operations, a bbolt file opened by one
-// process at a time. It is safe for concurrent use. Close it when done.
-type Journal struct {
-	db       *bolt.DB
-	path     string
-	abs      string
-	readOnly bool
-	keyring  *keyring // Options.Encryption; nil: write plaintext, open nothing sealed
-	// sealedFile is set when the file was once opened with Options.Encryption
-	// (marked versionSealed, for good) and keyring is nil: no new record is written
-	// then (errNeedsKeyring).
-	sealedFile bool
-	// pageSize is the file's page size, read once at open: bbolt's Info
-	// reads the mapping unlocked, which a commit may be remapping.
-	pageSize int
-	now      func() time.Time
-	// identityKey is the HMAC key of credential tags (identity_key.go);
-	// nil in a read-only journal of a file written before it existed.
-	identityKey []byte
-
-	commit    committer
-	retention time.Duration  // for the periodic prune; 0 for read-only
-	pruning   sync.WaitGroup // a periodic prune in progress
-	// warming is the read of the file that warms the page cache
-	// (warmCache); closing stopWarming stops it.
-	warming     sync.WaitGroup
-	stopWarming chan struct{}
-	warmed      atomic.Int64 // bytes it has read
-	closeOnce   sync.Once
-	closeErr    error
-
-	commits, writeAheads atomic.Uint64
-	// written is the newest time of a record in the file or given to it,
-	// in Unix nanoseconds (journal_written.go).
-	written atomic.Int64
-
-	// ops are the operations in flight in this process: every Transport over
-	// the journal holds an operation's lock while a call or Resume runs it,
-	// and Resolve and Discard refuse one that is held (journal_resolve.go).
-	ops journal.Claims
-}
+// JournalOptions configure the bbolt journal (boltjournal.Options):
+// Encryption (a Keyring sealing what each record holds of its request),
+// Retention (how long finished records are kept; DefaultRetention) and
+// OpenTimeout (the wait for the file lock; DefaultOpenTimeout). The zero
+// value is a plaintext journal with the defaults.
+type JournalOptions = boltjournal.Options
 
 // OpenJournal opens or creates the journal file at path (mode 0600) for
-// writing. While it is open, finished records older than Options.Retention
-// are pruned after a commit, at most once every pruneInterval (10 minutes);
-// a journal nobody writes to is pruned at its next write or Open. It returns an
-// error matching ErrJournalLocked if another process or another Journal in
-// this process holds the file (after Options.OpenTimeout), and
+// writing (boltjournal.Open). While it is open, finished records older than
+// Retention are pruned after a commit, at most once every 10 minutes. It
+// returns an error matching ErrJournalLocked if another process or another
+// Journal in this process holds the file (after OpenTimeout),
 // ErrJournalCorrupt if the file is not a readable journal (a *MetaPageError
 // if it would open one commit older; io.ErrUnexpectedEOF too if it is
-// truncated). It fsyncs the file's directory before it returns. With
-// Options.Encryption, records written from now on are sealed under its
-// Current key, and records sealed under any of its Keys can be read.
-func OpenJournal(path string, opts *Options) (*Journal, error) {
-	cfg, err := opts.config()
-	if err != nil {
-		return nil, err
-	}
-	j, err := openJournal(path, cfg.OpenTimeout, false, cfg.keyring)
-	if err != nil {
-		return nil, err
-	}
-	j.retention = cfg.Retention
-	j.commit.lastPrune = j.now()
-	return j, nil
+// truncated), and ErrInvalidOptions for invalid opts. With Encryption,
+// records written from now on are sealed under its Current key, and records
+// sealed under any of its Keys can be read. A nil opts means the defaults.
+func OpenJournal(path string, opts *JournalOptions) (*Journal, error) {
+	return boltjournal.Open(path, opts)
 }
 
-// OpenJournalReadOnly opens an existing journal for inspection. It shares the
-// file with other readers but not with a writer: while an application holds
-// the journal it returns ErrJournalLocked after timeout (0 means
-// DefaultOpenTimeout), and ErrJournalCorrupt as OpenJournal does. It has no
+// OpenJournalReadOnly opens an existing journal for inspection
+// (boltjournal.OpenReadOnly). It shares the file with other readers but not
+// with a writer: while an application holds the journal it returns
+// ErrJournalLocked after timeout (0 means DefaultOpenTimeout). It has no
 // Keyring: sealed records are listed with Record.Sealed set, and Lookup of
 // one returns ErrUnknownEncryptionKey.
 func OpenJournalReadOnly(path string, timeout time.Duration) (*Journal, error) {
-	if timeout <= 0 {
-		timeout = DefaultOpenTimeout
-	}
-	return openJournal(path, timeout, true, nil)
+	return boltjournal.OpenReadOnly(path, timeout)
 }
 
-func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyring) (j *Journal, err error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("idem: journal %s: %w", path, err)
-	}
-	if _, busy := openPaths.LoadOrStore(abs, struct{}{}); busy {
-		return nil, fmt.Errorf("%w: %s is already open in this process (share one Client)", ErrJournalLocked, path)
-	}
-	defer func() {
-		if err != nil {
-			openPaths.Delete(abs)
-		}
-	}()
-	db, err := openBolt(path, timeout, readOnly)
-	if err != nil {
-		return nil, err
-	}
-	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keyring: keys, now: time.Now,
-		pageSize: db.Info().PageSize, stopWarming: make(chan struct{})}
-	j.commit.init()
-	if err := j.init(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if !readOnly {
-		if err := syncJournalDir(path, abs); err != nil {
-			db.Close()
-			return nil, err
-		}
-	}
-	j.warmCache()
-	return j, nil
-}
-
-// init checks the file is a journal, creating the buckets in a new file.
-func (j *Journal) init() error {
-	check := func(tx *bolt.Tx) error {
-		// Every page up to the high-water mark must be in the file; a shorter
-		// file was truncated, and reading its missing pages would fault.
-		fi, err := os.Stat(j.path)
-		if err != nil {
-			return fmt.Errorf("idem: journal %s: %w", j.path, err)
-		}
-		if fi.Size() < tx.Size() {
-			return errTruncated(j.path, fi.Size(), tx.Size())
-		}
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			empty := true
-			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if !empty || j.readOnly {
-				return fmt.Errorf("%w: %s is a bbolt file but not an idem journal", ErrJournalCorrupt, j.path)
-			}
-			return j.create(tx)
-		}
-		v := meta.Get(metaVersion)
-		sealed, known := knownVersions[string(v)]
-		if !known {
-			return fmt.Errorf("%w: %s has journal version %q", ErrJournalCorrupt, j.path, v)
-		}
-		// Written to without its Keyring, a sealed journal would take new
-		// bodies in plaintext: one forgotten option would put card data on
-		// disk. It can still be read, pruned and resumed (insert refuses).
-		j.sealedFile = sealed && j.keyring == nil
-		want := versionPlain
-		if sealed || j.keyring != nil {
-			want = versionSealed
-		}
-		if !j.readOnly && !bytes.Equal(v, want) {
-			if err := meta.Put(metaVersion, want); err != nil {
-				return err
-			}
-		}
-		if tx.Bucket(bucketPending) == nil || tx.Bucket(bucketDone) == nil || tx.Bucket(bucketBodies) == nil || tx.Bucket(bucketIndex) == nil {
-			return fmt.Errorf("%w: %s lacks its buckets", ErrJournalCorrupt, j.path)
-		}
-		if err := j.loadIdentityKey(meta); err != nil {
-			return err
-		}
-		if err := j.loadWritten(tx); err != nil {
-			return err
-		}
-		if j.readOnly {
-			return nil
-		}
-		return dropStaged(tx)
-	}
-	if j.readOnly {
-		return j.view(check)
-	}
-	return j.update(check)
-}
-
-func (j *Journal) create(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies, bucketIndex} {
-		if _, err := tx.CreateBucket(name); err != nil {
-			return err
-		}
-	}
-	meta, err := tx.CreateBucket(bucketMeta)
-	if err != nil {
-		return err
-	}
-	if err := j.loadIdentityKey(meta); err != nil {
-		return err
-	}
-	if j.keyring != nil {
-		return meta.Put(metaVersion, versionSealed)
-	}
-	return meta.Put(metaVersion, versionPlain)
-}
-
-// Path returns the path the journal was opened with.
-func (j *Journal) Path() string { return j.path }
-
-// Close commits the state changes still deferred, then closes the journal
-// file. Requests still in flight through a Transport that uses it fail their
-// next journal write with ErrJournalClosed and stay pending in the file. Later
-// calls do nothing and return the first one's error.
-func (j *Journal) Close() error {
-	// Only the first Close releases the path: by a second one, another
-	// Journal may hold it.
-	j.closeOnce.Do(func() {
-		close(j.stopWarming)
-		j.warming.Wait()
-		j.closeErr = errors.Join(j.closeCommits(), j.db.Close())
-		openPaths.Delete(j.abs)
-	})
-	return j.closeErr
-}
-
-// view and update run fn in a transaction, turning a bbolt panic on a damaged
-// page into ErrJournalCorrupt and a closed database into ErrJournalClosed.
-func (j *Journal) view(fn func(*bolt.Tx) error) error { return j.tx(j.db.View, fn) }
-func (j *Journal) update(fn func(*bolt.Tx) error) error {
-	err := j.tx(j.db.Update, fn)
-	if err == nil {
-		j.commits.Add(1)
-	}
-	return err
-}
-
-// JournalStats counts a Journal's writes since it was opened.
-type JournalStats struct {
-	Commits     uint64 // fsynced bbolt write transactions committed
-	WriteAheads uint64 // records written ahead of their first attempt
-}
-
-// Stats returns the Journal's counters. It is safe to call at any time.
-func (j *Journal) Stats() JournalStats {
-	return JournalStats{Commits: j.commits.Load(), WriteAheads: j.writeAheads.Load()}
-}
-
-func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrJournalCorrupt, j.path, p)
-		}
-	}()
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	err = run(fn)
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return fmt.Errorf("%w: %s", ErrJournalClosed, j.path)
-	}
-	return err
+// AcceptOlderCommit makes the journal at path open as of the commit its
+// intact meta page names, when the other is damaged: see
+// boltjournal.AcceptOlderCommit. Reconcile with the server first: what the
+// lost commit wrote is gone for good.
+func AcceptOlderCommit(path string, timeout time.Duration) (*MetaPageError, error) {
+	return boltjournal.AcceptOlderCommit(path, timeout)
 }
 
 // RecordID returns rec's sequence number in the journal file it was read
 // from: its key there, in creation order, as `idem journal` shows it. 0 for
 // a record no journal returned.
-func RecordID(rec *Record) uint64 { return seqOf(rec) }
+func RecordID(rec *Record) uint64 { return boltjournal.RecordID(rec) }

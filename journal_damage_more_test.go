@@ -91,7 +91,7 @@ func TestJournalMetaPagesDamaged(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "damaged.journal")
 			require.NoError(t, os.WriteFile(path, tt.file, 0o600))
 			withDeadline(t, 10*time.Second, "open", func() {
-				j, err := OpenJournal(path, &Options{OpenTimeout: 200 * time.Millisecond})
+				j, err := OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
 				if j != nil {
 					j.Close()
 				}
@@ -173,7 +173,7 @@ func TestJournalDataPagesRandom(t *testing.T) {
 			}
 		}
 		withDeadline(t, 20*time.Second, fmt.Sprintf("seed %d", seed), func() {
-			j, err := OpenJournal(path, &Options{OpenTimeout: 200 * time.Millisecond})
+			j, err := OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
 			check(err, "open")
 			if err != nil {
 				return

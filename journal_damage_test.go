@@ -27,7 +27,7 @@ func goodJournalFile(tb testing.TB) ([]byte, int64) {
 	for i := range 60 {
 		rec := &Record{Key: newTestKey(tb), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: StatePending, Created: time.Now(), Updated: time.Now()}
-		require.NoError(tb, j.insert(rec, true))
+		require.NoError(tb, insertRec(j, rec, true))
 	}
 	require.NoError(tb, j.Close())
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
@@ -68,7 +68,7 @@ func TestJournalCorruptFiles(t *testing.T) {
 	otherVersion := func(tb testing.TB, path string) {
 		j, err := OpenJournal(path, nil)
 		require.NoError(tb, err)
-		require.NoError(tb, j.db.Update(func(tx *bolt.Tx) error {
+		require.NoError(tb, boltDB(j).Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaVersion, []byte("idem-journal-99"))
 		}))
 		require.NoError(tb, j.Close())
@@ -99,12 +99,16 @@ func TestJournalCorruptFiles(t *testing.T) {
 				name string
 				fn   func() (*Journal, error)
 			}{
-				{"OpenJournal", func() (*Journal, error) { return OpenJournal(path, &Options{OpenTimeout: 200 * time.Millisecond}) }},
+				{"OpenJournal", func() (*Journal, error) {
+					return OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
+				}},
 				// Again: a failed open must not keep the file locked.
-				{"OpenJournal again", func() (*Journal, error) { return OpenJournal(path, &Options{OpenTimeout: 200 * time.Millisecond}) }},
+				{"OpenJournal again", func() (*Journal, error) {
+					return OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
+				}},
 				{"OpenJournalReadOnly", func() (*Journal, error) { return OpenJournalReadOnly(path, 200*time.Millisecond) }},
 				{"Open", func() (*Journal, error) {
-					c, err := Open(path, &Options{OpenTimeout: 200 * time.Millisecond})
+					c, err := Open(path, &Options{Journal: JournalOptions{OpenTimeout: 200 * time.Millisecond}})
 					if err != nil {
 						return nil, err
 					}
@@ -131,7 +135,7 @@ func TestJournalTruncatedAnywhere(t *testing.T) {
 	for size := int64(2 * 4096); size < hw; size += 4096 {
 		path := filepath.Join(dir, fmt.Sprintf("cut-%d.journal", size))
 		require.NoError(t, os.WriteFile(path, good[:size], 0o600))
-		j, err := OpenJournal(path, &Options{OpenTimeout: 100 * time.Millisecond})
+		j, err := OpenJournal(path, &JournalOptions{OpenTimeout: 100 * time.Millisecond})
 		if j != nil {
 			j.Close()
 		}
@@ -148,8 +152,8 @@ func TestJournalBadRecordIsCorruptNotPanic(t *testing.T) {
 	j, path := testJournal(t)
 	rec := &Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
 		State: StatePending, Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, j.insert(rec, true))
-	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
+	require.NoError(t, insertRec(j, rec, true))
+	require.NoError(t, boltDB(j).Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketPending).Put(idKey(seqOf(rec)), []byte("{not json")); err != nil {
 			return err
 		}

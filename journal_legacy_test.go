@@ -64,7 +64,7 @@ func TestLegacyJournalResumedExactlyOnce(t *testing.T) {
 				return nil
 			}}
 			if strings.Contains(fixture, "7") {
-				opts.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": []byte(strings.Repeat("k", 32))}}
+				opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": []byte(strings.Repeat("k", 32))}}
 			}
 			c, err := Open(path, opts)
 			require.NoError(t, err)

@@ -26,7 +26,7 @@ func TestReadsNeverGoBackInTime(t *testing.T) {
 	j, _ := testJournal(t)
 	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://x/",
 		Body: make([]byte, 64<<10), State: StatePending, Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, j.insert(rec, false))
+	require.NoError(t, insertRec(j, rec, false))
 	var saved atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -34,7 +34,7 @@ func TestReadsNeverGoBackInTime(t *testing.T) {
 		r := *rec
 		for i := 1; !closed(stop); i++ {
 			r.Attempts = i
-			if err := j.save(&r); err != nil {
+			if err := saveRec(j, &r); err != nil {
 				t.Error(err)
 				return
 			}
@@ -43,7 +43,7 @@ func TestReadsNeverGoBackInTime(t *testing.T) {
 	})
 	wg.Go(func() { // other write-aheads drive commits
 		for i := 0; !closed(stop); i++ {
-			if err := j.insert(pendingRecord(fmt.Sprintf("x%d", i)), false); err != nil {
+			if err := insertRec(j, pendingRecord(fmt.Sprintf("x%d", i)), false); err != nil {
 				t.Error(err)
 				return
 			}
@@ -51,7 +51,7 @@ func TestReadsNeverGoBackInTime(t *testing.T) {
 	})
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
 		before := saved.Load()
-		got, err := j.get(seqOf(rec))
+		got, err := getSeq(j, seqOf(rec))
 		require.NoError(t, err)
 		if int64(got.Attempts) < before {
 			close(stop)
@@ -69,15 +69,15 @@ func TestCloseWhileReadersConsultDeferredChanges(t *testing.T) {
 		j, err := OpenJournal(filepath.Join(t.TempDir(), "j"), nil)
 		require.NoError(t, err)
 		rec := pendingRecord("k")
-		require.NoError(t, j.insert(rec, false))
+		require.NoError(t, insertRec(j, rec, false))
 		rec.Attempts = 3
-		require.NoError(t, j.save(rec))
+		require.NoError(t, saveRec(j, rec))
 		var stop atomic.Bool
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
 				for !stop.Load() {
-					j.unsaved(seqOf(rec))
+					unsaved(j, seqOf(rec))
 				}
 			})
 		}
@@ -145,7 +145,7 @@ func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 	g := &certThenHold{entered: make(chan struct{}), released: make(chan struct{}), next: srv.Client().Transport}
 	tr, clk := testTransport(t, &Options{Base: g, MaxAttempts: 1})
 	j := tr.bolt()
-	j.now = clk.Now
+	setJournalNow(j, clk.Now)
 	c := &http.Client{Transport: tr}
 
 	_, err := payWithOp(t, c, srv.URL, "order-1", "ref-1")

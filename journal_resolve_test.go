@@ -37,8 +37,8 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	require.NoError(t, j.Close())
 
 	// Key A removed while gone-1 still needs it.
-	opts := Options{MaxAttempts: 1, Encryption: onlyB, KeyTTL: time.Hour, ResumeInterval: time.Minute}
-	j, err := OpenJournal(f.path, &opts)
+	opts := Options{MaxAttempts: 1, Journal: JournalOptions{Encryption: onlyB}, KeyTTL: time.Hour, ResumeInterval: time.Minute}
+	j, err := OpenJournal(f.path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	tr, clk := transportOn(t, j, opts, f.srv.base(), created)
@@ -80,7 +80,7 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	require.NoError(t, j.Close())
 
 	// The sealed part was written back untouched: with A back it opens.
-	j, err = OpenJournal(f.path, &Options{Encryption: &Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}})
+	j, err = OpenJournal(f.path, &JournalOptions{Encryption: &Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	rec, err = j.Lookup("gone-1")
@@ -109,7 +109,7 @@ func failingScenario(t *testing.T, opts *Options) (*Transport, *fakeClock, *reco
 func bodyEntries(t *testing.T, j *Journal, id uint64) int {
 	t.Helper()
 	n := 0
-	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+	require.NoError(t, boltDB(j).View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketBodies).Cursor()
 		for k, _ := c.Seek(idKey(id)); bytes.HasPrefix(k, idKey(id)); k, _ = c.Next() {
 			n++

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/testhook"
+	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -124,11 +126,13 @@ func TestJournalOpenTwiceInProcess(t *testing.T) {
 	rel, err := filepath.Rel(mustGetwd(t), path)
 	require.NoError(t, err)
 	// Generous timeouts: the answer must come at once, not after them.
-	opts := &Options{OpenTimeout: 5 * time.Second}
+	opts := &Options{Journal: JournalOptions{OpenTimeout: 5 * time.Second}}
 	for name, open := range map[string]func() (*Journal, error){
-		"same path":          func() (*Journal, error) { return OpenJournal(path, opts) },
-		"another spelling":   func() (*Journal, error) { return OpenJournal(filepath.Dir(path)+"/./"+filepath.Base(path), opts) },
-		"relative path":      func() (*Journal, error) { return OpenJournal(rel, opts) },
+		"same path": func() (*Journal, error) { return OpenJournal(path, &opts.Journal) },
+		"another spelling": func() (*Journal, error) {
+			return OpenJournal(filepath.Dir(path)+"/./"+filepath.Base(path), &opts.Journal)
+		},
+		"relative path":      func() (*Journal, error) { return OpenJournal(rel, &opts.Journal) },
 		"Open":               func() (*Journal, error) { c, err := Open(path, opts); return journalOf(c), err },
 		"read-only":          func() (*Journal, error) { return OpenJournalReadOnly(path, 5*time.Second) },
 		"read-only relative": func() (*Journal, error) { return OpenJournalReadOnly(rel, 5*time.Second) },
@@ -145,7 +149,7 @@ func TestJournalOpenTwiceInProcess(t *testing.T) {
 	link := filepath.Join(t.TempDir(), "link.journal")
 	require.NoError(t, os.Symlink(path, link))
 	start := time.Now()
-	_, err = OpenJournal(link, &Options{OpenTimeout: 100 * time.Millisecond})
+	_, err = OpenJournal(link, &JournalOptions{OpenTimeout: 100 * time.Millisecond})
 	require.ErrorIs(t, err, ErrJournalLocked)
 	require.Contains(t, err.Error(), link)
 	require.Less(t, time.Since(start), 2*time.Second)
@@ -154,7 +158,7 @@ func TestJournalOpenTwiceInProcess(t *testing.T) {
 	_, err = j.Records()
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
-	j2, err := OpenJournal(path, opts)
+	j2, err := OpenJournal(path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j2.Close() })
 }
@@ -182,7 +186,7 @@ func TestJournalDoubleCloseKeepsOtherHandlesClaim(t *testing.T) {
 
 	j1.Close() // a stray second Close of the old handle
 	start := time.Now()
-	_, err = OpenJournal(path, &Options{OpenTimeout: 3 * time.Second})
+	_, err = OpenJournal(path, &JournalOptions{OpenTimeout: 3 * time.Second})
 	require.ErrorIs(t, err, ErrJournalLocked)
 	require.Less(t, time.Since(start), time.Second, "the in-process guard must still know j2 holds the file")
 	_, err = j2.Records()
@@ -198,7 +202,7 @@ func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
 	// Once the writer is gone, readers share the file, and cannot write.
 	rec := &Record{Key: "k-ro", Method: http.MethodPost, URL: "http://127.0.0.1/p", State: StatePending,
 		Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, j.insert(rec, true))
+	require.NoError(t, insertRec(j, rec, true))
 	require.NoError(t, j.Close())
 	ro, err := OpenJournalReadOnly(path, 100*time.Millisecond)
 	require.NoError(t, err)
@@ -206,21 +210,21 @@ func TestJournalReadOnlyWhileWriterHolds(t *testing.T) {
 	recs, err := ro.Records()
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
-	require.Error(t, ro.insert(&Record{Key: "k-ro-2", State: StatePending}, true))
+	require.Error(t, insertRec(ro, &Record{Key: "k-ro-2", State: StatePending}, true))
 }
 
 func TestJournalPrune(t *testing.T) {
 	j, _ := testJournal(t)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	j.now = func() time.Time { return now }
-	j.commit.lastPrune = now // no periodic prune: this test prunes by hand
+	setJournalNow(j, func() time.Time { return now })
+	testhook.NoPeriodicPrune(j, now) // no periodic prune: this test prunes by hand
 	const retention = 7 * 24 * time.Hour
 	old, fresh := now.Add(-retention-time.Minute), now.Add(-retention+time.Minute)
 
 	add := func(op string, state State, updated time.Time) *Record {
 		rec := &Record{Key: "key-" + op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: state, Created: updated.Add(-time.Hour), Updated: updated}
-		require.NoError(t, j.insert(rec, true))
+		require.NoError(t, insertRec(j, rec, true))
 		return rec
 	}
 	doomed := []*Record{add("settled-old", StateSettled, old), add("failed-old", StateFailed, old), add("expired-old", StateExpired, old)}
@@ -237,7 +241,7 @@ func TestJournalPrune(t *testing.T) {
 		got, err := j.Lookup(rec.OperationID)
 		require.NoError(t, err)
 		require.Nil(t, got, rec.OperationID)
-		got, err = j.find("k\x00" + rec.Key)
+		got, err = j.Get(context.Background(), journal.Name{Key: rec.Key})
 		require.NoError(t, err)
 		require.Nil(t, got, "key index of %s", rec.OperationID)
 	}
@@ -272,10 +276,10 @@ func TestOpenPrunesOldRecords(t *testing.T) {
 	for _, st := range []State{StateSettled, StatePending} {
 		rec := &Record{Key: "key-" + st.String(), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: st, Created: long, Updated: long}
-		require.NoError(t, j.insert(rec, true))
+		require.NoError(t, insertRec(j, rec, true))
 	}
 	require.NoError(t, j.Close())
-	c, err := Open(path, &Options{Retention: 24 * time.Hour})
+	c, err := Open(path, &Options{Journal: JournalOptions{Retention: 24 * time.Hour}})
 	require.NoError(t, err)
 	defer c.Close()
 	recs, err := c.Journal().Records()
@@ -290,7 +294,7 @@ func TestJournalRecordsPendingFirst(t *testing.T) {
 	for i, st := range states {
 		rec := &Record{Key: "key-" + string(rune('a'+i)), Method: http.MethodPost, URL: "http://127.0.0.1/p",
 			State: st, Created: time.Now(), Updated: time.Now()}
-		require.NoError(t, j.insert(rec, true))
+		require.NoError(t, insertRec(j, rec, true))
 	}
 	recs, err := j.Records()
 	require.NoError(t, err)

@@ -76,7 +76,7 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 		// The journal reopens at once, whole, and holds every operation
 		// written ahead so far, including everything it held before.
 		t0 := time.Now()
-		j, err := OpenJournal(path, &Options{OpenTimeout: time.Second})
+		j, err := OpenJournal(path, &JournalOptions{OpenTimeout: time.Second})
 		require.NoError(t, err, "reopen after kill %d", run+1)
 		recs, err := j.Records()
 		require.NoError(t, err, "read after kill %d", run+1)
@@ -109,7 +109,7 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 	var pending int
 	for range 50 {
 		require.NoError(t, c.Resume(context.Background(), nil))
-		if pending, err = c.Journal().pendingCount(); err != nil || pending == 0 {
+		if pending, err = pendingCount(c.Journal()); err != nil || pending == 0 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond) // Retry-After and backoff from the children
@@ -146,7 +146,7 @@ func helperTortureWriter() int {
 	if n, err := strconv.Atoi(os.Getenv(envWorkers)); err == nil {
 		workers = n
 	}
-	c, err := Open(os.Getenv(envJournal), &Options{OpenTimeout: 5 * time.Second,
+	c, err := Open(os.Getenv(envJournal), &Options{Journal: JournalOptions{OpenTimeout: 5 * time.Second},
 		InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
 		ResumeInterval: 20 * time.Millisecond, Observer: writeAheadReporter{}})
 	if err != nil {

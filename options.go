@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // Defaults used where an Options field is zero.
@@ -13,8 +15,8 @@ const (
 	DefaultKeyHeader           = "Idempotency-Key"
 	DefaultMaxBodyBytes        = 8 << 20 // 8 MiB
 	DefaultKeyTTL              = 24 * time.Hour
-	DefaultRetention           = 7 * 24 * time.Hour
-	DefaultOpenTimeout         = time.Second
+	DefaultRetention           = boltjournal.DefaultRetention
+	DefaultOpenTimeout         = boltjournal.DefaultOpenTimeout
 	DefaultMaxAttempts         = 6
 	DefaultInitialInterval     = 250 * time.Millisecond
 	DefaultMultiplier          = 2.0
@@ -93,24 +95,12 @@ type Options struct {
 	// URL's fragment is never journaled: net/http never sends it.)
 	SensitiveQueryParams []string
 
-	// Encryption, if set, seals what each new journal record holds of its
-	// request (the body, the non-sensitive headers, the URL's query, the
-	// body's SHA-256, the identity and credential tag, see Identity) with
-	// AES-256-GCM under the Keyring's Current key, and
-	// opens records sealed under any of its Keys; see Keyring for rotation.
-	// Nil stores them in plaintext. A journal once opened with a Keyring is
-	// marked so for good: opened without one, it takes no new record (Open,
-	// and a write-ahead through OpenJournal, fail with ErrInvalidOptions) and
-	// its sealed records read as sealed (ErrUnknownEncryptionKey); it can
-	// still be listed, pruned and resumed. The journal does the sealing: give
-	// it to Open or OpenJournal. A Current missing from Keys, a key ID
-	// that is empty or not visible ASCII, or a key that is not
-	// EncryptionKeySize (32) bytes fails Open, OpenJournal and NewTransport
-	// with ErrInvalidOptions before anything is written; so does NewTransport
-	// given a Keyring whose Current differs from its Journal's, or that names
-	// a key ID the Journal's Keyring lacks. Records written before encryption
-	// was turned on stay readable, and stay in plaintext until pruned.
-	Encryption *Keyring
+	// Journal configures the journal that Open opens (JournalOptions:
+	// encryption at rest, Retention, the file-lock timeout). The journal
+	// alone reads it: NewTransport takes a journal already open, opened
+	// with these by OpenJournal. Open raises Journal.Retention to KeyTTL at
+	// least, as NewTransport does for a *Journal.
+	Journal JournalOptions
 
 	// MaxBodyBytes caps a journaled request body, in bytes. 0 means
 	// DefaultMaxBodyBytes. A longer body fails with ErrBodyTooLarge.
@@ -120,17 +110,6 @@ type Options struct {
 	// pending operation older than this is not re-sent (ErrKeyExpired). 0 means
 	// DefaultKeyTTL.
 	KeyTTL time.Duration
-
-	// Retention is how long settled, failed and expired records are kept before
-	// pruning. Pending records are never pruned. 0 means DefaultRetention; a
-	// value below KeyTTL is raised to KeyTTL. An operation ID is remembered
-	// only as long as its record: reused after pruning, it starts a new
-	// operation.
-	Retention time.Duration
-
-	// OpenTimeout bounds the wait for the journal's file lock. 0 means
-	// DefaultOpenTimeout.
-	OpenTimeout time.Duration
 
 	// MaxAttempts is the number of attempts per call (the first one included).
 	// 0 means DefaultMaxAttempts.
@@ -255,9 +234,8 @@ type config struct {
 	Options
 	methods   map[string]bool
 	sensitive map[string]bool
-	// sensitiveQuery holds SensitiveQueryParams; keyring is Encryption built.
+	// sensitiveQuery holds SensitiveQueryParams.
 	sensitiveQuery map[string]bool
-	keyring        *keyring
 	observer       Observer // never nil
 }
 
@@ -272,8 +250,6 @@ func (o *Options) config() (*config, error) {
 	setDefault(&c.KeyHeader, DefaultKeyHeader)
 	setDefault(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&c.KeyTTL, DefaultKeyTTL)
-	setDefault(&c.Retention, DefaultRetention)
-	setDefault(&c.OpenTimeout, DefaultOpenTimeout)
 	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
 	setDefault(&c.InitialInterval, DefaultInitialInterval)
 	setDefault(&c.Multiplier, DefaultMultiplier)
@@ -298,7 +274,6 @@ func (o *Options) config() (*config, error) {
 	}
 	// A record pruned while the server may still replay its key would let a
 	// repeated operation ID mint a second key.
-	c.Retention = max(c.Retention, c.KeyTTL)
 	if c.InitialInterval > c.MaxInterval {
 		c.InitialInterval = c.MaxInterval
 	}
@@ -318,8 +293,7 @@ func (o *Options) config() (*config, error) {
 	for _, name := range c.SensitiveQueryParams {
 		c.sensitiveQuery[name] = true
 	}
-	var err error
-	if c.keyring, err = c.Encryption.build(); err != nil { // encrypt.go
+	if err := c.Journal.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil

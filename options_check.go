@@ -17,8 +17,6 @@ func (o *Options) check() error {
 	if err := cmp.Or(
 		notNegative("MaxBodyBytes", o.MaxBodyBytes),
 		notNegative("KeyTTL", o.KeyTTL),
-		notNegative("Retention", o.Retention),
-		notNegative("OpenTimeout", o.OpenTimeout),
 		notNegative("MaxAttempts", o.MaxAttempts),
 		notNegative("InitialInterval", o.InitialInterval),
 		notNegative("MaxInterval", o.MaxInterval),

@@ -45,10 +45,9 @@ var helperModes = map[string]func() int{
 	"fsize-post": helperFsizePost,
 	"crash":      helperCrashWorker,
 
-	// journal_damage_more_test.go, journal_torture_test.go, journal_stage_test.go
+	// journal_damage_more_test.go, journal_torture_test.go
 	"open-unprivileged": helperOpenUnprivileged,
 	"torture-writer":    helperTortureWriter,
-	"stage-writer":      helperStageWriter,
 }
 
 // TestHelperProcess is the child's entry point. Without IDEM_HELPER it is an
@@ -164,7 +163,7 @@ func helperLock() int {
 		return 2
 	}
 	start := time.Now()
-	j, err := OpenJournal(os.Getenv(envJournal), &Options{OpenTimeout: timeout})
+	j, err := OpenJournal(os.Getenv(envJournal), &JournalOptions{OpenTimeout: timeout})
 	return reportLocked(j, err, time.Since(start))
 }
 

@@ -147,7 +147,7 @@ func TestRedirectCrash(t *testing.T) {
 			require.NoError(t, err)
 			for range 5 {
 				require.NoError(t, tr.Resume(ctx, nil))
-				if n, err := j.pendingCount(); err == nil && n == 0 {
+				if n, err := pendingCount(j); err == nil && n == 0 {
 					break
 				}
 				time.Sleep(opts.MaxInterval)

@@ -40,9 +40,9 @@ func TestRepresentationIsFingerprinted(t *testing.T) {
 			pay, base, rt := paymentsOver(t, encrypted)
 			opts := Options{MaxAttempts: 1}
 			if encrypted {
-				opts.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+				opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
 			}
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "repr.journal"), &opts)
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "repr.journal"), &opts.Journal)
 			require.NoError(t, err)
 			t.Cleanup(func() { j.Close() })
 			tr, clk := transportOn(t, j, opts, rt, time.Time{})
@@ -73,11 +73,11 @@ func TestRepresentationIsFingerprinted(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
 			drain(t, resp)
-			require.NoError(t, j.flush())
+			require.NoError(t, flushStore(j))
 
 			// Settled, its Header is gone; its representation is not.
 			require.NoError(t, j.Close())
-			j, err = OpenJournal(j.Path(), &opts)
+			j, err = OpenJournal(j.Path(), &opts.Journal)
 			require.NoError(t, err)
 			t.Cleanup(func() { j.Close() })
 			tr, _ = transportOn(t, j, opts, rt, clk.Now())
@@ -141,7 +141,7 @@ func unbind(tb testing.TB, path string, ops ...string) {
 			require.NoError(tb, err)
 			require.True(tb, rec.Identity != "" || rec.CredentialTag != "")
 			rec.Identity, rec.CredentialTag, rec.ContentType, rec.ContentEncoding = "", "", "", ""
-			meta, err := appendJSON(rec, nil, nil)
+			meta, err := encodeMeta(rec)
 			require.NoError(tb, err)
 			require.NoError(tb, b.Put(id, meta))
 		}
@@ -171,7 +171,7 @@ func TestIdentityLegacyRecords(t *testing.T) {
 	j, err = OpenJournal(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
-	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+	require.NoError(t, boltDB(j).View(func(tx *bolt.Tx) error {
 		require.Equal(t, "idem-journal-8", string(tx.Bucket(bucketMeta).Get(metaVersion)), "marked on open")
 		require.Len(t, tx.Bucket(bucketMeta).Get(metaIdentityKey), identityKeySize, "and given a key")
 		return nil

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -70,7 +71,7 @@ func newDeadServer(tb testing.TB) *deadServer {
 func writePending(tb testing.TB, j *Journal, url, ref string, at time.Time) {
 	tb.Helper()
 	body := []byte(paymentBody(ref, 100))
-	require.NoError(tb, j.insert(&Record{Key: "key-" + ref, OperationID: ref + "/charge", Method: http.MethodPost,
+	require.NoError(tb, insertRec(j, &Record{Key: "key-" + ref, OperationID: ref + "/charge", Method: http.MethodPost,
 		URL: url + "/payments", Header: http.Header{"Content-Type": {"application/json"}}, Body: body,
 		BodySHA256: bodySum(body), Created: at, Updated: at, State: StatePending}, true))
 }
@@ -242,7 +243,7 @@ func TestFairPoolManyHostsLinear(t *testing.T) {
 	})
 	for i := range hosts {
 		require.True(t, p.add(fmt.Sprintf("h%d.example:443", i), seqRec(uint64(i+1))).ok)
-		if (i+1)%pendingPage == 0 {
+		if (i+1)%resumePage == 0 {
 			p.pump()
 		}
 	}
@@ -269,13 +270,13 @@ func TestFairPoolManyHostsLinear(t *testing.T) {
 func TestFairPoolQueuesBoundedAcrossHosts(t *testing.T) {
 	const hosts = 3000
 	gate := make(chan struct{})
-	p := newFairPool(DefaultResumeConcurrency, pendingPage, func(string, *Record) { <-gate })
+	p := newFairPool(DefaultResumeConcurrency, resumePage, func(string, *Record) { <-gate })
 	refused := 0
 	for i := range hosts {
 		if res := p.add(fmt.Sprintf("h%d.example:443", i), seqRec(uint64(i+1))); res.poolFull {
 			refused++
 		}
-		if (i+1)%pendingPage == 0 {
+		if (i+1)%resumePage == 0 {
 			p.pump()
 		}
 	}
@@ -284,7 +285,7 @@ func TestFairPoolQueuesBoundedAcrossHosts(t *testing.T) {
 	p.mu.Unlock()
 	close(gate)
 	p.wait()
-	require.LessOrEqual(t, held, 2*pendingPage+DefaultResumeConcurrency, "the pool held %d records at once (one page is %d)", held, pendingPage)
+	require.LessOrEqual(t, held, 2*resumePage+DefaultResumeConcurrency, "the pool held %d records at once (one page is %d)", held, resumePage)
 	require.Equal(t, hosts-held, refused, "what it did not hold it refused as full")
 }
 
@@ -333,14 +334,14 @@ func TestFairPoolFullEvictsLongestQueue(t *testing.T) {
 // reading a record twice: every operation is sent once, and the pool never
 // held more than two pages and the slots.
 func TestResumeReadsOnPastFullPool(t *testing.T) {
-	const hosts = 3*pendingPage + 10
+	const hosts = 3*resumePage + 10
 	tr, clk := testTransport(t, &Options{ResumeConcurrency: 4})
 	var wg sync.WaitGroup
 	errs := make(chan error, hosts)
 	for w := range 32 { // concurrent inserts share commits
 		wg.Go(func() {
 			for i := w; i < hosts; i += 32 {
-				errs <- tr.bolt().insert(&Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost,
+				errs <- insertRec(tr.bolt(), &Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost,
 					URL: fmt.Sprintf("https://h%d.example/payments", i), Body: []byte("{}"),
 					Created: clk.Now(), Updated: clk.Now(), State: StatePending}, true)
 			}
@@ -356,7 +357,7 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 	var mu sync.Mutex
 	sent := map[uint64]int{}
 	run := tr.newResumeRun(context.Background(), limits{}, nil, nil, func(time.Time) {})
-	run.pool = newFairPool(4, pendingPage, func(_ string, rec *Record) {
+	run.pool = newFairPool(4, resumePage, func(_ string, rec *Record) {
 		<-gate
 		mu.Lock()
 		sent[seqOf(rec)]++
@@ -372,7 +373,7 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 	run.pool.mu.Lock()
 	held := len(run.pool.known)
 	run.pool.mu.Unlock()
-	require.LessOrEqual(t, held, 2*pendingPage+4)
+	require.LessOrEqual(t, held, 2*resumePage+4)
 	close(gate)
 	require.NoError(t, <-done)
 	require.Len(t, sent, hosts, "every operation sent")
@@ -384,6 +385,6 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 // seqRec is a record with only its journal sequence number set.
 func seqRec(seq uint64) *Record {
 	rec := new(Record)
-	setSeq(rec, seq)
+	journal.SetRef(rec, journal.Ref{Seq: seq})
 	return rec
 }

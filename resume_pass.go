@@ -16,6 +16,10 @@ import (
 	"github.com/idem-go/idem/journal"
 )
 
+// resumePage is how many pending records a scan queues before it starts
+// sending: the fair pool's per-host queue, and its batch.
+const resumePage = 256
+
 // resumeRun sends due pending operations and reports each outcome. Resume
 // makes one per call; a background resumer keeps one for its life, and its
 // passes feed the same pool.
@@ -43,7 +47,7 @@ type resumeRun struct {
 
 func (t *Transport) newResumeRun(ctx context.Context, lim limits, stop <-chan struct{}, fn func(Outcome), later func(time.Time)) *resumeRun {
 	r := &resumeRun{t: t, ctx: ctx, lim: lim, stop: stop, fn: fn, later: later, deniedHosts: map[string]bool{}}
-	r.pool = newFairPool(t.cfg.ResumeConcurrency, pendingPage, r.send)
+	r.pool = newFairPool(t.cfg.ResumeConcurrency, resumePage, r.send)
 	r.lim.yield = nil // set per host in send
 	return r
 }
@@ -182,7 +186,7 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 		}
 		// Start sending a page at a time: the hosts of a whole page are
 		// known before the slots are given out.
-		if added++; added%pendingPage == 0 {
+		if added++; added%resumePage == 0 {
 			r.pool.pump()
 		}
 	}

@@ -15,30 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
-
-// holdCommits keeps deferred state changes from being committed (the flush
-// timer finds a commit running) until the returned function is called.
-func holdCommits(j *Journal) (release func()) {
-	c := &j.commit
-	c.mu.Lock()
-	c.leading = true
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		c.leading = false
-		c.idle.Broadcast()
-		c.mu.Unlock()
-	}
-}
 
 func insertWithBody(t *testing.T, j *Journal, key, body string) *Record {
 	t.Helper()
 	rec := pendingRecord(key)
 	rec.Body = []byte(body)
-	require.NoError(t, j.insert(rec, true))
+	require.NoError(t, insertRec(j, rec, true))
 	return rec
 }
 
@@ -50,11 +36,11 @@ func TestPendingAfterSeesDeferredChanges(t *testing.T) {
 
 	release := holdCommits(j)
 	a.State, a.Status = StateSettled, http.StatusCreated
-	require.NoError(t, j.save(a))
+	require.NoError(t, saveRec(j, a))
 	b.Attempts, b.NextAttempt = 2, time.Now().Add(time.Hour).Round(0)
-	require.NoError(t, j.save(b))
+	require.NoError(t, saveRec(j, b))
 
-	page, err := j.pendingAfter(0, 10)
+	page, err := pendingAfter(j, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, page, 2, "a settle not yet committed is not pending")
 	require.Equal(t, []string{"b", "c"}, []string{page[0].Key, page[1].Key})
@@ -64,18 +50,18 @@ func TestPendingAfterSeesDeferredChanges(t *testing.T) {
 	require.Equal(t, StatePending, onDisk(t, j, seqOf(a)).State, "nothing was committed")
 
 	release()
-	require.NoError(t, j.flush())
-	got, err := j.reget(page[0])
+	require.NoError(t, flushStore(j))
+	got, err := j.Reload(context.Background(), page[0])
 	require.NoError(t, err)
 	require.Equal(t, "body-b", string(got.Body))
 	require.Equal(t, 2, got.Attempts)
-	require.Nil(t, listedMeta(got))
+	require.Nil(t, journal.RefOf(got).Meta)
 }
 
 func TestRegetMatchesGet(t *testing.T) {
 	key := make([]byte, 32)
 	rand.Read(key)
-	for name, opts := range map[string]*Options{
+	for name, opts := range map[string]*JournalOptions{
 		"plaintext": nil,
 		"sealed":    {Encryption: &Keyring{Current: "A", Keys: map[string][]byte{"A": key}}},
 	} {
@@ -86,13 +72,13 @@ func TestRegetMatchesGet(t *testing.T) {
 			small := insertWithBody(t, j, "small", `{"amount":700}`)
 			large := insertWithBody(t, j, "large", string(bytes.Repeat([]byte("x"), 3*bodyChunk+5)))
 
-			page, err := j.pendingAfter(0, 10)
+			page, err := pendingAfter(j, 0, 10)
 			require.NoError(t, err)
 			require.Len(t, page, 2)
 			for i, want := range []*Record{small, large} {
-				got, err := j.reget(page[i])
+				got, err := j.Reload(context.Background(), page[i])
 				require.NoError(t, err)
-				fresh, err := j.get(seqOf(want))
+				fresh, err := getSeq(j, seqOf(want))
 				require.NoError(t, err)
 				require.Equal(t, fresh, got, "reget reads what get reads")
 				require.Equal(t, want.Body, got.Body)
@@ -100,18 +86,18 @@ func TestRegetMatchesGet(t *testing.T) {
 
 			// Changed on disk since the listing: decoded again.
 			small.Attempts, small.LastError = 3, "503"
-			require.NoError(t, j.save(small))
-			require.NoError(t, j.flush())
-			got, err := j.reget(page[0])
+			require.NoError(t, saveRec(j, small))
+			require.NoError(t, flushStore(j))
+			got, err := j.Reload(context.Background(), page[0])
 			require.NoError(t, err)
 			require.Equal(t, 3, got.Attempts)
 			require.Equal(t, "503", got.LastError)
 
 			// Settled since: reget says so, as get does.
 			large.State = StateSettled
-			require.NoError(t, j.save(large))
-			require.NoError(t, j.flush())
-			got, err = j.reget(page[1])
+			require.NoError(t, saveRec(j, large))
+			require.NoError(t, flushStore(j))
+			got, err = j.Reload(context.Background(), page[1])
 			require.NoError(t, err)
 			require.Equal(t, StateSettled, got.State)
 		})
@@ -121,12 +107,12 @@ func TestRegetMatchesGet(t *testing.T) {
 func TestRegetRefusesAlteredBody(t *testing.T) {
 	j, _ := testJournal(t)
 	insertWithBody(t, j, "a", `{"amount":700}`)
-	page, err := j.pendingAfter(0, 10)
+	page, err := pendingAfter(j, 0, 10)
 	require.NoError(t, err)
-	require.NoError(t, j.update(func(tx *bolt.Tx) error {
+	require.NoError(t, boltDB(j).Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketBodies).Put(idKey(seqOf(page[0])), []byte(`{"amount":900}`))
 	}))
-	_, err = j.reget(page[0])
+	_, err = j.Reload(context.Background(), page[0])
 	require.ErrorIs(t, err, ErrJournalCorrupt, "the metadata is unchanged, the body is not")
 }
 
@@ -139,13 +125,13 @@ func TestResumeSkipsOperationNoLongerDue(t *testing.T) {
 	tr, clk := testTransport(t, &Options{Base: srv.base()})
 	rec := pendingRecord("a")
 	rec.URL, rec.Body, rec.Created = srv.URL+"/payments", []byte(`{"amount":700}`), clk.Now()
-	require.NoError(t, tr.bolt().insert(rec, true))
-	page, err := tr.bolt().pendingAfter(0, 10)
+	require.NoError(t, insertRec(tr.bolt(), rec, true))
+	page, err := pendingAfter(tr.bolt(), 0, 10)
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 
 	rec.Attempts, rec.NextAttempt = 1, clk.Now().Add(time.Minute)
-	require.NoError(t, tr.bolt().save(rec))
+	require.NoError(t, saveRec(tr.bolt(), rec))
 	lim, err := tr.cfg.callLimits(context.Background())
 	require.NoError(t, err)
 	resp, err := tr.resume(context.Background(), page[0], lim, false)
@@ -167,7 +153,7 @@ func insertPending(t *testing.T, tr *Transport, clk *fakeClock, url string, n in
 		}
 		rec := &Record{Key: "key-" + op, OperationID: op, Method: http.MethodPost, URL: url,
 			Body: stagedBody(op, size), State: StatePending, Created: clk.Now(), Updated: clk.Now()}
-		require.NoError(t, tr.bolt().insert(rec, true))
+		require.NoError(t, insertRec(tr.bolt(), rec, true))
 		want["key-"+op] = rec.Body
 	}
 	return want
@@ -212,12 +198,12 @@ func TestResumePagesWithUncommittedChanges(t *testing.T) {
 	t.Parallel()
 	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, ResumeConcurrency: 16},
 		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
-	const n = 2*pendingPage + 37
+	const n = 2*resumePage + 37
 	var recs []*Record
 	for i := range n {
 		rec := &Record{Key: fmt.Sprint("k", i), Method: http.MethodPost, URL: srv.URL + "/p",
 			Body: []byte(fmt.Sprint("b", i)), State: StatePending, Created: clk.Now()}
-		require.NoError(t, tr.bolt().insert(rec, true))
+		require.NoError(t, insertRec(tr.bolt(), rec, true))
 		recs = append(recs, rec)
 	}
 	release := holdCommits(tr.bolt())
@@ -233,7 +219,7 @@ func TestResumePagesWithUncommittedChanges(t *testing.T) {
 			due[rec.Key] = true
 			continue
 		}
-		require.NoError(t, tr.bolt().save(&cp))
+		require.NoError(t, saveRec(tr.bolt(), &cp))
 	}
 	require.NoError(t, tr.Resume(context.Background(), nil))
 	release()

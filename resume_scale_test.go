@@ -109,7 +109,7 @@ func TestResumeAtScaleWhileCallsFlow(t *testing.T) {
 					Method: http.MethodPost, URL: front.URL + "/payments",
 					Header: http.Header{"Content-Type": {"application/json"}}, Body: body, BodySHA256: sum,
 					Created: time.Now(), Updated: time.Now(), State: StatePending}
-				if err := j.insert(rec, true); err != nil {
+				if err := insertRec(j, rec, true); err != nil {
 					errs <- err
 					return
 				}
@@ -119,7 +119,7 @@ func TestResumeAtScaleWhileCallsFlow(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	require.NoError(t, <-errs)
-	pending, err := j.pendingCount()
+	pending, err := pendingCount(j)
 	require.NoError(t, err)
 	require.Equal(t, n, pending)
 	t.Logf("%d pending operations written in %v", n, time.Since(fill).Round(time.Millisecond))
@@ -198,7 +198,7 @@ func TestResumeAtScaleWhileCallsFlow(t *testing.T) {
 	require.Zero(t, failed, "resumes that did not settle with 201")
 	require.Zero(t, callErrs.Load(), "new calls that failed")
 	require.Equal(t, n, settled)
-	pending, err = j.pendingCount()
+	pending, err = pendingCount(j)
 	require.NoError(t, err)
 	require.Zero(t, pending, "left pending")
 	ledger := pay.Ledger()

@@ -16,12 +16,12 @@ import (
 // across page boundaries, even while sends settle (and so move) records.
 func TestResumePagesThroughManyPending(t *testing.T) {
 	t.Parallel()
-	const n = 2*pendingPage + 17
+	const n = 2*resumePage + 17
 	j := fastJournal(t)
 	for i := range n {
 		rec := pendingRecord(fmt.Sprintf("key-%d", i))
 		rec.Created = time.Now()
-		require.NoError(t, j.insert(rec, true))
+		require.NoError(t, insertRec(j, rec, true))
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -46,7 +46,7 @@ func TestResumePagesThroughManyPending(t *testing.T) {
 	for k, c := range seen {
 		require.Equal(t, 1, c, "key %s sent %d times", k, c)
 	}
-	left, err := j.pendingCount()
+	left, err := pendingCount(j)
 	require.NoError(t, err)
 	require.Zero(t, left)
 }

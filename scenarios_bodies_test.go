@@ -138,7 +138,7 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 	})
 	// S08 is about connections, not durability: skip the fsyncs that would
 	// make 1,000 journaled calls take seconds under -race.
-	tr.bolt().db.NoSync = true
+	boltDB(tr.bolt()).NoSync = true
 	// Two failures in three is an outage to the retry budget, which would
 	// (rightly) stop retrying after a while; S08 needs every retry made.
 	tr.budget = newBudget(RetryBudget{Disabled: true})

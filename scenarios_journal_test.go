@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -86,7 +87,7 @@ func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
 		// fails inside the write-ahead transaction.
 		srv, wire := startPayments(t, nil), newWireLog(t)
 		j, _ := testJournal(t)
-		require.NoError(t, j.insert(&Record{Key: "taken-key", OperationID: "op-a", Method: http.MethodPost,
+		require.NoError(t, insertRec(j, &Record{Key: "taken-key", OperationID: "op-a", Method: http.MethodPost,
 			URL: srv.URL + "/payments", State: StateSettled, Created: time.Now(), Updated: time.Now()}, true))
 		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
 		ctx := WithKey(WithOperationID(context.Background(), "op-b"), "taken-key")
@@ -129,7 +130,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 	t.Run("a failed insert leaves nothing behind", func(t *testing.T) {
 		j, _ := testJournal(t)
 		a := rec("key-a", "op-1")
-		require.NoError(t, j.insert(a, true))
+		require.NoError(t, insertRec(j, a, true))
 		require.NotZero(t, seqOf(a))
 
 		failed := []*Record{
@@ -138,13 +139,13 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 			rec(strings.Repeat("k", bolt.MaxKeySize+1), "op-3"), // bbolt refuses the index key
 		}
 		for _, f := range failed {
-			err := j.insert(f, true)
+			err := insertRec(j, f, true)
 			require.Error(t, err)
 			require.Zero(t, seqOf(f), "no trace of a rolled-back insert on the caller's record")
 		}
-		require.ErrorIs(t, j.insert(rec("key-b", "op-1"), true), ErrKeyReuse)
-		for _, probe := range []string{"k\x00key-b", "o\x00op-2", "o\x00op-3"} {
-			got, err := j.find(probe)
+		require.ErrorIs(t, insertRec(j, rec("key-b", "op-1"), true), ErrKeyReuse)
+		for _, probe := range []journal.Name{{Key: "key-b"}, {OperationID: "op-2"}, {OperationID: "op-3"}} {
+			got, err := j.Get(context.Background(), probe)
 			require.NoError(t, err)
 			require.Nil(t, got, "index entry %q", probe)
 		}
@@ -154,7 +155,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 
 		// The failed inserts used neither the index nor a sequence number.
 		e := rec("key-b", "op-2")
-		require.NoError(t, j.insert(e, true))
+		require.NoError(t, insertRec(j, e, true))
 		require.Equal(t, seqOf(a)+1, seqOf(e))
 		got, err := j.Lookup("op-2")
 		require.NoError(t, err)
@@ -170,7 +171,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 			wg.Go(func() {
 				for i := range each {
 					r := rec(fmt.Sprintf("key-%d-%d", g, i), fmt.Sprintf("op-%d-%d", g, i))
-					if err := j.insert(r, true); err != nil {
+					if err := insertRec(j, r, true); err != nil {
 						t.Error(err)
 						return
 					}

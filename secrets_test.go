@@ -1,6 +1,6 @@
 // Tests for secrets at rest: real requests carrying every kind of secret go
 // through a loopback testserver, and the journal file's raw bytes are
-// searched for each of them, with and without Options.Encryption; then the
+// searched for each of them, with and without Options.Journal.Encryption; then the
 // pending operation is resumed with the secrets restored by PrepareResume.
 
 package idem
@@ -131,10 +131,10 @@ func testSecretsAtRest(t *testing.T, encrypted bool) {
 		SensitiveQueryParams: []string{"token"},
 		Logger:               slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if encrypted {
-		opts.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+		opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
 	}
 	path := filepath.Join(t.TempDir(), "secrets.journal")
-	j, err := OpenJournal(path, &opts)
+	j, err := OpenJournal(path, &opts.Journal)
 	require.NoError(t, err)
 	tr, clk := transportOn(t, j, opts, wire, time.Time{})
 
@@ -175,7 +175,7 @@ func testSecretsAtRest(t *testing.T, encrypted bool) {
 	}
 
 	// A restart. Without the token, Resume sends nothing and keeps it pending.
-	j2, err := OpenJournal(path, &opts)
+	j2, err := OpenJournal(path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j2.Close() })
 	noToken := opts

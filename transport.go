@@ -11,8 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +29,7 @@ import (
 //  2. takes the caller's idempotency key, or mints a random UUID;
 //  3. commits key, method, URL (without userinfo, fragment and
 //     Options.SensitiveQueryParams), non-sensitive headers and body to the
-//     journal, sealed if Options.Encryption is set, with fsync, before the
+//     journal, sealed if Options.Journal.Encryption is set, with fsync, before the
 //     first byte is sent;
 //  4. sends attempts with that key and the journaled bytes until a final
 //     response, retrying as the Classifier, the backoff and the host's
@@ -73,12 +71,8 @@ type Transport struct {
 // bbolt *Journal that OpenJournal returns. A nil store gives a Transport
 // that retries but refuses (ErrNoJournal) every request that would need
 // journaling. The Transport does not own store; close it after the last
-// call. A *Journal seals records (Options.Encryption): opts may leave
-// Encryption nil, but if it sets it, the Journal must have been opened with
-// a Keyring of the same Current that holds every key ID it names (the key
-// bytes are the journal's; they are not compared), or NewTransport fails
-// with ErrInvalidOptions rather than let records be written in plaintext
-// unnoticed.
+// call. Sealing records is the journal's alone (JournalOptions.Encryption);
+// NewTransport raises a *Journal's Retention to KeyTTL if it is shorter.
 func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	cfg, err := opts.config()
 	if err != nil {
@@ -87,8 +81,8 @@ func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	if j, ok := store.(*Journal); ok {
 		if j == nil {
 			store = nil // a nil *Journal is no journal
-		} else if !j.keyring.covers(cfg.keyring) {
-			return nil, fmt.Errorf("%w: Encryption: the journal %s was not opened with this Keyring; give it to OpenJournal", ErrInvalidOptions, j.path)
+		} else {
+			j.KeepAtLeast(cfg.KeyTTL) // never forget a key the server may still hold
 		}
 	}
 	t := &Transport{cfg: cfg, journal: store, clock: journalClock(realClock{}, store), budget: newBudget(cfg.RetryBudget)}
@@ -356,46 +350,4 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 	// Pending, failed, or settled within KeyTTL: send again with the same key;
 	// for a settled one the server replays its stored response.
 	return nil
-}
-
-// storedHeader drops sensitive headers and the key header before writing.
-// The values it keeps are copied into one array, as http.Header.Clone does.
-func (t *Transport) storedHeader(h http.Header) http.Header {
-	n := 0
-	for _, v := range h {
-		n += len(v)
-	}
-	values := make([]string, 0, n)
-	out := make(http.Header, len(h))
-	for k, v := range h {
-		ck := http.CanonicalHeaderKey(k)
-		if t.cfg.sensitive[ck] || strings.EqualFold(k, t.cfg.KeyHeader) {
-			continue
-		}
-		var vs []string // nil for no values, as before
-		if len(v) > 0 {
-			values = append(values, v...)
-			vs = values[len(values)-len(v) : len(values) : len(values)]
-		}
-		if ov := out[ck]; len(ov) > 0 {
-			// Spelled two ways (set through the map): the values of
-			// both are kept, under the canonical name.
-			vs = append(ov[:len(ov):len(ov)], vs...)
-		}
-		out[ck] = vs
-	}
-	return out
-}
-
-// droppedHeaders names the sensitive headers the request carries, so Resume
-// can tell when PrepareResume did not put them back.
-func (t *Transport) droppedHeaders(h http.Header) []string {
-	var names []string
-	for k := range h {
-		if ck := http.CanonicalHeaderKey(k); t.cfg.sensitive[ck] && !slices.Contains(names, ck) {
-			names = append(names, ck)
-		}
-	}
-	slices.Sort(names)
-	return names
 }

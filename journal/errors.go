@@ -50,3 +50,8 @@ var (
 	// longer where it was (pruned meanwhile).
 	ErrGone = errors.New("idem: failed operation pruned while being sent again; call again to start it anew")
 )
+
+// ErrInvalidOptions is returned when an option holds a value with no
+// meaning, or for a change to a journal opened read-only. The wrapping error
+// names the option and its value.
+var ErrInvalidOptions = errors.New("idem: invalid options")

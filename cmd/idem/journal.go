@@ -27,7 +27,7 @@ const journalUsage = `usage:
                                        operation ID, or IDs starting with P given as 'P*';
                                        -json: one JSON object per line, bodies left out
   idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included; a body
-                                       sealed with Options.Encryption prints as
+                                       sealed with Options.Journal.Encryption prints as
                                        <encrypted key=ID>: the command has no keys)
   idem journal stats [-json] FILE      counts by state, the oldest pending operation, the
                                        earliest next attempt, the file size
@@ -230,7 +230,7 @@ func journalLs(args []string) error {
 
 // jsonRecord is a Record as the command prints it: with its ID, its state by
 // name, and the body as text when asked for. A record sealed under a key
-// (idem.Options.Encryption) is read without the keys: its body prints as
+// (idem.Options.Journal.Encryption) is read without the keys: its body prints as
 // "<encrypted key=ID>", and its headers, URL query and body hash are absent.
 type jsonRecord struct {
 	ID              uint64      `json:"id"`
@@ -309,7 +309,7 @@ func journalPrune(args []string) error {
 	if _, err := os.Stat(file); err != nil {
 		return err
 	}
-	j, err := idem.OpenJournal(file, &idem.Options{Retention: *retention})
+	j, err := idem.OpenJournal(file, &idem.JournalOptions{Retention: *retention})
 	if err != nil {
 		return lockedHint(err)
 	}

@@ -71,7 +71,7 @@ func byHand(file string, change func(*idem.Journal) (*idem.Record, error)) error
 	if _, err := os.Stat(file); err != nil {
 		return err
 	}
-	j, err := idem.OpenJournal(file, &idem.Options{OpenTimeout: time.Second})
+	j, err := idem.OpenJournal(file, &idem.JournalOptions{OpenTimeout: time.Second})
 	if err != nil {
 		return lockedHint(err)
 	}

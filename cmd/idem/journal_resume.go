@@ -92,7 +92,7 @@ func journalResume(args []string) error {
 	if _, err := os.Stat(file); err != nil {
 		return err
 	}
-	opts := &idem.Options{KeyTTL: *keyTTL, MaxAttempts: *maxAttempts, OpenTimeout: time.Second,
+	opts := &idem.Options{KeyTTL: *keyTTL, MaxAttempts: *maxAttempts,
 		PrepareResume: func(r *http.Request) error {
 			for k, vs := range headers {
 				r.Header[k] = append([]string(nil), vs...)
@@ -104,7 +104,7 @@ func journalResume(args []string) error {
 		}}
 	// The journal and a Transport, not idem.Open: opening must not prune
 	// records the application's Retention would keep.
-	j, err := idem.OpenJournal(file, opts)
+	j, err := idem.OpenJournal(file, &idem.JournalOptions{OpenTimeout: time.Second})
 	if err != nil {
 		return lockedHint(err)
 	}

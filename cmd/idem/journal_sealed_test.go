@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The command has no keys: on a journal written with Options.Encryption, ls
+// The command has no keys: on a journal written with Options.Journal.Encryption, ls
 // and show still work, and show prints a sealed body as a placeholder.
 func TestJournalShowSealed(t *testing.T) {
 	bin := idemBinary(t)
@@ -26,7 +26,7 @@ func TestJournalShowSealed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sealed.journal")
 	key := make([]byte, idem.EncryptionKeySize)
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1,
-		Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}})
+		Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}}})
 	require.NoError(t, err)
 	for _, op := range []string{"sealed-1", "sealed-2"} {
 		req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), op), http.MethodPost,
@@ -67,7 +67,7 @@ func TestJournalResumeAndPruneSealed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sealed.journal")
 	soon := time.Millisecond // the next attempt is due at once
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
-		Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.EncryptionKeySize)}}})
+		Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.EncryptionKeySize)}}}})
 	require.NoError(t, err)
 	req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), "sealed-p"), http.MethodPost,
 		srv.URL+"/payments", strings.NewReader(`{"amount":5,"currency":"eur","reference":"sealed-p"}`))

@@ -1,0 +1,34 @@
+// Package testhook lends the bbolt journal's internals to idem's own tests
+// in other packages (the root package's tests drive a Transport and then look
+// inside the file it wrote). The journal/boltjournal package sets these
+// functions at init; nothing but tests calls them. Values are passed as any
+// so that this package, like every package but boltjournal, has no
+// dependency on bbolt.
+package testhook
+
+import "time"
+
+var (
+	// BoltDB returns the *bbolt.DB of a *boltjournal.Journal.
+	BoltDB func(j any) any
+	// SetNow sets the clock a *boltjournal.Journal dates its own writes and
+	// prunes by.
+	SetNow func(j any, now func() time.Time)
+	// NoPeriodicPrune keeps a *boltjournal.Journal from pruning by itself
+	// until now plus its prune interval.
+	NoPeriodicPrune func(j any, now time.Time)
+	// HoldCommits keeps a *boltjournal.Journal's deferred state changes
+	// from being committed until the returned function is called.
+	HoldCommits func(j any) (release func())
+	// Unsaved returns the deferred, not yet committed, state of record seq
+	// of a *boltjournal.Journal, or nil.
+	Unsaved func(j any, seq uint64) any
+	// DecodeMeta reads a record's stored metadata, as the journal wrote it
+	// (unsealed), and EncodeMeta writes it.
+	DecodeMeta func(meta []byte) (any, error)
+	EncodeMeta func(rec any) ([]byte, error)
+	// Sizes are the journal's size thresholds: the body size from which a
+	// body is staged ahead of its record, a body chunk, and the file's
+	// growth step.
+	StageMin, BodyChunk, GrowStep int
+)

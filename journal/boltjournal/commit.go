@@ -1,0 +1,345 @@
+// This file holds the journal's group commit (journal.go holds the file,
+// journal_read.go its reads, deferred.go the state changes that ride along).
+// Write-aheads from concurrent calls share one fsynced bbolt
+// transaction: a writer that finds no commit running commits at once (no
+// fixed delay); writers that arrive meanwhile queue up, and the next of them
+// commits the whole queue. State changes (settle, give-up, fail, expire) are
+// deferred: they ride along with the next commit, or are committed within
+// flushDelay, or on Close. Losing one in a crash only costs a harmless replay
+// with the same key.
+
+package boltjournal
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	bolt "go.etcd.io/bbolt"
+)
+
+// flushDelay bounds how long a deferred state change waits for a write-ahead
+// commit to ride along with.
+const flushDelay = 20 * time.Millisecond
+
+// appendFill is how full bbolt packs a page of a bucket whose keys are
+// appended in order.
+const appendFill = 0.9
+
+// pruneInterval is how often a long-running writer prunes finished records,
+// so the file stays bounded by Retention without a restart.
+const pruneInterval = 10 * time.Minute
+
+// committer is the Journal's write queue. Its fields are guarded by mu.
+type committer struct {
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when leading turns false
+	leading  bool       // a writer is committing; others queue behind it
+	closed   bool
+	queue    []*write
+	deferred map[uint64]*deferredWrite // newest state per record ID, not yet committed
+	flushing map[uint64]*deferredWrite // what the running commit is writing
+	timer    *time.Timer
+	// lastPrune is when the periodic prune last started.
+	lastPrune time.Time
+}
+
+// write is one queued write-ahead, a failed record made pending again
+// (repend), or a flush marker when rec is nil.
+type write struct {
+	rec    *Record
+	repend bool
+	keys   [][]byte // index entries: operation ID, and a caller-chosen key
+	data   []byte   // the metadata as stored
+	body   []byte   // the body as stored, for an insert, unless staged
+	staged uint64   // the record ID its body is staged under (stageBody), or 0
+	id     uint64
+	err    error
+	// wake receives true once the write is committed or failed (id and err
+	// are set), or false first if this writer is to commit the queue.
+	wake chan bool
+}
+
+func (c *committer) init() {
+	c.idle = sync.NewCond(&c.mu)
+	c.deferred = make(map[uint64]*deferredWrite)
+}
+
+// insert writes a new pending record and returns once the commit, fsync
+// included, has returned. It fails with journal.ErrDuplicate if the operation ID, or a
+// caller-chosen key (callerKey), is already taken. seqOf(rec) is set only once the
+// commit has returned: a failed insert leaves no trace, in the file or on rec.
+// With a Keyring, the record is sealed under its Current key, here, before
+// the queue: the commit's critical section does no cryptography.
+func (j *Journal) insert(rec *Record, callerKey bool) error {
+	if j.sealedFile {
+		return j.errNeedsKeyring()
+	}
+	rec.CallerKey = callerKey
+	if rec.BodySHA256 == "" { // reads check the body against it (Record.BodyMatches)
+		rec.BodySHA256 = journal.BodySum(rec.Body)
+	}
+	rec.EncryptionKeyID = j.keyring.currentID()
+	staged := len(rec.Body) >= stageMin
+	if staged && rec.EncryptionKeyID != "" {
+		setBodySegment(rec, stageStep) // sealed in parts (sealSegment), named in its metadata
+	}
+	data, err := j.keyring.encodeMeta(rec)
+	if err != nil {
+		return err
+	}
+	w := &write{rec: rec, keys: indexKeys(rec), data: data}
+	switch {
+	case staged && rec.EncryptionKeyID != "":
+		seal := func(dst []byte, i int, part []byte, last bool) ([]byte, error) {
+			return j.keyring.sealSegment(dst, rec, i, part, last)
+		}
+		w.staged, err = j.stageBody(rec.Body, bodySegment(rec), seal)
+	case staged:
+		w.staged, err = j.stageBody(rec.Body, j.plainStep(), nil)
+	default:
+		w.body, err = j.keyring.encodeBody(rec)
+	}
+	if err != nil {
+		return err
+	}
+	if err := j.submit(w); err != nil {
+		if w.staged != 0 && !errors.Is(err, journal.ErrDuplicate) { // that one dropped it
+			j.unstage(idKey(w.staged)) // else the next open drops it
+		}
+		return err
+	}
+	setSeq(rec, w.id)
+	j.writeAheads.Add(1)
+	return nil
+}
+
+// errNeedsKeyring refuses a new record in a journal once opened with
+// Options.Encryption and now opened without it: it would go to disk in
+// plaintext.
+func (j *Journal) errNeedsKeyring() error {
+	return fmt.Errorf("%w: %s was written with Options.Encryption (it is marked %s): new records need it too",
+		journal.ErrInvalidOptions, j.path, versionSealed)
+}
+
+// errRepend means a failed record was pruned before it could be sent again.
+var errRepend = journal.ErrGone
+
+// repend writes a pending record durably: above all a failed one made
+// pending again (journal.EventRepend), before it is sent again: from then on
+// the server may act, so a crash must leave it for Resume.
+func (j *Journal) repend(rec *Record) error {
+	data, err := j.keyring.encodeMeta(stored(rec))
+	if err != nil {
+		return err
+	}
+	return j.submit(&write{rec: rec, repend: true, data: data})
+}
+
+// flush commits every deferred state change made before it was called.
+func (j *Journal) flush() error {
+	if j.readOnly {
+		return nil
+	}
+	return j.submit(&write{})
+}
+
+// submit queues w and waits until a commit that includes it has returned.
+func (j *Journal) submit(w *write) error {
+	w.wake = make(chan bool, 1)
+	c := &j.commit
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
+	}
+	c.queue = append(c.queue, w)
+	lead := !c.leading
+	c.leading = true
+	c.mu.Unlock()
+	if !lead && <-w.wake {
+		return w.err
+	}
+	j.lead() // its batch holds w
+	<-w.wake
+	return w.err
+}
+
+// lead commits everything queued and deferred in one transaction, then hands
+// the lead to the first writer that queued meanwhile, if any.
+func (j *Journal) lead() {
+	c := &j.commit
+	c.mu.Lock()
+	batch := c.queue
+	c.queue = nil
+	if len(c.deferred) > 0 {
+		c.flushing, c.deferred = c.deferred, make(map[uint64]*deferredWrite)
+	}
+	settles := c.flushing
+	c.mu.Unlock()
+
+	err := j.commitBatch(batch, settles)
+
+	c.mu.Lock()
+	if err != nil {
+		// Keep the changes for the next commit, unless newer ones came.
+		for id, d := range settles {
+			if _, newer := c.deferred[id]; !newer {
+				c.deferred[id] = d
+			}
+		}
+	}
+	c.flushing = nil
+	if now, keep := j.now(), j.retention; keep > 0 && !c.closed && now.Sub(c.lastPrune) >= pruneInterval {
+		c.lastPrune = now
+		j.pruning.Go(func() { j.Prune(keep) }) // an error leaves it to the next round
+	}
+	if len(c.queue) > 0 {
+		c.queue[0].wake <- false
+	} else {
+		c.leading = false
+		if len(c.deferred) > 0 && c.timer == nil && !c.closed {
+			c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
+		}
+		c.idle.Broadcast()
+	}
+	c.mu.Unlock()
+	for _, w := range batch {
+		w.wake <- true
+	}
+}
+
+// commitBatch writes the deferred state changes and the write-aheads in one
+// transaction. A write-ahead whose key or operation ID is taken fails alone;
+// any other failure fails the whole batch.
+func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite) error {
+	inserts := 0
+	for _, w := range batch {
+		if w.rec != nil {
+			inserts++
+		}
+	}
+	if inserts == 0 && len(settles) == 0 {
+		return nil // only flush markers, and nothing to flush
+	}
+	errs := make([]error, len(batch))
+	ids := make([]uint64, len(batch))
+	var newest time.Time // of the records written (journal_written.go)
+	for _, w := range batch {
+		if w.rec != nil && w.rec.Written().After(newest) {
+			newest = w.rec.Written()
+		}
+	}
+	for _, d := range settles {
+		if d.rec.Written().After(newest) {
+			newest = d.rec.Written()
+		}
+	}
+	err := j.update(func(tx *bolt.Tx) error {
+		if err := raiseWritten(tx, newest); err != nil {
+			return err
+		}
+		pending, index := tx.Bucket(bucketPending), tx.Bucket(bucketIndex)
+		// Record IDs only grow: packing pages (bbolt splits them half full by
+		// default, for random inserts) halves the pages each commit writes.
+		for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies} {
+			tx.Bucket(name).FillPercent = appendFill
+		}
+		for id, d := range settles {
+			if err := j.move(tx, idKey(id), d); err != nil {
+				return err
+			}
+		}
+		for i, w := range batch {
+			switch {
+			case w.rec == nil:
+				continue
+			case w.repend:
+				errs[i] = j.rependTx(tx, w)
+				continue
+			}
+			keys := w.keys
+			if taken := takenKey(index, keys); taken != nil {
+				errs[i] = fmt.Errorf("%w: %q is already in the journal", journal.ErrDuplicate, taken[2:])
+				if w.staged != 0 {
+					if err := dropStagedTx(tx, idKey(w.staged)); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			id := w.staged
+			if id == 0 {
+				var err error
+				if id, err = pending.NextSequence(); err != nil {
+					return err
+				}
+			} else if err := tx.Bucket(bucketMeta).Delete(stagedKey(idKey(id))); err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := index.Put(k, idKey(id)); err != nil {
+					return err
+				}
+			}
+			bucket := pending // a test may insert a finished record
+			if w.rec.State != StatePending {
+				bucket = tx.Bucket(bucketDone)
+			}
+			if err := bucket.Put(idKey(id), w.data); err != nil {
+				return err
+			}
+			if len(w.body) > 0 {
+				// bbolt copies the value into its page: the one copy made.
+				if err := putBody(tx.Bucket(bucketBodies), idKey(id), w.body); err != nil {
+					return err
+				}
+			}
+			ids[i] = id
+		}
+		return nil
+	})
+	for i, w := range batch {
+		w.id, w.err = ids[i], errs[i]
+		if err != nil {
+			w.id, w.err = 0, err
+		}
+	}
+	if err == nil {
+		j.sawWritten(newest)
+	}
+	return err
+}
+
+// rependTx writes a pending record durably: in place if it is pending in
+// the file, or moved back from the finished ones if it is failed there (a
+// repend); else it was pruned or changed meanwhile (errRepend).
+func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
+	id := idKey(seqOf(w.rec))
+	if pending := tx.Bucket(bucketPending); pending.Get(id) != nil {
+		return pending.Put(id, w.data)
+	}
+	done := tx.Bucket(bucketDone)
+	v := done.Get(id)
+	if v == nil {
+		return errRepend
+	}
+	if prev, err := decodePlain(v); err != nil || prev.State != StateFailed {
+		return errRepend
+	}
+	if err := done.Delete(id); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketPending).Put(id, w.data)
+}
+
+func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
+	for _, k := range keys {
+		if index.Get(k) != nil {
+			return k
+		}
+	}
+	return nil
+}

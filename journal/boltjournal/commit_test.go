@@ -1,0 +1,199 @@
+package boltjournal
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+func pendingRecord(key string) *Record {
+	return &Record{Key: key, Method: http.MethodPost, URL: "http://127.0.0.1/payments", State: StatePending}
+}
+
+// onDisk reads a record straight from the file, past the deferred overlay.
+func onDisk(t *testing.T, j *Journal, id uint64) *Record {
+	t.Helper()
+	var rec *Record
+	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+		var err error
+		rec, err = j.load(tx, idKey(id))
+		return err
+	}))
+	return rec
+}
+
+func TestGroupCommitSharesTransactions(t *testing.T) {
+	j, _ := testJournal(t)
+	const writers, each = 64, 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				rec := pendingRecord(fmt.Sprintf("w%d-%d", w, i))
+				if err := j.insert(rec, true); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := j.Stats()
+	require.Equal(t, uint64(writers*each), st.WriteAheads)
+	require.Less(t, st.Commits, st.WriteAheads, "concurrent write-aheads must share commits")
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, writers*each)
+	seen := map[uint64]bool{}
+	for _, r := range recs {
+		require.False(t, seen[seqOf(r)], "duplicate ID %d", seqOf(r))
+		seen[seqOf(r)] = true
+	}
+}
+
+func TestGroupCommitKeyReuseFailsAlone(t *testing.T) {
+	j, _ := testJournal(t)
+	require.NoError(t, j.insert(pendingRecord("taken"), true))
+	var wg sync.WaitGroup
+	errs := make([]error, 32)
+	for i := range errs {
+		wg.Go(func() {
+			key := fmt.Sprintf("free-%d", i)
+			if i%4 == 0 {
+				key = "taken"
+			}
+			errs[i] = j.insert(pendingRecord(key), true)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%4 == 0 {
+			require.ErrorIs(t, err, journal.ErrDuplicate)
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 1+24)
+}
+
+func TestDeferredSaveIsReadBackAndFlushed(t *testing.T) {
+	j, _ := testJournal(t)
+	rec := pendingRecord("k1")
+	rec.OperationID = "op-1"
+	require.NoError(t, j.insert(rec, true))
+	rec.State, rec.Status = StateSettled, http.StatusCreated
+	require.NoError(t, j.save(rec))
+
+	got, err := j.Lookup("op-1")
+	require.NoError(t, err)
+	require.Equal(t, StateSettled, got.State, "a deferred change is visible before it is committed")
+
+	// With no write-ahead to ride along with, it is committed within
+	// flushDelay; the loop is bounded.
+	deadline := time.Now().Add(5 * time.Second)
+	for onDisk(t, j, seqOf(rec)).State != StateSettled {
+		require.True(t, time.Now().Before(deadline), "deferred settle never reached the file")
+		time.Sleep(flushDelay / 4)
+	}
+}
+
+func TestDeferredSaveCommittedOnClose(t *testing.T) {
+	j, path := testJournal(t)
+	rec := pendingRecord("k1")
+	require.NoError(t, j.insert(rec, true))
+	for range 3 { // only the newest state counts
+		rec.Attempts++
+		require.NoError(t, j.save(rec))
+	}
+	rec.State = StateSettled
+	require.NoError(t, j.save(rec))
+	require.NoError(t, j.Close())
+
+	j2, err := Open(path, nil)
+	require.NoError(t, err)
+	defer j2.Close()
+	got := onDisk(t, j2, seqOf(rec))
+	require.Equal(t, StateSettled, got.State)
+	require.Equal(t, 3, got.Attempts)
+	require.ErrorIs(t, j.save(rec), journal.ErrClosed)
+	require.ErrorIs(t, j.insert(pendingRecord("k2"), true), journal.ErrClosed)
+}
+
+func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
+	j, _ := testJournal(t)
+	a := pendingRecord("a")
+	require.NoError(t, j.insert(a, true))
+	before := j.Stats().Commits
+	a.State = StateSettled
+	start := time.Now()
+	require.NoError(t, j.save(a))
+	require.NoError(t, j.insert(pendingRecord("b"), true))
+	if time.Since(start) < flushDelay { // else the flush timer may rightly have fired first
+		require.Equal(t, before+1, j.Stats().Commits, "the settle must share the write-ahead's commit")
+	}
+	require.Equal(t, StateSettled, onDisk(t, j, seqOf(a)).State)
+}
+
+func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
+	path := t.TempDir() + "/idem.journal"
+	j, err := Open(path, &Options{Retention: 24 * time.Hour})
+	require.NoError(t, err)
+	defer j.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	j.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+
+	old := pendingRecord("old")
+	old.State, old.Updated = StateSettled, now.Add(-48*time.Hour)
+	require.NoError(t, j.insert(old, true))
+	require.NotNil(t, onDisk(t, j, seqOf(old)))
+
+	mu.Lock()
+	now = now.Add(pruneInterval) // the next commit starts a prune
+	mu.Unlock()
+	require.NoError(t, j.insert(pendingRecord("new"), true))
+	j.pruning.Wait()
+	require.Nil(t, onDisk(t, j, seqOf(old)), "a finished record past Retention is pruned without a restart")
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, StatePending, recs[0].State)
+}
+
+func TestPendingAfterPages(t *testing.T) {
+	j, _ := testJournal(t)
+	var ids []uint64
+	for i := range 10 {
+		rec := pendingRecord(fmt.Sprintf("k%d", i))
+		if i%3 == 0 {
+			rec.State = StateFailed // not pending: never listed
+		}
+		require.NoError(t, j.insert(rec, true))
+		if rec.State == StatePending {
+			ids = append(ids, seqOf(rec))
+		}
+	}
+	var got []uint64
+	for after := uint64(0); ; {
+		page, err := j.pendingAfter(after, 4)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 4)
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			require.Equal(t, StatePending, r.State)
+			require.Nil(t, r.Body, "listings carry no bodies")
+			got = append(got, seqOf(r))
+		}
+		after = seqOf(page[len(page)-1])
+	}
+	require.Equal(t, ids, got)
+}

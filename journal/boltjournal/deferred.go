@@ -1,0 +1,178 @@
+// This file holds the journal's deferred state changes (commit.go holds the
+// group commit they ride along with): a settle, give-up, failure or expiry
+// is kept in memory, visible to reads at once, and written by the next
+// commit, within flushDelay, or on Close.
+
+package boltjournal
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	bolt "go.etcd.io/bbolt"
+)
+
+// deferredWrite is a state change waiting for a commit.
+type deferredWrite struct {
+	rec  *Record // a copy, for reads before the commit
+	data []byte
+}
+
+// save defers writing a state change of an existing record. It returns at
+// once; the change is durable after the next commit, at most flushDelay later
+// (or on Close).
+func (j *Journal) save(rec *Record) error {
+	st := stored(rec)
+	data, err := j.keyring.encodeMeta(st) // sealed again under the record's own key ID
+	if err != nil {
+		return err
+	}
+	cp := *st
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
+	}
+	c.deferred[seqOf(rec)] = &deferredWrite{rec: &cp, data: data}
+	j.sawWritten(cp.Written()) // reads see it from now on
+	if !c.leading && c.timer == nil {
+		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
+	}
+	return nil
+}
+
+// flushDeferred commits deferred changes that no write-ahead took along.
+func (j *Journal) flushDeferred() {
+	c := &j.commit
+	c.mu.Lock()
+	c.timer = nil
+	if c.closed || c.leading || len(c.deferred) == 0 {
+		c.mu.Unlock()
+		return // a running commit re-arms the timer if it leaves any
+	}
+	c.leading = true
+	c.mu.Unlock()
+	j.lead()
+}
+
+// unsaved returns the newest deferred state of record id, if any.
+func (j *Journal) unsaved(id uint64) *Record {
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.deferred[id]
+	if d == nil {
+		d = c.flushing[id]
+	}
+	if d == nil {
+		return nil
+	}
+	cp := *d.rec
+	return &cp
+}
+
+// closeCommits refuses new writes, waits for a running commit, and commits
+// what is still deferred.
+func (j *Journal) closeCommits() error {
+	c := &j.commit
+	c.mu.Lock()
+	c.closed = true
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	for c.leading {
+		c.idle.Wait()
+	}
+	c.mu.Unlock()
+	j.pruning.Wait() // its flush fails now that the journal is closed
+	c.mu.Lock()
+	for c.leading {
+		c.idle.Wait()
+	}
+	c.leading = true // nobody else will lead again
+	c.flushing, c.deferred = c.deferred, nil
+	settles := c.flushing
+	c.mu.Unlock()
+	if len(settles) == 0 {
+		return nil
+	}
+	marker := &write{} // carries the commit's error back
+	j.commitBatch([]*write{marker}, settles)
+	c.mu.Lock()
+	c.flushing = nil
+	c.mu.Unlock()
+	return marker.err
+}
+
+// unsavedWrites are the state changes not yet committed, by record ID: the
+// newest of each.
+func (j *Journal) unsavedWrites() map[uint64]*deferredWrite {
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.deferred)+len(c.flushing) == 0 {
+		return nil
+	}
+	ws := make(map[uint64]*deferredWrite, len(c.deferred)+len(c.flushing))
+	for id, d := range c.flushing {
+		ws[id] = d
+	}
+	for id, d := range c.deferred { // newer than what is being flushed
+		ws[id] = d
+	}
+	return ws
+}
+
+// unsavedIDs are the records with a state change not yet committed.
+func (j *Journal) unsavedIDs() map[uint64]bool {
+	c := &j.commit
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make(map[uint64]bool, len(c.deferred)+len(c.flushing))
+	for id := range c.deferred {
+		ids[id] = true
+	}
+	for id := range c.flushing {
+		ids[id] = true
+	}
+	return ids
+}
+
+// move writes a record's new state into the bucket that state belongs in:
+// pending, or done (settled, failed, expired). A settled operation's body is
+// deleted; a failed or expired one keeps it, for reconciling or resending.
+func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
+	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
+	// One search finds the record and, for a settle, deletes it there.
+	cur := pending.Cursor()
+	if k, _ := cur.Seek(id); !bytes.Equal(k, id) {
+		// Finished already (repend makes a failed record pending again,
+		// durably, before it is re-sent), or pruned: never resurrect it, nor
+		// write a record without its body and index entries.
+		if d.rec.State == StatePending || done.Get(id) == nil {
+			return nil
+		}
+		if d.rec.State == StateSettled { // e.g. a failed one resolved: no body kept
+			if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
+				return err
+			}
+		}
+		return done.Put(id, d.data) // e.g. expired after a give-up
+	}
+	if d.rec.State == StatePending {
+		return pending.Put(id, d.data)
+	}
+	if err := cur.Delete(); err != nil {
+		return err
+	}
+	if d.rec.State == StateSettled {
+		if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
+			return err
+		}
+	}
+	return done.Put(id, d.data)
+}

@@ -1,0 +1,8 @@
+// This file says where a directory can be fsynced (journal_dirsync.go);
+// journal_dirsync_other.go is its counterpart elsewhere.
+
+//go:build unix
+
+package boltjournal
+
+const dirSyncable = true

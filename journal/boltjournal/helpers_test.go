@@ -1,0 +1,196 @@
+package boltjournal
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+// testJournal opens a journal in a fresh temporary directory, closed at the
+// end of the test.
+func testJournal(tb testing.TB) (*Journal, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "idem.journal")
+	j, err := Open(path, nil)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { j.Close() })
+	return j, path
+}
+
+// reopen closes j and opens the journal at the same path again, as a
+// restarted process would. The new journal closes with the test.
+func reopen(tb testing.TB, j *Journal) *Journal {
+	tb.Helper()
+	require.NoError(tb, j.Close())
+	j2, err := Open(j.Path(), nil)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { j2.Close() })
+	return j2
+}
+
+// fastJournal is testJournal on a RAM file system when there is one
+// (/dev/shm), for tests about concurrency rather than durability: there an
+// fsync costs nothing, so a thousand commits do not dominate the run.
+func fastJournal(tb testing.TB) *Journal {
+	tb.Helper()
+	dir := tb.TempDir()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if shm, err := os.MkdirTemp("/dev/shm", "idem-test-"); err == nil {
+			tb.Cleanup(func() { os.RemoveAll(shm) })
+			dir = shm
+		}
+	}
+	j, err := Open(filepath.Join(dir, "idem.journal"), nil)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { j.Close() })
+	return j
+}
+
+// newKey32 returns a random AES-256 key.
+func newKey32(tb testing.TB) []byte {
+	tb.Helper()
+	k := make([]byte, EncryptionKeySize)
+	_, err := rand.Read(k)
+	require.NoError(tb, err)
+	return k
+}
+
+// goodJournalFile writes a journal with enough records to span many pages,
+// closes it, and returns its bytes and its high-water mark (the bytes its
+// pages should cover).
+func goodJournalFile(tb testing.TB) ([]byte, int64) {
+	tb.Helper()
+	j, path := testJournal(tb)
+	for i := range 60 {
+		rec := &Record{Key: fmt.Sprintf("good-%d-%x", i, newKey32(tb)[:8]), Method: http.MethodPost, URL: "http://127.0.0.1/p",
+			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: StatePending, Created: time.Now(), Updated: time.Now()}
+		require.NoError(tb, j.insert(rec, true))
+	}
+	require.NoError(tb, j.Close())
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(tb, err)
+	var hw int64
+	require.NoError(tb, db.View(func(tx *bolt.Tx) error { hw = tx.Size(); return nil }))
+	require.NoError(tb, db.Close())
+	raw, err := os.ReadFile(path)
+	require.NoError(tb, err)
+	return raw, hw
+}
+
+// journalVersion reads the version a closed journal file records.
+func journalVersion(t *testing.T, path string) string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	var v string
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		v = string(tx.Bucket(bucketMeta).Get(metaVersion))
+		return nil
+	}))
+	return v
+}
+
+// tamper changes the stored record of operation op, in a closed journal.
+func tamper(t *testing.T, path, op string, change func(tx *bolt.Tx, id []byte)) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketIndex).Get([]byte("o\x00" + op))
+		require.NotNil(t, id)
+		change(tx, bytes.Clone(id))
+		return nil
+	}))
+}
+
+// editMeta rewrites a pending record's stored metadata as a JSON object.
+func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any)) {
+	b := tx.Bucket(bucketPending)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b.Get(id), &m))
+	edit(m)
+	v, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, b.Put(id, v))
+}
+
+// flipLast returns a copy of b with its last byte altered.
+func flipLast(b []byte) []byte {
+	b = bytes.Clone(b)
+	b[len(b)-1] ^= 0x01
+	return b
+}
+
+// peakDuring runs f after a collection and returns the most heap memory its
+// objects took above that baseline, sampled every 50 µs (dead objects not yet
+// swept included, so an upper bound of what f kept alive).
+func peakDuring(f func()) float64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	runtime.GC()
+	base := read()
+	var peak atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Microsecond)
+		defer t.Stop()
+		for {
+			if v := read(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	f()
+	close(stop)
+	<-done
+	return float64(peak.Load()) - float64(base)
+}
+
+// checkGoroutines fails the test if, after its cleanups, more goroutines run
+// than when it started. Call it first so its cleanup runs last.
+func checkGoroutines(tb testing.TB) {
+	tb.Helper()
+	before := runtime.NumGoroutine()
+	tb.Cleanup(func() {
+		tb.Helper()
+		now := waitGoroutines(before, 2*time.Second)
+		if now > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			tb.Errorf("goroutines: %d before the test, %d after\n%s", before, now, buf)
+		}
+	})
+}
+
+// waitGoroutines waits up to limit for the goroutine count to drop to want
+// and returns the last count: goroutines exit asynchronously.
+func waitGoroutines(want int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,300 @@
+// This file holds the Journal's reads (journal.go holds the file and its
+// layout, commit.go its writes), and pruning. Every read sees the newest
+// state, including state changes deferred but not yet committed.
+
+package boltjournal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Lookup returns the record of the operation with the given operation ID, or
+// nil if the journal has none (never had, or pruned it). For a sealed record
+// the journal cannot open it returns an error matching journal.ErrUnknownEncryptionKey or
+// journal.ErrDecrypt; for a record not yet settled whose body does not match its
+// BodySHA256 (a damaged file), journal.ErrCorrupt.
+func (j *Journal) Lookup(operationID string) (*Record, error) {
+	return j.find("o\x00" + operationID)
+}
+
+// find returns the record an index key names, with its body, or nil.
+func (j *Journal) find(indexKey string) (*Record, error) {
+	var id []byte
+	err := j.view(func(tx *bolt.Tx) error {
+		id = bytes.Clone(tx.Bucket(bucketIndex).Get([]byte(indexKey)))
+		return nil
+	})
+	if err != nil || id == nil {
+		return nil, err
+	}
+	if len(id) != 8 {
+		return nil, fmt.Errorf("%w: %s: bad index entry %x", journal.ErrCorrupt, j.path, id)
+	}
+	rec, err := j.get(binary.BigEndian.Uint64(id))
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: %s: index names a missing record", journal.ErrCorrupt, j.path)
+	}
+	return rec, err
+}
+
+// get returns record id with its body, or nil if it is gone. The overlay of
+// deferred changes is read first: a change leaves it only once its commit is
+// visible, so a read of the file begun after finding nothing there sees it.
+// (Reading the file first could miss a change committed in between.)
+func (j *Journal) get(id uint64) (rec *Record, err error) {
+	if rec := j.unsaved(id); rec != nil {
+		return rec, nil
+	}
+	err = j.view(func(tx *bolt.Tx) error {
+		rec, err = j.load(tx, idKey(id))
+		return err
+	})
+	return rec, err
+}
+
+// load reads record id, body included, from whichever bucket holds it, and
+// refuses (journal.ErrCorrupt) one not yet settled whose body does not hash
+// to its BodySHA256: it is about to be sent. A
+// sealed record it cannot open is an error (journal.ErrUnknownEncryptionKey, journal.ErrDecrypt):
+// whoever asks for one record means to use it.
+func (j *Journal) load(tx *bolt.Tx, id []byte) (*Record, error) {
+	v := tx.Bucket(bucketPending).Get(id)
+	if v == nil {
+		v = tx.Bucket(bucketDone).Get(id)
+	}
+	if v == nil {
+		return nil, nil
+	}
+	rec, sealErr, err := j.decode(tx, id, v, true)
+	if err == nil {
+		err = sealErr
+	}
+	if err == nil {
+		err = j.checkBody(rec)
+	}
+	return rec, err
+}
+
+// checkBody refuses a record not yet settled whose body does not hash to its
+// BodySHA256: a lost or altered body entry, or a sealed record stripped of
+// its seal. Sending it would put other bytes under the operation's key. An
+// expired record without a body was discarded (Journal.Discard): it is
+// never sent.
+func (j *Journal) checkBody(rec *Record) error {
+	if rec.State == StateSettled || rec.State == StateExpired && len(rec.Body) == 0 || rec.BodyMatches() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: record %d (operation %q): body does not match its SHA-256",
+		journal.ErrCorrupt, j.path, seqOf(rec), rec.OperationID)
+}
+
+// reget is get for a record a listing returned (pendingAfter): while the
+// file holds the metadata it was listed from, only its body is read; the
+// metadata is decoded again only if it changed. Resume reads every record
+// twice, listing then sending, and decoding is most of a read.
+func (j *Journal) reget(listed *Record) (*Record, error) {
+	if listedMeta(listed) == nil || listed.Sealed {
+		return j.get(seqOf(listed)) // reports why it is sealed
+	}
+	if rec := j.unsaved(seqOf(listed)); rec != nil {
+		return rec, nil
+	}
+	var rec *Record
+	err := j.view(func(tx *bolt.Tx) (err error) {
+		id := idKey(seqOf(listed))
+		if !bytes.Equal(tx.Bucket(bucketPending).Get(id), listedMeta(listed)) {
+			rec, err = j.load(tx, id)
+			return err
+		}
+		cp := *listed
+		setListed(&cp, nil)
+		if err := j.keyring.openBody(&cp, getBody(tx.Bucket(bucketBodies), id)); err != nil {
+			return fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(&cp), cp.OperationID, err)
+		}
+		rec = &cp
+		return j.checkBody(rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// decode reads a record's metadata and, withBody, its body, copied out of
+// the transaction's memory (getBody). A sealed record it cannot open
+// comes back Sealed, with the reason in sealErr: listings show it rather
+// than fail.
+func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Record, sealErr, err error) {
+	if len(id) != 8 {
+		return nil, nil, fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, id)
+	}
+	var body []byte
+	if withBody {
+		body = getBody(tx.Bucket(bucketBodies), id)
+	}
+	rec, sealErr, err = j.keyring.decodeStored(meta, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: record %x: %w", journal.ErrCorrupt, j.path, id, err)
+	}
+	setSeq(rec, binary.BigEndian.Uint64(id))
+	if sealErr != nil {
+		sealErr = fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(rec), rec.OperationID, sealErr)
+	}
+	return rec, sealErr, nil
+}
+
+// Records returns every record, bodies included: pending ones first, then the
+// settled, failed and expired ones kept for Retention, each group oldest
+// first. It commits deferred state changes first, and reads both groups in
+// one transaction, so what it lists is one consistent state of the file. A
+// sealed record the journal cannot open is listed without its sealed part
+// (see Record.Sealed); Lookup tells why.
+func (j *Journal) Records() ([]*Record, error) {
+	if err := j.flush(); err != nil {
+		return nil, err
+	}
+	var recs []*Record
+	err := j.view(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketPending, bucketDone} {
+			err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+				rec, _, err := j.decode(tx, k, v, true)
+				recs = append(recs, rec)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// pendingPage is how many pending records a listing holds at once.
+const pendingPage = 256
+
+// pendingSeqAfter yields the pending records with an ID above after, without
+// their bodies, oldest first, reading a page at a time: memory stays bounded
+// however many are pending, and no read transaction is open while the caller
+// works. A read error ends the sequence and is stored in *errp.
+func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
+	return func(yield func(*Record) bool) {
+		for {
+			page, err := j.pendingAfter(after, pendingPage)
+			if err != nil {
+				*errp = err
+				return
+			}
+			if len(page) == 0 {
+				return
+			}
+			// Read before yielding: the caller owns the records it is given
+			// (Resume updates each one from another goroutine).
+			last := seqOf(page[len(page)-1])
+			for _, r := range page {
+				if !yield(r) {
+					return
+				}
+			}
+			if len(page) < pendingPage {
+				return
+			}
+			after = last
+		}
+	}
+}
+
+// pendingAfter returns at most n pending records with an ID above after,
+// without their bodies, in ID order: a page of a listing that holds only one
+// page in memory at a time. It reads the newest state: a deferred change
+// (deferred.go) stands in for what the file holds, and is taken before the
+// file is read, so that one committed meanwhile is seen in the file.
+func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
+	changed := j.unsavedWrites()
+	var recs []*Record
+	err := j.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketPending).Cursor()
+		for k, v := c.Seek(idKey(after + 1)); k != nil && len(recs) < n; k, v = c.Next() {
+			rec, _, err := j.decode(tx, k, v, false) // Resume reads it again, and reports why it is sealed
+			if err != nil {
+				return err
+			}
+			if d := changed[seqOf(rec)]; d != nil {
+				if d.rec.State != StatePending {
+					continue // settled, or given up for good, since
+				}
+				cp := *d.rec
+				cp.Body = nil
+				rec, v = &cp, d.data
+			}
+			setListed(rec, bytes.Clone(v))
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	return recs, err
+}
+
+// Prune deletes settled, failed and expired records last updated more than
+// retention ago, with their index entries, and returns how many it deleted.
+// Pending records are never pruned. Once pruned, an operation ID is free to
+// name a new operation.
+func (j *Journal) Prune(retention time.Duration) (int, error) {
+	if err := j.flush(); err != nil {
+		return 0, err
+	}
+	cutoff := j.now().Add(-retention)
+	n := 0
+	busy := j.unsavedIDs() // changed since: a call holds them, leave them
+	err := j.update(func(tx *bolt.Tx) error {
+		done, bodies, index := tx.Bucket(bucketDone), tx.Bucket(bucketBodies), tx.Bucket(bucketIndex)
+		var doomed []*Record
+		err := done.ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, k)
+			}
+			r, err := decodePlain(v) // what pruning needs is never sealed
+			if err != nil {
+				return fmt.Errorf("%w: %s: record %x: %w", journal.ErrCorrupt, j.path, k, err)
+			}
+			setSeq(r, binary.BigEndian.Uint64(k))
+			if r.Updated.Before(cutoff) && !busy[seqOf(r)] {
+				doomed = append(doomed, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range doomed {
+			for _, k := range indexKeys(r) {
+				// The name may have moved on to a newer operation.
+				if !bytes.Equal(index.Get(k), idKey(seqOf(r))) {
+					continue
+				}
+				if err := index.Delete(k); err != nil {
+					return err
+				}
+			}
+			if err := done.Delete(idKey(seqOf(r))); err != nil {
+				return err
+			}
+			if err := deleteBody(bodies, idKey(seqOf(r))); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	return n, err
+}

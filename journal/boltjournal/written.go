@@ -1,0 +1,93 @@
+// This file holds the journal's newest time: the latest time a record in the
+// file was written at (Record.written), kept in the meta bucket and raised
+// by the commit that writes a later one. A Transport's clock (clockstep.go)
+// starts from it, so that after the wall clock was set back while the
+// process was down, the first operation written ahead is not dated before
+// records already in the file, to look days old once Resume reads them.
+
+package boltjournal
+
+import (
+	"encoding/binary"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// metaWritten names the newest time, in Unix nanoseconds (8 bytes, big
+// endian), in the meta bucket. A file written before it existed is scanned
+// once, at open, and the key written by a writer's open.
+var metaWritten = []byte("written")
+
+// latestWritten returns the newest time the journal holds or has been
+// given to write; zero if none.
+func (j *Journal) latestWritten() time.Time {
+	n := j.written.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// sawWritten raises the journal's newest time to t, a time written or about
+// to be.
+func (j *Journal) sawWritten(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	n := t.UnixNano()
+	for {
+		old := j.written.Load()
+		if n <= old || j.written.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// raiseWritten stores t in tx as the journal's newest time, unless the file
+// holds a later one. In a small meta bucket (bbolt keeps it inline, in the
+// page of the bucket list every commit writes anyway) it costs the commit no
+// page, only a few bytes.
+func raiseWritten(tx *bolt.Tx, t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	meta := tx.Bucket(bucketMeta)
+	n := t.UnixNano()
+	if old := meta.Get(metaWritten); len(old) == 8 && int64(binary.BigEndian.Uint64(old)) >= n {
+		return nil
+	}
+	return meta.Put(metaWritten, binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+// loadWritten reads the newest time at open. A file without it (written by
+// an idem before it) is scanned for its records' times; a writer stores
+// what it finds.
+func (j *Journal) loadWritten(tx *bolt.Tx) error {
+	if v := tx.Bucket(bucketMeta).Get(metaWritten); len(v) == 8 {
+		j.written.Store(int64(binary.BigEndian.Uint64(v)))
+		return nil
+	}
+	var newest time.Time
+	for _, name := range [][]byte{bucketPending, bucketDone} {
+		err := tx.Bucket(name).ForEach(func(_, v []byte) error {
+			// A record that cannot be read is reported by the reads that
+			// need it; its times are not counted here.
+			if r, err := decodePlain(v); err == nil && r.Written().After(newest) {
+				newest = r.Written()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if newest.IsZero() {
+		return nil
+	}
+	j.written.Store(newest.UnixNano())
+	if j.readOnly {
+		return nil
+	}
+	return raiseWritten(tx, newest)
+}
