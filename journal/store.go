@@ -15,7 +15,10 @@ import (
 
 // Store keeps a journal's operations. Implementations must be safe for
 // concurrent use. Records passed in and returned are copies: a Store never
-// keeps a caller's *Record, nor lets a caller change a stored one.
+// keeps a caller's *Record or its slices and maps, nor lets a caller change
+// a stored one. A settled record may come back without its Header and Body:
+// they are needed only to send it. The package journaltest checks all of
+// this; every Store must pass it.
 //
 // Durability is the point: a Store must not return from Create, or from
 // Update with Durable, before the write would survive a crash of the
@@ -41,7 +44,9 @@ type Store interface {
 	// Get does.
 	Reload(ctx context.Context, rec *Record) (*Record, error)
 
-	// Update writes rec's new state (after Apply). With Deferred it may
+	// Update writes rec's new state (after Apply); rec keeps its Ref, and
+	// its place in Pending's order, through every update, a repend
+	// included. With Deferred it may
 	// return before the write is durable; it is durable after a bounded
 	// delay (tens of milliseconds), after Flush, or after Close: losing it
 	// in a crash only costs one harmless resend with the same key. With
@@ -57,7 +62,9 @@ type Store interface {
 	// creation order, from the first whose Ref's Seq is above after: a
 	// stream whose memory stays bounded however many are pending. The
 	// sequence ends at the first error, which it yields. It reads the newest
-	// state, deferred updates included.
+	// state, deferred updates included. A record whose body is damaged is
+	// still listed (Reload reports the damage), so that one bad record does
+	// not hold back the others.
 	Pending(ctx context.Context, after uint64) iter.Seq2[*Record, error]
 
 	// PendingCount returns how many operations are pending.
@@ -65,7 +72,8 @@ type Store interface {
 
 	// Claim holds the operation name names for sending, waiting while
 	// another holder in this process has it, until ctx ends. TryClaim does
-	// not wait. The holder must Release it.
+	// not wait. The holder must Release it. Claims are this process's
+	// alone, and keep working after Close (there is nothing left to send).
 	Claim(ctx context.Context, name Name) error
 	TryClaim(name Name) bool
 	Release(name Name)
@@ -82,7 +90,8 @@ type Store interface {
 	LatestWritten() time.Time
 
 	// Close flushes deferred updates and releases the Store. Later calls
-	// return errors matching ErrClosed.
+	// (claims aside) return errors matching ErrClosed; a second Close does
+	// nothing and returns the first one's error, or one matching ErrClosed.
 	Close() error
 }
 

@@ -8,6 +8,7 @@ package boltjournal
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -29,14 +30,14 @@ func (j *Journal) save(rec *Record) error {
 	if err != nil {
 		return err
 	}
-	cp := *st
+	cp := deepCopy(st) // the caller may change rec once Update returned
 	c := &j.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
 	}
-	c.deferred[seqOf(rec)] = &deferredWrite{rec: &cp, data: data}
+	c.deferred[seqOf(rec)] = &deferredWrite{rec: cp, data: data}
 	j.sawWritten(cp.Written()) // reads see it from now on
 	if !c.leading && c.timer == nil {
 		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
@@ -70,7 +71,16 @@ func (j *Journal) unsaved(id uint64) *Record {
 	if d == nil {
 		return nil
 	}
-	cp := *d.rec
+	return deepCopy(d.rec)
+}
+
+// deepCopy copies rec with its header, lists and body: records the Journal
+// takes in or hands out share no memory with the caller's (journal.Store).
+func deepCopy(rec *Record) *Record {
+	cp := *rec
+	cp.Header = rec.Header.Clone()
+	cp.Dropped, cp.DroppedQuery = slices.Clone(rec.Dropped), slices.Clone(rec.DroppedQuery)
+	cp.Body = bytes.Clone(rec.Body)
 	return &cp
 }
 

@@ -1,0 +1,48 @@
+// The journaltest conformance suite against the Journal: each subtest
+// on a file of its own, reopened by closing it and opening the path again,
+// and damaged by writing other bytes over a record's body in the file.
+
+package boltjournal
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/journaltest"
+	bolt "go.etcd.io/bbolt"
+)
+
+func TestJournalConformance(t *testing.T) {
+	var _ journaltest.Pruner = (*Journal)(nil)
+	open := func(t *testing.T, path string) journal.Store {
+		t.Helper()
+		j, err := Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	journaltest.Run(t, journaltest.Config{
+		Open: func(t *testing.T) journal.Store {
+			return open(t, filepath.Join(t.TempDir(), "conformance.journal"))
+		},
+		Reopen: func(t *testing.T, old journal.Store) journal.Store {
+			j := old.(*Journal)
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return open(t, j.Path())
+		},
+		Damage: func(t *testing.T, s journal.Store, rec *journal.Record) journal.Store {
+			j := s.(*Journal)
+			err := j.db.Update(func(tx *bolt.Tx) error {
+				return tx.Bucket(bucketBodies).Put(idKey(journal.RefOf(rec).Seq), []byte(`{"amount":999999}`))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	})
+}
