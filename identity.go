@@ -202,7 +202,7 @@ func (t *Transport) credentialTag(b *binding) string {
 
 // credentials encodes the credentials req carries, unambiguously (each
 // string length-prefixed) and in a fixed order: the sensitive headers by
-// name (Options.SensitiveHeaders and DefaultSensitiveHeaders), each with its
+// name (Options.SensitiveHeaders and DefaultSensitiveHeaders()), each with its
 // values sorted; the URL's userinfo; the sensitive query parameters
 // (Options.SensitiveQueryParams), sorted. A request without any encodes
 // as empty, which is a credential set too: a call with credentials is not

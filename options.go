@@ -43,12 +43,17 @@ const (
 // header of this name is replaced. Options.DisableAttemptHeader leaves it out.
 const AttemptHeader = "Idem-Attempt"
 
-// DefaultMethods are the methods journaled when Options.Methods is nil: the
-// methods RFC 9110 section 9.2.2 does not define as idempotent.
-var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
+// DefaultMethods returns the methods journaled when Options.Methods is nil,
+// POST and PATCH: the methods RFC 9110 section 9.2.2 does not define as
+// idempotent. Each call returns a new slice, which the caller may change.
+func DefaultMethods() []string { return []string{http.MethodPost, http.MethodPatch} }
 
-// DefaultSensitiveHeaders are never written to the journal.
-var DefaultSensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+// DefaultSensitiveHeaders returns the headers never written to the journal,
+// whatever Options.SensitiveHeaders adds: Authorization, Proxy-Authorization
+// and Cookie. Each call returns a new slice, which the caller may change.
+func DefaultSensitiveHeaders() []string {
+	return []string{"Authorization", "Proxy-Authorization", "Cookie"}
+}
 
 // Options configures a Client or Transport. The zero value (or a nil *Options)
 // gives the defaults, the Default... constants (DefaultMaxAttempts 6,
@@ -65,15 +70,17 @@ type Options struct {
 	Base http.RoundTripper
 
 	// Methods lists the methods that are journaled and keyed. Nil means
-	// DefaultMethods. Other methods are retried but not journaled, unless the
-	// request context carries WithOperationID or WithKey.
+	// DefaultMethods() (POST, PATCH). Other methods are retried but not
+	// journaled, unless the request context carries WithOperationID or
+	// WithKey.
 	Methods []string
 
 	// KeyHeader is the idempotency key header. "" means DefaultKeyHeader.
 	KeyHeader string
 
-	// SensitiveHeaders are added to DefaultSensitiveHeaders; none of them is ever
-	// written to the journal. On Resume they come back from PrepareResume.
+	// SensitiveHeaders are added to DefaultSensitiveHeaders(); none of them
+	// is ever written to the journal. On Resume they come back from
+	// PrepareResume.
 	SensitiveHeaders []string
 
 	// SensitiveQueryParams names URL query parameters that are never written
@@ -178,7 +185,7 @@ type Options struct {
 	// caller's key) fails with ErrIdentityMismatch, and nothing is sent,
 	// in this process or after a restart. With no identity declared, the
 	// identity is the creator's credentials: the values of the sensitive
-	// headers (SensitiveHeaders and DefaultSensitiveHeaders), the URL's
+	// headers (SensitiveHeaders and DefaultSensitiveHeaders()), the URL's
 	// userinfo and the SensitiveQueryParams; a call whose credentials
 	// differ (a refreshed token, a changed cookie) is refused. Cookie is a
 	// default sensitive header, so a cookie that rotates without being a
@@ -279,14 +286,14 @@ func (o *Options) config() (*config, error) {
 	}
 	methods := c.Methods
 	if methods == nil {
-		methods = DefaultMethods
+		methods = DefaultMethods()
 	}
 	c.methods = make(map[string]bool, len(methods))
 	for _, m := range methods {
 		c.methods[m] = true
 	}
 	c.sensitive = make(map[string]bool)
-	for _, h := range append(append([]string{}, DefaultSensitiveHeaders...), c.SensitiveHeaders...) {
+	for _, h := range append(DefaultSensitiveHeaders(), c.SensitiveHeaders...) {
 		c.sensitive[http.CanonicalHeaderKey(h)] = true
 	}
 	c.sensitiveQuery = make(map[string]bool, len(c.SensitiveQueryParams))
