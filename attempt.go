@@ -95,16 +95,16 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 		t.cfg.observer.Attempt(ctx, AttemptEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
 			N: n, Status: last.status, Class: class, Duration: took})
 		switch {
-		case resp != nil && (class == Final || class == Permanent):
+		case resp != nil && (class == ClassFinal || class == ClassPermanent):
 			// The server answered: whatever it said is the outcome.
 			t.budget.answered(host, retried)
 			return t.settle(ctx, o, resp)
-		case (class == Final || class == Permanent) && o.rec != nil && o.maybeSent:
+		case (class == ClassFinal || class == ClassPermanent) && o.rec != nil && o.maybeSent:
 			// An earlier attempt may have acted: not "failed", only unknown.
 			return t.giveUp(ctx, o, last, t.clock.Now().Add(sched.backoff()))
-		case class == Final || class == Permanent:
+		case class == ClassFinal || class == ClassPermanent:
 			return nil, t.fail(ctx, o, err)
-		case class == RetryIfSafe && o.key == "" && !idempotent(method(o.req)):
+		case class == ClassRetryIfSafe && o.key == "" && !idempotent(method(o.req)):
 			if resp != nil {
 				return resp, nil
 			}

@@ -255,7 +255,7 @@ func budgetHost(u *url.URL) string {
 // operation may be tried again a probe's interval from now.
 func (t *Transport) resendDenied(ctx context.Context, rec *Record, host string, resumed bool) *PendingError {
 	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: rec.Method, Journaled: true, Resumed: resumed,
-		Status: rec.Status, Class: Retry, Wait: probeEvery})
+		Status: rec.Status, Class: ClassRetry, Wait: probeEvery})
 	return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
 		LastStatus: rec.Status, Err: budgetError(host, nil), NextAttempt: t.clock.Now().Add(probeEvery)}
 }

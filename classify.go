@@ -16,27 +16,29 @@ import (
 type Class int
 
 const (
-	// Final settles the operation and returns the response to the caller.
-	Final Class = iota
-	// Retry means nothing reached the server, or the server asked to try again.
-	Retry
-	// RetryIfSafe means the server may have acted: retry only a request that
-	// carries an idempotency key or has an idempotent method (RFC 9110 section
-	// 9.2.2); otherwise return ErrOutcomeUnknown.
-	RetryIfSafe
-	// Permanent means no retry can help; the operation is marked failed.
-	Permanent
+	// ClassFinal settles the operation and returns the response to the
+	// caller.
+	ClassFinal Class = iota
+	// ClassRetry means nothing reached the server, or the server asked to
+	// try again.
+	ClassRetry
+	// ClassRetryIfSafe means the server may have acted: retry only a request
+	// that carries an idempotency key or has an idempotent method (RFC 9110
+	// section 9.2.2); otherwise return ErrOutcomeUnknown.
+	ClassRetryIfSafe
+	// ClassPermanent means no retry can help; the operation is marked failed.
+	ClassPermanent
 )
 
 func (c Class) String() string {
 	switch c {
-	case Final:
+	case ClassFinal:
 		return "final"
-	case Retry:
+	case ClassRetry:
 		return "retry"
-	case RetryIfSafe:
+	case ClassRetryIfSafe:
 		return "retry-if-safe"
-	case Permanent:
+	case ClassPermanent:
 		return "permanent"
 	}
 	return "unknown"
@@ -68,19 +70,19 @@ type Classifier func(Attempt) Class
 
 // DefaultClassifier is idem's classification table:
 //
-//	nothing reached the server (dial, DNS, proxy dial, not written)  Retry
-//	the server never processed it (HTTP/2 REFUSED_STREAM)            Retry
+//	nothing reached the server (dial, DNS, proxy dial, not written)  ClassRetry
+//	the server never processed it (HTTP/2 REFUSED_STREAM)            ClassRetry
 //	the server may have acted (reset, EOF, timeout, other HTTP/2
-//	stream resets, GOAWAY, malformed response)                       RetryIfSafe
-//	408, 425, 429, 500, 502, 503, 504; 409 when keyed                Retry
-//	421 the first time in a call (then on a new connection)          Retry
-//	a status outside 100..599 (as 500: RFC 9110 section 15)          Retry
-//	a *ProxyConnectError with 408, 429, 500, 502, 503 or 504         Retry
-//	any other *ProxyConnectError (407, 403, ...)                     Permanent
-//	a TLS alert refusing the handshake or the client certificate     Permanent
+//	stream resets, GOAWAY, malformed response)                       ClassRetryIfSafe
+//	408, 425, 429, 500, 502, 503, 504; 409 when keyed                ClassRetry
+//	421 the first time in a call (then on a new connection)          ClassRetry
+//	a status outside 100..599 (as 500: RFC 9110 section 15)          ClassRetry
+//	a *ProxyConnectError with 408, 429, 500, 502, 503 or 504         ClassRetry
+//	any other *ProxyConnectError (407, 403, ...)                     ClassPermanent
+//	a TLS alert refusing the handshake or the client certificate     ClassPermanent
 //	certificate errors, TLS to a non-TLS server (RecordHeaderError),
-//	ErrInvalidRequest, ErrBodyTooLarge                               Permanent
-//	any other status (2xx, 3xx, other 4xx, a second 421, 501, 505)   Final
+//	ErrInvalidRequest, ErrBodyTooLarge                               ClassPermanent
+//	any other status (2xx, 3xx, other 4xx, a second 421, 501, 505)   ClassFinal
 //
 // Errors are matched with errors.Is and errors.As and typed hooks, never by
 // their text. A TLS alert is read from crypto/tls's own alert type (see
@@ -95,22 +97,22 @@ func DefaultClassifier(a Attempt) Class {
 	if code < 100 || code > 599 {
 		// RFC 9110 section 15: a client processes an invalid status code as
 		// a 5xx, so as 500.
-		return Retry
+		return ClassRetry
 	}
 	switch {
 	case retryableStatus(code):
-		return Retry
+		return ClassRetry
 	case code == http.StatusConflict && a.Keyed:
 		// The IETF Idempotency-Key draft answers 409 while a request with the
 		// same key is still being processed.
-		return Retry
+		return ClassRetry
 	case code == http.StatusMisdirectedRequest && !a.Misdirected:
 		// RFC 9110 section 15.5.20: the server did not process the request;
 		// the client may retry it, whatever its method, on another
 		// connection. Once: a second 421 is final.
-		return Retry
+		return ClassRetry
 	}
-	return Final
+	return ClassFinal
 }
 
 // retryableStatus reports whether a server's status asks to try again.
@@ -139,18 +141,18 @@ func classifyError(err error, wrote bool) Class {
 		errors.As(err, &hostErr), errors.As(err, &invalidCert),
 		errors.As(err, &recordErr), refusingAlert(err),
 		errors.Is(err, ErrInvalidRequest), errors.Is(err, ErrBodyTooLarge):
-		return Permanent
+		return ClassPermanent
 	case errors.As(err, &proxyErr):
 		if retryableStatus(proxyErr.StatusCode) {
-			return Retry
+			return ClassRetry
 		}
-		return Permanent
+		return ClassPermanent
 	case errors.As(err, &dnsErr), hasOp(err, "dial"), hasOp(err, "proxyconnect"):
-		return Retry
+		return ClassRetry
 	case !wrote, refusedStream(err):
-		return Retry
+		return ClassRetry
 	}
-	return RetryIfSafe
+	return ClassRetryIfSafe
 }
 
 // unprocessed reports whether err proves that no HTTP server saw the attempt,

@@ -154,9 +154,9 @@ func runClassRow(t *testing.T, row classRow) {
 // with MaxAttempts 2, when every attempt gets the same outcome.
 func ends(c Class) (State, int) {
 	switch c {
-	case Permanent:
+	case ClassPermanent:
 		return StateFailed, 1
-	case Retry, RetryIfSafe:
+	case ClassRetry, ClassRetryIfSafe:
 		return StatePending, 2
 	}
 	return StateSettled, 1
@@ -213,10 +213,10 @@ func closedPort(t *testing.T) string {
 
 func dialRows() []classRow {
 	return []classRow{
-		row("dial/connection refused", Retry, func(t *testing.T) classEnv {
+		row("dial/connection refused", ClassRetry, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{}, url: "http://" + closedPort(t) + "/payments"}
 		}),
-		row("dial/DNS NXDOMAIN", Retry, func(t *testing.T) classEnv {
+		row("dial/DNS NXDOMAIN", ClassRetry, func(t *testing.T) classEnv {
 			d := &net.Dialer{Resolver: nxdomainResolver(t)}
 			return classEnv{base: &http.Transport{DialContext: d.DialContext}, url: "http://pay.idem-test.example/payments"}
 		}).with(func(t *testing.T, err error, first Attempt) {
@@ -224,7 +224,7 @@ func dialRows() []classRow {
 			require.ErrorAs(t, first.Err, &dnsErr)
 			require.True(t, dnsErr.IsNotFound)
 		}),
-		row("dial/timeout", Retry, func(t *testing.T) classEnv {
+		row("dial/timeout", ClassRetry, func(t *testing.T) classEnv {
 			d := &net.Dialer{Timeout: time.Nanosecond}
 			return classEnv{base: &http.Transport{DialContext: d.DialContext}, url: "http://" + closedPort(t) + "/payments"}
 		}).with(func(t *testing.T, err error, first Attempt) {
@@ -270,11 +270,11 @@ func tlsRows() []classRow {
 			// first read, after the request was written. No handler ran. The
 			// server refuses only once the request's headers are on the wire
 			// (requestGate), the order a real network gives.
-			row("TLS 1.3 alert after the request/no client certificate/"+proto, Permanent, gated(false)).
+			row("TLS 1.3 alert after the request/no client certificate/"+proto, ClassPermanent, gated(false)).
 				with(alertAfterWrite(42)), // bad_certificate, from VerifyConnection
-			row("TLS 1.3 alert after the request/client certificate from another CA/"+proto, Permanent, gated(true)).
+			row("TLS 1.3 alert after the request/client certificate from another CA/"+proto, ClassPermanent, gated(true)).
 				with(alertAfterWrite(42)),
-			row("TLS 1.3 client certificate accepted/"+proto, Final, func(t *testing.T) classEnv {
+			row("TLS 1.3 client certificate accepted/"+proto, ClassFinal, func(t *testing.T) classEnv {
 				ca := newTestCA(t, "idem CA")
 				return classEnv{base: tlsBase(t, ca.pool, ca.issue(t, true, time.Now().Add(time.Hour))),
 					url: clientAuth(t, ca, tls.VersionTLS13, h2)}
@@ -288,39 +288,39 @@ func tlsRows() []classRow {
 		// HTTP/2 an alert read before the first stream opens reaches idem as
 		// net/http's untyped "client conn could not be established" (the
 		// known limit in doc.go).
-		row("TLS 1.3 alert after handshake/no client certificate/HTTP/1.1", Permanent, func(t *testing.T) classEnv {
+		row("TLS 1.3 alert after handshake/no client certificate/HTTP/1.1", ClassPermanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
 			return classEnv{base: tlsBase(t, ca.pool), url: clientAuth(t, ca, tls.VersionTLS13, false)}
 		}).with(alert(116)), // certificate_required
-		row("TLS 1.3 alert after handshake/client certificate from another CA/HTTP/1.1", Permanent, func(t *testing.T) classEnv {
+		row("TLS 1.3 alert after handshake/client certificate from another CA/HTTP/1.1", ClassPermanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
 			base := tlsBase(t, ca.pool)
 			offer(base, newTestCA(t, "other CA").issue(t, true, time.Now().Add(time.Hour)))
 			return classEnv{base: base, url: clientAuth(t, ca, tls.VersionTLS13, false)}
 		}).with(alert(48)), // unknown_ca
-		row("TLS 1.2 alert in the handshake/no client certificate", Permanent, func(t *testing.T) classEnv {
+		row("TLS 1.2 alert in the handshake/no client certificate", ClassPermanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
 			return classEnv{base: tlsBase(t, ca.pool), url: clientAuth(t, ca, tls.VersionTLS12, false)}
 		}).with(wrote(false)),
-		row("TLS handshake/unknown authority", Permanent, func(t *testing.T) classEnv {
+		row("TLS handshake/unknown authority", ClassPermanent, func(t *testing.T) classEnv {
 			srv := tlsServer(t, nil, false, created)
 			return classEnv{base: tlsBase(t, nil), url: srv.URL}
 		}).with(func(t *testing.T, err error, first Attempt) {
 			require.ErrorAs(t, err, new(x509.UnknownAuthorityError))
 		}),
-		row("TLS handshake/hostname mismatch", Permanent, func(t *testing.T) classEnv {
+		row("TLS handshake/hostname mismatch", ClassPermanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
 			srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{ca.issue(t, false, time.Now().Add(time.Hour))}}, false, created)
 			base := tlsBase(t, ca.pool)
 			base.TLSClientConfig.ServerName = "pay.example"
 			return classEnv{base: base, url: srv.URL}
 		}),
-		row("TLS handshake/expired certificate", Permanent, func(t *testing.T) classEnv {
+		row("TLS handshake/expired certificate", ClassPermanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
 			srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{ca.issue(t, false, time.Now().Add(-time.Hour))}}, false, created)
 			return classEnv{base: tlsBase(t, ca.pool), url: srv.URL}
 		}),
-		row("TLS handshake/record header error (TLS to a plain HTTP server)", Permanent, func(t *testing.T) classEnv {
+		row("TLS handshake/record header error (TLS to a plain HTTP server)", ClassPermanent, func(t *testing.T) classEnv {
 			srv := newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
 			return classEnv{base: tlsBase(t, nil), url: strings.Replace(srv.URL, "http://", "https://", 1)}
 		}).with(func(t *testing.T, err error, first Attempt) {
@@ -354,20 +354,20 @@ func proxyRows() []classRow {
 		}
 	}
 	return []classRow{
-		row("proxy/CONNECT 407", Permanent, viaProxy(http.StatusProxyAuthRequired, true)).with(proxyStatus(407)),
-		row("proxy/CONNECT 403", Permanent, viaProxy(http.StatusForbidden, true)).with(proxyStatus(403)),
-		row("proxy/CONNECT 502", Retry, viaProxy(http.StatusBadGateway, true)).with(proxyStatus(502)),
-		row("proxy/CONNECT 503", Retry, viaProxy(http.StatusServiceUnavailable, true)).with(proxyStatus(503)),
+		row("proxy/CONNECT 407", ClassPermanent, viaProxy(http.StatusProxyAuthRequired, true)).with(proxyStatus(407)),
+		row("proxy/CONNECT 403", ClassPermanent, viaProxy(http.StatusForbidden, true)).with(proxyStatus(403)),
+		row("proxy/CONNECT 502", ClassRetry, viaProxy(http.StatusBadGateway, true)).with(proxyStatus(502)),
+		row("proxy/CONNECT 503", ClassRetry, viaProxy(http.StatusServiceUnavailable, true)).with(proxyStatus(503)),
 		// Known limit: without CheckProxyConnect net/http gives an error made
 		// of the reason phrase alone; nothing was sent, so it is retried.
-		row("proxy/CONNECT 407 without CheckProxyConnect", Retry, viaProxy(http.StatusProxyAuthRequired, false)),
-		row("proxy/CONNECT 200", Final, viaProxy(http.StatusOK, true)),
-		row("proxy/dial refused", Retry, func(t *testing.T) classEnv {
+		row("proxy/CONNECT 407 without CheckProxyConnect", ClassRetry, viaProxy(http.StatusProxyAuthRequired, false)),
+		row("proxy/CONNECT 200", ClassFinal, viaProxy(http.StatusOK, true)),
+		row("proxy/dial refused", ClassRetry, func(t *testing.T) classEnv {
 			base := CheckProxyConnect(&http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: closedPort(t)})})
 			return classEnv{base: base, url: "https://127.0.0.1:1/payments"}
 		}).with(wrote(false)),
 		// For http:// the proxy's answer is the response itself.
-		row("proxy/plain HTTP answered 407", Final, func(t *testing.T) classEnv {
+		row("proxy/plain HTTP answered 407", ClassFinal, func(t *testing.T) classEnv {
 			base := CheckProxyConnect(&http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: connectProxy(t, 407)})})
 			return classEnv{base: base, url: "http://127.0.0.1:1/payments"}
 		}),
@@ -379,7 +379,7 @@ func http2Rows() []classRow {
 	return []classRow{
 		// net/http retries a refused stream itself, on the same connection,
 		// and idem sees one attempt.
-		row("HTTP/2/RST_STREAM REFUSED_STREAM once (net/http retries it)", Final, func(t *testing.T) classEnv {
+		row("HTTP/2/RST_STREAM REFUSED_STREAM once (net/http retries it)", ClassFinal, func(t *testing.T) classEnv {
 			url := h2cServer(t, func(h *h2Conn, stream uint32) bool {
 				if stream == 1 {
 					refusedStreams.Add(1)
@@ -393,12 +393,12 @@ func http2Rows() []classRow {
 		}),
 		// After its own 7 tries (about a minute of net/http's backoff) the
 		// StreamError reaches idem; the mirror type stands in for it here.
-		row("HTTP/2/RST_STREAM REFUSED_STREAM after net/http's retries", Retry, func(t *testing.T) classEnv {
+		row("HTTP/2/RST_STREAM REFUSED_STREAM after net/http's retries", ClassRetry, func(t *testing.T) classEnv {
 			return classEnv{base: rtFunc(func(*http.Request) (*http.Response, error) {
 				return nil, h2StreamError{StreamID: 13, Code: h2RefusedStream}
 			}), url: "http://127.0.0.1:1/payments"}
 		}),
-		row("HTTP/2/RST_STREAM INTERNAL_ERROR", RetryIfSafe, func(t *testing.T) classEnv {
+		row("HTTP/2/RST_STREAM INTERNAL_ERROR", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			url := h2cServer(t, func(h *h2Conn, stream uint32) bool { return h.reset(stream, 0x2) == nil })
 			return classEnv{base: h2cBase(t), url: url}
 		}).with(func(t *testing.T, err error, first Attempt) {
@@ -409,7 +409,7 @@ func http2Rows() []classRow {
 		// Known limit: net/http's GoAwayError is unexported and has no As
 		// method; the stream may have been processed (its ID is not above
 		// last-stream-id), so it is "may have acted" either way.
-		row("HTTP/2/GOAWAY covering the stream, then close", RetryIfSafe, func(t *testing.T) classEnv {
+		row("HTTP/2/GOAWAY covering the stream, then close", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			url := h2cServer(t, func(h *h2Conn, stream uint32) bool {
 				h.goAway(stream, 0x2)
 				return false
@@ -418,7 +418,7 @@ func http2Rows() []classRow {
 		}),
 		// A GOAWAY whose last-stream-id is below the stream: not processed;
 		// net/http retries it on a new connection itself.
-		row("HTTP/2/GOAWAY last-stream-id 0 (net/http retries it)", Final, func(t *testing.T) classEnv {
+		row("HTTP/2/GOAWAY last-stream-id 0 (net/http retries it)", ClassFinal, func(t *testing.T) classEnv {
 			url := h2cServer(t, func(h *h2Conn, stream uint32) bool {
 				if h.n == 1 {
 					h.goAway(0, 0)
@@ -454,23 +454,23 @@ func exchangeRows() []classRow {
 		return newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, r *http.Request) { h(w, r) }).URL
 	}
 	return []classRow{
-		row("exchange/body write error (reset while the body is sent)", RetryIfSafe, func(t *testing.T) classEnv {
+		row("exchange/body write error (reset while the body is sent)", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			srv := httptestServer(t, hijack(false))
 			return classEnv{base: &http.Transport{}, url: srv, method: http.MethodPost, body: strings.Repeat("x", 4<<20)}
 		}).with(wrote(true)),
-		row("exchange/reset after the request was read", RetryIfSafe, func(t *testing.T) classEnv {
+		row("exchange/reset after the request was read", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{}, url: httptestServer(t, hijack(true))}
 		}).with(wrote(true)),
-		row("exchange/response header timeout", RetryIfSafe, func(t *testing.T) classEnv {
+		row("exchange/response header timeout", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{ResponseHeaderTimeout: 20 * time.Millisecond}, url: httptestServer(t, blocked)}
 		}),
-		row("exchange/attempt timeout (Options.AttemptTimeout)", RetryIfSafe, func(t *testing.T) classEnv {
+		row("exchange/attempt timeout (Options.AttemptTimeout)", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{}, url: httptestServer(t, blocked),
 				opts: func(o *Options) { o.AttemptTimeout = 20 * time.Millisecond }}
 		}).with(func(t *testing.T, err error, first Attempt) {
 			require.ErrorIs(t, first.Err, ErrAttemptTimeout)
 		}),
-		row("exchange/malformed status line", RetryIfSafe, func(t *testing.T) classEnv {
+		row("exchange/malformed status line", ClassRetryIfSafe, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{}, url: statusServer(t, "HTTP/1.1 2x0 OK\r\nContent-Length: 0\r\n\r\n")}
 		}),
 		// The caller's context ending is handled before the Classifier.
@@ -484,7 +484,7 @@ func exchangeRows() []classRow {
 			check: func(t *testing.T, err error, _ Attempt) { require.ErrorIs(t, err, context.Canceled) }},
 		// The redirect limit is http.Client's: the Transport only ever sees
 		// one 302 at a time, each final.
-		{name: "exchange/redirect limit (http.Client)", want: Final,
+		{name: "exchange/redirect limit (http.Client)", want: ClassFinal,
 			setup: func(t *testing.T) classEnv {
 				url := plain(t, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/again", http.StatusFound) })
 				return classEnv{base: &http.Transport{}, url: url, method: http.MethodGet, client: true}
@@ -522,9 +522,9 @@ func statusRows() []classRow {
 		500, 501, 502, 503, 504, 505, 507, 511, 600, 999}
 	var rows []classRow
 	for _, code := range codes {
-		want := Final
+		want := ClassFinal
 		if retry[code] {
-			want = Retry
+			want = ClassRetry
 		}
 		r := row(fmt.Sprintf("status/%03d", code), want, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{}, url: statusServer(t, fmt.Sprintf("HTTP/1.1 %03d X\r\nContent-Length: 0\r\n\r\n", code))}
@@ -532,15 +532,15 @@ func statusRows() []classRow {
 		switch code {
 		case 409:
 			// Keyed: the IETF Idempotency-Key draft's "request in progress".
-			r.want, r.end, r.attempts = Retry, StatePending, 2
+			r.want, r.end, r.attempts = ClassRetry, StatePending, 2
 		case 421:
 			// Retried once on a new connection, then final.
-			r.want, r.end, r.attempts = Retry, StateSettled, 2
+			r.want, r.end, r.attempts = ClassRetry, StateSettled, 2
 		}
 		rows = append(rows, r)
 	}
 	for _, interim := range []int{100, 102, 103} {
-		rows = append(rows, row(fmt.Sprintf("status/%d then 201", interim), Final, func(t *testing.T) classEnv {
+		rows = append(rows, row(fmt.Sprintf("status/%d then 201", interim), ClassFinal, func(t *testing.T) classEnv {
 			return classEnv{base: &http.Transport{}, url: statusServer(t, fmt.Sprintf("HTTP/1.1 %d X\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", interim))}
 		}).with(func(t *testing.T, err error, first Attempt) {
 			require.Equal(t, http.StatusCreated, first.Response.StatusCode)

@@ -33,31 +33,31 @@ func TestDefaultClassifierErrors(t *testing.T) {
 		want  Class
 	}{
 		// Nothing reached the server.
-		{"dial error", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no route to host")}, false, Retry},
-		{"dial error even if Wrote claims otherwise", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("boom")}, true, Retry},
-		{"DNS failure", &net.DNSError{Err: "no such host", Name: "pay.invalid", IsNotFound: true}, false, Retry},
-		{"DNS failure inside a dial error", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "pay.invalid"}}, false, Retry},
-		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, false, Retry},
-		{"connection refused from a real dial", refused, false, Retry},
-		{"reset before writing", reset, false, Retry},
-		{"EOF before writing", io.EOF, false, Retry},
-		{"attempt timeout before writing", timeout, false, Retry},
+		{"dial error", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no route to host")}, false, ClassRetry},
+		{"dial error even if Wrote claims otherwise", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("boom")}, true, ClassRetry},
+		{"DNS failure", &net.DNSError{Err: "no such host", Name: "pay.invalid", IsNotFound: true}, false, ClassRetry},
+		{"DNS failure inside a dial error", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "pay.invalid"}}, false, ClassRetry},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, false, ClassRetry},
+		{"connection refused from a real dial", refused, false, ClassRetry},
+		{"reset before writing", reset, false, ClassRetry},
+		{"EOF before writing", io.EOF, false, ClassRetry},
+		{"attempt timeout before writing", timeout, false, ClassRetry},
 
 		// The server may have acted.
-		{"reset after writing", reset, true, RetryIfSafe},
-		{"EOF after writing", io.EOF, true, RetryIfSafe},
-		{"unexpected EOF after writing", io.ErrUnexpectedEOF, true, RetryIfSafe},
-		{"attempt timeout after writing", timeout, true, RetryIfSafe},
+		{"reset after writing", reset, true, ClassRetryIfSafe},
+		{"EOF after writing", io.EOF, true, ClassRetryIfSafe},
+		{"unexpected EOF after writing", io.ErrUnexpectedEOF, true, ClassRetryIfSafe},
+		{"attempt timeout after writing", timeout, true, ClassRetryIfSafe},
 
 		// No retry can help.
-		{"certificate verification", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false, Permanent},
-		{"certificate verification, any cause", &tls.CertificateVerificationError{Err: errors.New("opaque")}, true, Permanent},
-		{"unknown authority", x509.UnknownAuthorityError{}, false, Permanent},
-		{"hostname mismatch", x509.HostnameError{Host: "pay.example"}, false, Permanent},
-		{"expired certificate", x509.CertificateInvalidError{Reason: x509.Expired}, false, Permanent},
-		{"invalid request", fmt.Errorf("%w: unsupported scheme %q", ErrInvalidRequest, "ftp"), false, Permanent},
-		{"body too large", ErrBodyTooLarge, false, Permanent},
-		{"body too large after writing", ErrBodyTooLarge, true, Permanent},
+		{"certificate verification", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false, ClassPermanent},
+		{"certificate verification, any cause", &tls.CertificateVerificationError{Err: errors.New("opaque")}, true, ClassPermanent},
+		{"unknown authority", x509.UnknownAuthorityError{}, false, ClassPermanent},
+		{"hostname mismatch", x509.HostnameError{Host: "pay.example"}, false, ClassPermanent},
+		{"expired certificate", x509.CertificateInvalidError{Reason: x509.Expired}, false, ClassPermanent},
+		{"invalid request", fmt.Errorf("%w: unsupported scheme %q", ErrInvalidRequest, "ftp"), false, ClassPermanent},
+		{"body too large", ErrBodyTooLarge, false, ClassPermanent},
+		{"body too large after writing", ErrBodyTooLarge, true, ClassPermanent},
 	}
 	for _, tt := range tests {
 		wrapped := map[string]error{
@@ -83,36 +83,36 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 		status         int
 		keyed, unkeyed Class
 	}{
-		{408, Retry, Retry},
-		{425, Retry, Retry},
-		{429, Retry, Retry},
-		{500, Retry, Retry},
-		{502, Retry, Retry},
-		{503, Retry, Retry},
-		{504, Retry, Retry},
+		{408, ClassRetry, ClassRetry},
+		{425, ClassRetry, ClassRetry},
+		{429, ClassRetry, ClassRetry},
+		{500, ClassRetry, ClassRetry},
+		{502, ClassRetry, ClassRetry},
+		{503, ClassRetry, ClassRetry},
+		{504, ClassRetry, ClassRetry},
 		// The IETF Idempotency-Key draft's "request in progress".
-		{409, Retry, Final},
+		{409, ClassRetry, ClassFinal},
 		// Invalid codes are processed as 500 (RFC 9110 section 15); net/http
 		// parses any three digits ("099" was found by FuzzTransportResponse).
-		{99, Retry, Retry},
-		{0, Retry, Retry},
-		{600, Retry, Retry},
-		{999, Retry, Retry},
+		{99, ClassRetry, ClassRetry},
+		{0, ClassRetry, ClassRetry},
+		{600, ClassRetry, ClassRetry},
+		{999, ClassRetry, ClassRetry},
 
-		{200, Final, Final},
-		{201, Final, Final},
-		{204, Final, Final},
-		{301, Final, Final},
-		{302, Final, Final},
-		{304, Final, Final},
-		{400, Final, Final},
-		{401, Final, Final},
-		{404, Final, Final},
-		{410, Final, Final},
-		{412, Final, Final},
-		{422, Final, Final},
-		{501, Final, Final},
-		{505, Final, Final},
+		{200, ClassFinal, ClassFinal},
+		{201, ClassFinal, ClassFinal},
+		{204, ClassFinal, ClassFinal},
+		{301, ClassFinal, ClassFinal},
+		{302, ClassFinal, ClassFinal},
+		{304, ClassFinal, ClassFinal},
+		{400, ClassFinal, ClassFinal},
+		{401, ClassFinal, ClassFinal},
+		{404, ClassFinal, ClassFinal},
+		{410, ClassFinal, ClassFinal},
+		{412, ClassFinal, ClassFinal},
+		{422, ClassFinal, ClassFinal},
+		{501, ClassFinal, ClassFinal},
+		{505, ClassFinal, ClassFinal},
 	}
 	for _, tt := range tests {
 		for _, keyed := range []bool{true, false} {
@@ -131,7 +131,7 @@ func TestDefaultClassifierStatuses(t *testing.T) {
 }
 
 func TestClassString(t *testing.T) {
-	for c, want := range map[Class]string{Final: "final", Retry: "retry", RetryIfSafe: "retry-if-safe", Permanent: "permanent", Class(42): "unknown"} {
+	for c, want := range map[Class]string{ClassFinal: "final", ClassRetry: "retry", ClassRetryIfSafe: "retry-if-safe", ClassPermanent: "permanent", Class(42): "unknown"} {
 		require.Equal(t, want, c.String())
 	}
 }

@@ -75,7 +75,7 @@ type RetryEvent struct {
 	Resumed    bool
 	N          int           // the attempt that is being retried, from 1
 	Status     int           // its status, or 0
-	Class      Class         // Retry or RetryIfSafe
+	Class      Class         // ClassRetry or ClassRetryIfSafe
 	Wait       time.Duration // how long the call waits before the next attempt
 	RetryAfter bool          // the server chose the wait (Retry-After)
 }

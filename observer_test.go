@@ -86,13 +86,13 @@ func TestObserverSeesAttemptsRetriesAndSettle(t *testing.T) {
 	for i, want := range []struct {
 		status int
 		class  Class
-	}{{503, Retry}, {500, Retry}, {201, Final}} {
+	}{{503, ClassRetry}, {500, ClassRetry}, {201, ClassFinal}} {
 		a := obs.attempts[i]
 		require.Equal(t, AttemptEvent{Method: "POST", Journaled: true, N: i + 1, Status: want.status, Class: want.class,
 			Duration: a.Duration}, a)
 	}
 	require.Len(t, obs.retries, 2)
-	require.Equal(t, RetryEvent{Method: "POST", Journaled: true, N: 1, Status: 503, Class: Retry, Wait: time.Second, RetryAfter: true}, obs.retries[0])
+	require.Equal(t, RetryEvent{Method: "POST", Journaled: true, N: 1, Status: 503, Class: ClassRetry, Wait: time.Second, RetryAfter: true}, obs.retries[0])
 	require.False(t, obs.retries[1].RetryAfter)
 	require.Equal(t, []ResultEvent{{State: StateSettled, Status: 201, Attempts: 3}}, obs.results)
 	require.Zero(t, obs.gauge(), "written ahead (+1), settled (-1)")

@@ -1,6 +1,6 @@
 // Review (issue 5, item 4), fixed: request inputs that net/http refuses
 // before writing a byte (a control character or DEL in a header value, a
-// port out of range) were journaled, "retried" in vain (classified Retry:
+// port out of range) were journaled, "retried" in vain (classified ClassRetry:
 // nothing was written), left pending and re-sent by every Resume until
 // KeyTTL. validRequest now refuses them with ErrInvalidRequest before the
 // write-ahead.

@@ -53,11 +53,11 @@ func noRequests(tb testing.TB, tr *Transport, srv *recordingServer) {
 func created(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) }
 
 func TestPermanentClassOnResponseSettles(t *testing.T) {
-	// A Classifier may call a response Permanent; the server answered, so
+	// A Classifier may call a response ClassPermanent; the server answered, so
 	// the answer is the outcome.
 	classifier := func(a Attempt) Class {
 		if a.Response != nil && a.Response.StatusCode == http.StatusBadRequest {
-			return Permanent
+			return ClassPermanent
 		}
 		return DefaultClassifier(a)
 	}

@@ -126,7 +126,7 @@ func FuzzTransportResponse(f *testing.F) {
 		if resp != nil {
 			io.CopyN(io.Discard, resp.Body, 1<<16)
 			resp.Body.Close()
-			if DefaultClassifier(Attempt{Response: resp, Keyed: true}) != Final {
+			if DefaultClassifier(Attempt{Response: resp, Keyed: true}) != ClassFinal {
 				t.Fatalf("status %d returned to the caller, yet the classifier says retry", resp.StatusCode)
 			}
 		}
