@@ -57,9 +57,19 @@ type outcome struct {
 	status int
 }
 
-// run sends attempts until one is final, the attempts or time run out, or the
-// caller's context ends.
+// run runs o's attempts and tells the response it returns, if any, which
+// call it answers (ResponseInfo, info.go).
 func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
+	resp, err := t.loop(ctx, o)
+	if resp != nil {
+		withInfo(resp, o)
+	}
+	return resp, err
+}
+
+// loop sends attempts until one is final, the attempts or time run out, or
+// the caller's context ends.
+func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 	sched := newSchedule(t.cfg, t.clock)
 	maxAttempts := o.limits.maxAttempts
 	if o.stream != nil {

@@ -52,6 +52,16 @@
 // deadline, and context.go for the whole set. Invalid ones fail the call
 // before anything is written or sent.
 //
+// # Which call a response answers
+//
+// Every response idem returns, from a call (through an http.Client,
+// redirects included) or as a Resume Outcome's Response, names the call
+// behind it: ResponseInfo(resp) gives its idempotency key (minted or the
+// caller's; "" if none was sent), its operation ID and whether it is
+// journaled, as stripe-go's LastResponse.IdempotencyKey does. A call that
+// ends in an error says the same in its *PendingError or
+// *AlreadySettledError.
+//
 // # Watching it run
 //
 // Options.Logger (a *slog.Logger; nil is silent) gets one record per retry,

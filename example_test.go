@@ -236,6 +236,47 @@ func ExampleWithoutJournal() {
 	// journaled: 0 payments: 1
 }
 
+// ResponseInfo tells the caller which idempotency key and operation a
+// response answers, for its own logs or for a support ticket with the
+// server's operator, as stripe-go's LastResponse.IdempotencyKey does.
+func ExampleResponseInfo() {
+	srv := testserver.NewServer(&testserver.Options{RequireKey: true})
+	defer srv.Close()
+	path, cleanup := journalPath()
+	defer cleanup()
+	c, err := idem.Open(path, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := idem.WithOperationID(context.Background(), "order-4827/charge")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments",
+		strings.NewReader(`{"amount":1250,"currency":"eur","reference":"order-4827"}`))
+	resp, err := c.HTTPClient().Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	info, _ := idem.ResponseInfo(resp)
+	rec, _ := c.Journal().Lookup("order-4827/charge")
+	fmt.Println(resp.StatusCode, info.OperationID, "journaled:", info.Journaled)
+	fmt.Println("key as journaled:", info.Key == rec.Key)
+
+	// A GET is retried, not journaled, and sent without a key.
+	resp, err = c.HTTPClient().Get(srv.URL + "/_ledger")
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	info, ok := idem.ResponseInfo(resp)
+	fmt.Printf("%d from idem: %v, journaled: %v, key: %q\n", resp.StatusCode, ok, info.Journaled, info.Key)
+	// Output:
+	// 201 order-4827/charge journaled: true
+	// key as journaled: true
+	// 200 from idem: true, journaled: false, key: ""
+}
+
 // testserver is for your own tests too: script the faults you fear, send
 // through idem, and let the server's ledger prove exactly-once.
 func Example_testServerInYourTests() {
