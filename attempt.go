@@ -111,7 +111,7 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 			return t.settle(ctx, o, resp)
 		case (class == ClassFinal || class == ClassPermanent) && o.rec != nil && o.maybeSent:
 			// An earlier attempt may have acted: not "failed", only unknown.
-			return t.giveUp(ctx, o, last, t.clock.Now().Add(sched.backoff()))
+			return t.giveUp(ctx, o, last, t.clock.Now().Add(sched.backoff(n)))
 		case class == ClassFinal || class == ClassPermanent:
 			return nil, t.fail(ctx, o, err)
 		case class == ClassRetryIfSafe && o.key == "" && !idempotent(method(o.req)):
@@ -123,7 +123,7 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 		// Every give-up below keeps the end of this wait as the earliest next
 		// attempt, so Resume honours the server's Retry-After too.
 		now := t.clock.Now()
-		wait, fromServer := sched.wait(resp, now)
+		wait, fromServer := sched.wait(resp, now, n)
 		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) ||
 			o.limits.yield != nil && o.limits.yield() {
 			return t.giveUp(ctx, o, last, now.Add(wait))

@@ -49,6 +49,10 @@ func TestBadInputOptions(t *testing.T) {
 		{"RandomizationFactor -Inf", Options{RandomizationFactor: -inf}, "RandomizationFactor -Inf is outside [0, 1]"},
 		{"RetryBudget.Ratio NaN", Options{RetryBudget: RetryBudget{Ratio: nan}}, "RetryBudget.Ratio NaN"},
 		{"RetryBudget.Burst negative", Options{RetryBudget: RetryBudget{Burst: -1}}, "RetryBudget.Burst -1"},
+		{"Backoff with Multiplier", Options{Backoff: constBackoff(time.Second), Multiplier: 2},
+			"Backoff replaces the exponential backoff: Multiplier 2 and RandomizationFactor 0 must be zero"},
+		{"Backoff with RandomizationFactor", Options{Backoff: constBackoff(time.Second), RandomizationFactor: 0.5},
+			"Backoff replaces the exponential backoff: Multiplier 0 and RandomizationFactor 0.5 must be zero"},
 		{"KeyHeader with a space", Options{KeyHeader: "Idempotency Key"}, `KeyHeader "Idempotency Key" is not a valid header name`},
 		{"KeyHeader with a colon", Options{KeyHeader: "Idempotency-Key:"}, `KeyHeader "Idempotency-Key:" is not a valid header name`},
 		{"KeyHeader non-ASCII", Options{KeyHeader: "ключ"}, `KeyHeader "ключ" is not a valid header name`},
@@ -135,7 +139,7 @@ func TestBadInputRandomizationFactorOne(t *testing.T) {
 			for client := 0; client < 50; client++ {
 				s := newSchedule(cfg, newFakeClock())
 				for n := 1; n <= 60; n++ {
-					d := s.backoff()
+					d := s.backoff(n)
 					require.Greater(t, d, time.Duration(0), "attempt %d", n)
 					require.LessOrEqual(t, d, cfg.MaxInterval, "attempt %d", n)
 					if lo == 0 || d < lo {
@@ -143,7 +147,7 @@ func TestBadInputRandomizationFactorOne(t *testing.T) {
 					}
 					hi = max(hi, d)
 				}
-				d, fromServer := s.wait(past, now)
+				d, fromServer := s.wait(past, now, 61)
 				require.True(t, fromServer)
 				require.Greater(t, d, time.Duration(0))
 				require.LessOrEqual(t, d, min(cfg.InitialInterval, cfg.MaxInterval))

@@ -90,10 +90,10 @@ func BenchmarkBackoff(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s := newSchedule(cfg, realClock{})
-		for range 6 {
-			s.backoff()
+		for n := range 6 {
+			s.backoff(n + 1)
 		}
-		s.wait(resp, now)
+		s.wait(resp, now, 7)
 	}
 }
 

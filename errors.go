@@ -53,8 +53,9 @@ var (
 	// ErrInvalidOptions is returned by Open, OpenJournal and NewTransport when
 	// an Options field holds a value with no meaning: a negative duration,
 	// size or count, a Multiplier below 1 or not finite, a
-	// RandomizationFactor outside [0, 1], a KeyHeader that is not a valid
-	// header name, an empty name in SensitiveQueryParams, a RetryBudget out
+	// RandomizationFactor outside [0, 1], either of them set with a Backoff
+	// (which they would not shape), a KeyHeader that is not a valid header
+	// name, an empty name in SensitiveQueryParams, a RetryBudget out
 	// of its ranges, or an Encryption Keyring that cannot be used (see
 	// Options.Journal.Encryption). The wrapping error names the field and its value.
 	// (Zero is never an error: it means the field's default.) Open, and a

@@ -127,11 +127,28 @@ type Options struct {
 	// Default value. Multiplier must be finite and at least 1;
 	// RandomizationFactor in [0, 1] (1 spreads each wait over 0 to twice its
 	// interval). MaxInterval is the largest wait ever used: jitter never
-	// pushes a wait past it, and no wait is ever 0.
+	// pushes a wait past it, and no wait is ever 0. InitialInterval also
+	// bounds the short random wait after a Retry-After date in the past.
 	InitialInterval     time.Duration
 	Multiplier          float64
 	RandomizationFactor float64
 	MaxInterval         time.Duration
+
+	// Backoff, if set, replaces the exponential backoff: Backoff(n) is the
+	// wait after attempt n of a call (from 1; Resume counts each of its
+	// sends from 1 too) whose outcome is retryable, and, after a call's last
+	// attempt, how long the operation stays pending before Resume may send
+	// it. It is called from many calls at once, so it must be safe for
+	// concurrent use, and it should add its own jitter, or clients retry in
+	// step. Its result is kept in (0, MaxInterval], as every wait is: 0 or
+	// less means 1 ms (or MaxInterval, if shorter), so that a retry never
+	// comes at once, and more than MaxInterval means MaxInterval. A server's
+	// Retry-After still wins over it, up to MaxRetryAfter. Multiplier and
+	// RandomizationFactor shape only the exponential backoff: set with
+	// Backoff, they fail Open, OpenJournal and NewTransport with
+	// ErrInvalidOptions rather than be ignored. Nil means the exponential
+	// backoff.
+	Backoff func(attempt int) time.Duration
 
 	// MaxRetryAfter caps a server's Retry-After. When the server asks for
 	// longer, the call returns a *PendingError at once and Resume honours the

@@ -35,6 +35,11 @@ func (o *Options) check() error {
 	if f := o.RandomizationFactor; !(f >= 0 && f <= 1) {
 		return fmt.Errorf("%w: RandomizationFactor %v is outside [0, 1]", ErrInvalidOptions, f)
 	}
+	// Both would be silently unused: Backoff replaces the schedule they shape.
+	if o.Backoff != nil && (o.Multiplier != 0 || o.RandomizationFactor != 0) {
+		return fmt.Errorf("%w: Backoff replaces the exponential backoff: Multiplier %v and RandomizationFactor %v must be zero",
+			ErrInvalidOptions, o.Multiplier, o.RandomizationFactor)
+	}
 	// An empty name would match the empty parts of a query ("a=1&&b=2"),
 	// which no PrepareResume can put back: the operation could never resume.
 	if slices.Contains(o.SensitiveQueryParams, "") {

@@ -1,6 +1,7 @@
 // This file holds the waiting policy between attempts: jittered exponential
-// backoff (github.com/cenkalti/backoff/v4), the server's Retry-After (RFC 9110
-// section 10.2.3), and an injectable clock so tests never sleep.
+// backoff (github.com/cenkalti/backoff/v4) or the caller's Options.Backoff,
+// the server's Retry-After (RFC 9110 section 10.2.3), and an injectable clock
+// so tests never sleep.
 
 package idem
 
@@ -59,8 +60,12 @@ func newSchedule(cfg *config, clk clock) *schedule {
 	return &schedule{cfg: cfg, clk: clk}
 }
 
-// backoff returns the next backoff wait, always in (0, MaxInterval].
-func (s *schedule) backoff() time.Duration {
+// backoff returns the backoff wait after attempt n, always in (0,
+// MaxInterval]: Options.Backoff's, or the next of the exponential backoff.
+func (s *schedule) backoff(n int) time.Duration {
+	if s.cfg.Backoff != nil {
+		return clampWait(s.cfg.Backoff(n), s.cfg.MaxInterval)
+	}
 	if s.b == nil {
 		// Jitter multiplies an interval by up to (1 + RandomizationFactor);
 		// capping the interval below MaxInterval by that factor keeps every
@@ -78,10 +83,11 @@ func (s *schedule) backoff() time.Duration {
 	return clampWait(s.b.NextBackOff(), s.cfg.MaxInterval)
 }
 
-// wait returns how long to wait after a retryable outcome and whether the
-// server chose it. A Retry-After on the response wins over backoff; a date in
-// the past gives a short random wait no longer than InitialInterval.
-func (s *schedule) wait(resp *http.Response, now time.Time) (time.Duration, bool) {
+// wait returns how long to wait after attempt n's retryable outcome and
+// whether the server chose it. A Retry-After on the response wins over
+// backoff; a date in the past gives a short random wait no longer than
+// InitialInterval.
+func (s *schedule) wait(resp *http.Response, now time.Time, n int) (time.Duration, bool) {
 	if resp != nil {
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
 			if d <= 0 {
@@ -90,7 +96,7 @@ func (s *schedule) wait(resp *http.Response, now time.Time) (time.Duration, bool
 			return d, true
 		}
 	}
-	return s.backoff(), false
+	return s.backoff(n), false
 }
 
 // clampWait keeps d in (0, limit]. A wait that rounded down to nothing becomes

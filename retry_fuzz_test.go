@@ -121,13 +121,13 @@ func FuzzScheduleWait(f *testing.F) {
 		now := fuzzNow(sec, 0)
 		server, serverOK := retryAfterOracle(ra, now)
 		for i := 0; i <= int(n%300); i++ {
-			d := s.backoff()
+			d := s.backoff(i + 1)
 			if d <= 0 || d > cfg.MaxInterval {
 				t.Fatalf("attempt %d: backoff %v outside (0, %v]", i+1, d, cfg.MaxInterval)
 			}
 			clk.Advance(d)
 		}
-		d, fromServer := s.wait(resp, now)
+		d, fromServer := s.wait(resp, now, int(n%300)+2)
 		switch {
 		case fromServer != serverOK:
 			t.Fatalf("wait(%q) fromServer=%v, want %v", ra, fromServer, serverOK)

@@ -108,7 +108,7 @@ func TestScheduleBackoffBounds(t *testing.T) {
 			for client := 0; client < 20; client++ {
 				s := newSchedule(cfg, newFakeClock())
 				for n := 1; n <= 100; n++ {
-					d := s.backoff()
+					d := s.backoff(n)
 					require.Greater(t, d, time.Duration(0), "attempt %d", n)
 					require.LessOrEqual(t, d, cfg.MaxInterval, "attempt %d", n)
 				}
@@ -126,7 +126,7 @@ func TestScheduleWaitBounds(t *testing.T) {
 			require.NoError(t, err)
 			s := newSchedule(cfg, newFakeClock())
 			for i := 0; i < 200; i++ {
-				d, fromServer := s.wait(past, now)
+				d, fromServer := s.wait(past, now, i+1)
 				require.True(t, fromServer)
 				require.Greater(t, d, time.Duration(0))
 				require.LessOrEqual(t, d, cfg.InitialInterval)
@@ -143,7 +143,7 @@ func TestScheduleDefaultShape(t *testing.T) {
 	require.NoError(t, err)
 	for i := 0; i < 100; i++ {
 		s := newSchedule(cfg, newFakeClock())
-		first, second := s.backoff(), s.backoff()
+		first, second := s.backoff(1), s.backoff(2)
 		require.GreaterOrEqual(t, first, 125*time.Millisecond)
 		require.LessOrEqual(t, first, 375*time.Millisecond)
 		require.GreaterOrEqual(t, second, 250*time.Millisecond)
@@ -161,9 +161,9 @@ func TestS24_JitterAtCap(t *testing.T) {
 	for c := range delays {
 		s := newSchedule(cfg, newFakeClock())
 		for n := 1; n < 20; n++ {
-			s.backoff()
+			s.backoff(n)
 		}
-		delays[c] = s.backoff()
+		delays[c] = s.backoff(20)
 	}
 
 	atCap := 0
