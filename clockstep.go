@@ -30,7 +30,7 @@ type stepClock struct {
 func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
 
 // journalClock returns the clock of a Transport over j (nil: none): base,
-// never earlier than the newest time j holds (journal_written.go). Until a
+// never earlier than the newest time j holds (Store.LatestWritten). Until a
 // record is read, that time is all the clock knows of the journal: without
 // it, after a step back, a first write-ahead would be dated before records
 // already there and look older than it is once Resume read them.

@@ -3,7 +3,7 @@
 // operation ID or caller's key under another identity is refused
 // (ErrIdentityMismatch) before anything is sent. transport.go calls
 // bindingOf, bind and admit; resume.go calls resumeContext and checkResumed;
-// identity_key.go holds the HMAC key of credential tags.
+// identity_tag.go makes credential tags under the Store's identity key.
 //
 // The identity is what the caller declares (Options.Identity, WithIdentity):
 // a tenant, customer or account name. It is journaled as given (sealed under

@@ -1,7 +1,8 @@
 // This file holds credential tags (Record.CredentialTag): an HMAC of a
 // call's credentials under the journal's identity key (Store.IdentityKey;
-// identity_key.go says what that protects against), so an operation is
-// bound to its creator's credentials without them being written down.
+// boltjournal's identity_key.go says what that protects against), so an
+// operation is bound to its creator's credentials without them being
+// written down.
 
 package idem
 

@@ -1,6 +1,6 @@
 // This file holds how a call ends, for the attempt loop (attempt.go): the
 // operation settles, fails, or stays pending and the caller gets a
-// *PendingError; the journal (journal.go) records which.
+// *PendingError; journal.Apply moves the record and the Store records it.
 
 package idem
 

@@ -1,5 +1,5 @@
 // This file holds Transport, the http.RoundTripper at idem's core: it decides
-// whether a request is journaled, writes it ahead to the Journal (journal.go),
+// whether a request is journaled, writes it ahead to its journal.Store (journal.go),
 // then hands it to the attempt loop (attempt.go). client.go builds one for you.
 
 package idem
@@ -55,8 +55,8 @@ import (
 type Transport struct {
 	zero     sync.Once // sets up the zero Transport (transport_zero.go)
 	cfg      *config
-	journal  journal.Store // nil: none; also holds the claims on operations (Journal.ops)
-	tags     *tagger       // credential tags under the journal's identity key (identity_key.go)
+	journal  journal.Store // nil: none; also holds the claims on operations
+	tags     *tagger       // credential tags under the Store's identity key (identity_tag.go)
 	clock    clock
 	resumers resumerSet        // background resumers to tell of new pending work
 	pending  pendingGauge      // this Transport's share of the Observer's gauge

@@ -47,7 +47,7 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (*bolt.DB, erro
 }
 
 // openBoltWith is openBolt with check run on the file before bbolt reads it,
-// with bbolt's lock held (journal_meta.go).
+// with bbolt's lock held (meta.go).
 func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(*os.File) error) (db *bolt.DB, err error) {
 	// Only a regular file can be a journal. A directory gets EISDIR, which a
 	// reader's open would not say, and a named pipe would block that open

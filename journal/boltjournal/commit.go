@@ -1,5 +1,5 @@
 // This file holds the journal's group commit (journal.go holds the file,
-// journal_read.go its reads, deferred.go the state changes that ride along).
+// read.go its reads, deferred.go the state changes that ride along).
 // Write-aheads from concurrent calls share one fsynced bbolt
 // transaction: a writer that finds no commit running commits at once (no
 // fixed delay); writers that arrive meanwhile queue up, and the next of them
@@ -226,7 +226,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	}
 	errs := make([]error, len(batch))
 	ids := make([]uint64, len(batch))
-	var newest time.Time // of the records written (journal_written.go)
+	var newest time.Time // of the records written (written.go)
 	for _, w := range batch {
 		if w.rec != nil && w.rec.Written().After(newest) {
 			newest = w.rec.Written()

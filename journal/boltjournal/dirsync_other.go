@@ -1,4 +1,4 @@
-// This file is journal_dirsync_unix.go's counterpart where a directory is
+// This file is dirsync_unix.go's counterpart where a directory is
 // not a file to fsync: on Windows the file system's own log makes a new
 // file's name durable with it, and Go cannot open a directory for Sync.
 

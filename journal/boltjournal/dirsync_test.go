@@ -1,4 +1,4 @@
-// Tests that a writer Open fsyncs the journal's directory (journal_dirsync.go).
+// Tests that a writer Open fsyncs the journal's directory (dirsync.go).
 
 package boltjournal
 

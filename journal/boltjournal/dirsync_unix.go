@@ -1,5 +1,5 @@
-// This file says where a directory can be fsynced (journal_dirsync.go);
-// journal_dirsync_other.go is its counterpart elsewhere.
+// This file says where a directory can be fsynced (dirsync.go);
+// dirsync_other.go is its counterpart elsewhere.
 
 //go:build unix
 

@@ -1,5 +1,5 @@
 // This file takes and releases a journal's file lock around bbolt's own
-// (journal.go, journal_meta.go); flock_other.go is its counterpart elsewhere.
+// (journal.go, meta.go); flock_other.go is its counterpart elsewhere.
 
 //go:build unix
 

@@ -1,7 +1,17 @@
+// Package boltjournal is idem's embedded journal: a journal.Store in one
+// bbolt file, opened by one process at a time. Writes ahead are committed
+// with fsync before Create returns, sharing each commit among the writers
+// that queued meanwhile (group commit, commit.go); settles ride the next
+// commit or a flush within tens of milliseconds (deferred.go). Large bodies
+// are stored in chunks and staged ahead of their record (body.go), sealed
+// with AES-256-GCM under a Keyring if asked (encrypt.go, record_seal.go).
+// It is the only package of idem that imports go.etcd.io/bbolt; the idem
+// package opens it with idem.Open and idem.OpenJournal.
+//
 // This file holds the Journal: the bbolt file where operations are written
-// before they are sent (write-ahead) and kept until settled, expired or failed.
-// transport.go writes to it through commit.go; journal_read.go reads it;
-// client.go opens it, and journal_bolt.go opens its bbolt file.
+// before they are sent (write-ahead) and kept until settled, expired or
+// failed. commit.go writes to it, read.go reads it, bolt.go opens the file,
+// and store.go is its journal.Store face.
 //
 // Layout (all keys of records are 8-byte big-endian sequence numbers, so
 // inserts append):
@@ -13,7 +23,7 @@
 //	bodies   ID -> the request body (sealed if the record names a key ID),
 //	         until the operation settles; kept apart so listings never read
 //	         bodies and nothing copies them. A body over 64 KiB is stored
-//	         in chunks, ID+chunk number -> chunk (journal_body.go)
+//	         in chunks, ID+chunk number -> chunk (body.go)
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
 //	meta     the journal version: 8, or 9 once a writer with
 //	         Options.Encryption has opened it (version 8 plus sealed records,
@@ -22,7 +32,7 @@
 //	         "identity-key", the HMAC key of credential tags
 //	         (identity_key.go); and
 //	         "staged\x00"+ID while a body of 1 MiB or more is written ahead
-//	         of its record (journal_body.go)
+//	         of its record (body.go)
 
 package boltjournal
 
@@ -51,7 +61,7 @@ var (
 	metaVersion   = []byte("version")
 	// The file's format version: 8 for a plaintext journal, 9 once opened
 	// with Options.Encryption (for good). 3 and 4, the same before bodies
-	// were stored in chunks (journal_body.go), 6, sealed before large
+	// were stored in chunks (body.go), 6, sealed before large
 	// bodies were sealed in parts (sealSegment), and 5 and 7, before
 	// operations were bound to identities (identity.go), are read, and
 	// marked 8 or 9 when opened for writing, so that an older idem refuses
@@ -103,12 +113,12 @@ type Journal struct {
 
 	commits, writeAheads atomic.Uint64
 	// written is the newest time of a record in the file or given to it,
-	// in Unix nanoseconds (journal_written.go).
+	// in Unix nanoseconds (written.go).
 	written atomic.Int64
 
 	// ops are the operations in flight in this process: every Transport over
 	// the journal holds an operation's lock while a call or Resume runs it,
-	// and Resolve and Discard refuse one that is held (journal_resolve.go).
+	// and Resolve and Discard refuse one that is held (resolve.go).
 	ops journal.Claims
 }
 

@@ -1,4 +1,4 @@
-// Tests for journal_meta.go: a journal with one damaged meta page is refused
+// Tests for meta.go: a journal with one damaged meta page is refused
 // instead of opened one commit older, until the older commit is accepted on
 // purpose; a truncated file gives the same error to a writer and a reader.
 

@@ -1,6 +1,6 @@
 // Tests that a settled operation's body leaves the journal's buckets: many
 // settles in one commit (group commit, deferred settles, prune) used to leave
-// chunks of large bodies behind (journal_body.go, deleteBody). The file is
+// chunks of large bodies behind (body.go, deleteBody). The file is
 // read raw, with bbolt, after the journal is closed.
 
 package boltjournal

@@ -1,6 +1,6 @@
 // This file makes the Journal a journal.Store: the contract the Transport
 // uses, over the Journal's own writes (commit.go, deferred.go) and reads
-// (journal_read.go).
+// (read.go).
 
 package boltjournal
 
@@ -87,7 +87,7 @@ func (j *Journal) Release(name journal.Name) { j.ops.Release(name) }
 func (j *Journal) IdentityKey() []byte { return j.identityKey }
 
 // LatestWritten returns the newest time the journal holds or has been given
-// to write (journal_written.go).
+// to write (written.go).
 func (j *Journal) LatestWritten() time.Time { return j.latestWritten() }
 
 // indexKey is the index entry of an operation's name: "o\x00" and its
