@@ -1,0 +1,40 @@
+// Package pgjournal is an idem journal on PostgreSQL: a journal.Store that
+// several instances of a service share, so that any of them finishes the
+// pending operations of one that died, with the same idempotency key and
+// the same bytes.
+//
+// Open takes the service's own *pgxpool.Pool (pgx v5) and creates or
+// upgrades the tables it needs in Options.Schema (schema.sql, applied by
+// Migrate under an advisory lock). One set of tables holds any number of
+// journals, each under its Options.Namespace: the operation ID and a
+// caller's key are unique per namespace.
+//
+// # Leases and fencing
+//
+// An operation is leased to one instance while it sends it: Create leases
+// the row it writes, and Claim (or TryClaim) leases an existing row, both
+// on the database's clock (leased_until = now() + Options.Lease); a
+// running Journal renews its leases every Lease/3. Any instance takes over
+// a row whose lease ran out, whatever its identity, and bumps the row's
+// epoch as it does. Every Update is conditional on the epoch its record was
+// read with: an instance that stalled past its lease (a GC pause, a frozen
+// VM) gets ErrFenced and changes nothing, so the adopter's outcome stands.
+// Client clocks never judge a lease.
+//
+// Worst case from an instance's death to adoption: Options.Lease (the last
+// renewal's lease running out) plus the adopter's resume interval.
+// Within one process at most one attempt of an operation is in flight, as
+// with the bbolt journal; across instances, a holder that stalled past its
+// lease may overlap with its adopter for one attempt, which the server's
+// idempotency (the same key) makes harmless.
+//
+// # Durability
+//
+// Every write is a committed statement: Create returns once the row is
+// committed, and Update returns once the change is, whatever the
+// journal.Durability asked (Deferred is not deferred here).
+//
+// Not yet: encryption at rest (journal records are stored in plaintext but
+// for sensitive headers, which are never written), the transactional
+// outbox, and the idem command's support for postgres:// journals.
+package pgjournal

@@ -1,0 +1,151 @@
+// This file holds the Journal: Open, Close, and what it keeps between
+// calls (its queries, its claims and leases, its identity key).
+
+package pgjournal
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Journal is a journal.Store on PostgreSQL. It is safe for concurrent use.
+// Close it when done; Close does not close the pool, which is the caller's.
+type Journal struct {
+	pool   *pgxpool.Pool
+	opts   Options
+	schema string // quoted
+	holder string // this Journal's identity in leased rows, random per Open
+	idKey  []byte
+
+	claims journal.Claims
+
+	mu     sync.Mutex
+	leases map[journal.Name]lease // the rows this Journal leases
+	closed bool
+
+	stop chan struct{}  // closed by Close: stops the heartbeat
+	done sync.WaitGroup // the heartbeat
+}
+
+// lease is a row this Journal leased, and the epoch it leased it at.
+type lease struct {
+	seq   int64
+	epoch int64
+}
+
+// Open returns the journal opts.Namespace in opts.Schema over pool,
+// creating or upgrading the tables first (Migrate). It fails with an error
+// matching journal.ErrInvalidOptions for invalid opts, or the database's
+// error.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, error) {
+	c, err := opts.resolved()
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, pool, &c); err != nil {
+		return nil, err
+	}
+	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
+		holder: uuid.NewString(), leases: map[journal.Name]lease{}, stop: make(chan struct{})}
+	if j.idKey, err = j.loadIdentityKey(ctx); err != nil {
+		return nil, err
+	}
+	j.done.Go(j.heartbeat)
+	return j, nil
+}
+
+// loadIdentityKey reads the namespace's identity key, making it if the
+// namespace is new.
+func (j *Journal) loadIdentityKey(ctx context.Context) ([]byte, error) {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	_, err := j.pool.Exec(ctx, j.sql(`INSERT INTO {s}.namespaces (namespace, identity_key) VALUES ($1, $2)
+		ON CONFLICT (namespace) DO NOTHING`), j.opts.Namespace, k)
+	if err != nil {
+		return nil, j.fail("open", err)
+	}
+	err = j.pool.QueryRow(ctx, j.sql(`SELECT identity_key FROM {s}.namespaces WHERE namespace = $1`),
+		j.opts.Namespace).Scan(&k)
+	if err != nil {
+		return nil, j.fail("open", err)
+	}
+	return k, nil
+}
+
+// sql puts the quoted schema into a query.
+func (j *Journal) sql(q string) string { return strings.ReplaceAll(q, "{s}", j.schema) }
+
+// fail wraps a database error with what was being done.
+func (j *Journal) fail(what string, err error) error {
+	return fmt.Errorf("pgjournal: %s %s/%s: %w", what, j.opts.Schema, j.opts.Namespace, err)
+}
+
+// check returns journal.ErrClosed once the Journal is closed.
+func (j *Journal) check() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return fmt.Errorf("%w: pgjournal %s/%s", journal.ErrClosed, j.opts.Schema, j.opts.Namespace)
+	}
+	return nil
+}
+
+// Close stops renewing this Journal's leases and gives them up, so that
+// another instance may take its operations at once. Later calls return
+// errors matching journal.ErrClosed; a second Close returns nil.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	held := j.leases
+	j.leases = nil
+	j.mu.Unlock()
+	close(j.stop)
+	j.done.Wait()
+	if len(held) == 0 {
+		return nil
+	}
+	seqs, epochs := columnsOf(held)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// An error leaves the leases to run out: other instances adopt the rows
+	// Lease later instead of now.
+	_, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations o SET leased_until = NULL
+		FROM unnest($2::bigint[], $3::bigint[]) AS l(seq, epoch)
+		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $4`),
+		j.opts.Namespace, seqs, epochs, j.holder)
+	if err != nil {
+		return j.fail("close: release leases", err)
+	}
+	return nil
+}
+
+// IdentityKey returns the namespace's HMAC key for credential tags.
+func (j *Journal) IdentityKey() []byte { return append([]byte(nil), j.idKey...) }
+
+// LatestWritten returns the newest time written to a record of the
+// namespace (journal.Record.Written).
+func (j *Journal) LatestWritten() time.Time {
+	var t *time.Time
+	err := j.pool.QueryRow(context.Background(), j.sql(`SELECT max(greatest(updated,
+			(record->>'created')::timestamptz, (record->>'last_attempt')::timestamptz))
+		FROM {s}.operations WHERE namespace = $1`), j.opts.Namespace).Scan(&t)
+	if err != nil || t == nil {
+		return time.Time{}
+	}
+	return *t
+}

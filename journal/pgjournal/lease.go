@@ -1,0 +1,178 @@
+// This file holds the claims on operations: in this process, journal.Claims;
+// across instances, a lease on the operation's row, on the database's clock,
+// renewed by a heartbeat and fenced by the row's epoch.
+
+package pgjournal
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5"
+)
+
+// Claim holds the operation name names for sending: in this process, then
+// its row's lease, waiting while another live instance holds it, until ctx
+// ends (journal.Store). A name with no row yet is claimed in this process
+// only; Create leases the row it writes.
+func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
+	if err := j.claims.Claim(ctx, name); err != nil {
+		return err
+	}
+	wait := min(j.opts.Lease/4, 250*time.Millisecond)
+	for {
+		ok, err := j.takeLease(ctx, name)
+		if err == nil && ok {
+			return nil
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			j.claims.Release(name)
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// TryClaim is Claim without waiting: false if this process or another live
+// instance holds name, or the database cannot be reached within Lease.
+func (j *Journal) TryClaim(name journal.Name) bool {
+	if !j.claims.TryClaim(name) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
+	defer cancel()
+	if ok, err := j.takeLease(ctx, name); err != nil || !ok {
+		j.claims.Release(name)
+		return false
+	}
+	return true
+}
+
+// Release gives up the claim on name, and its row's lease.
+func (j *Journal) Release(name journal.Name) {
+	j.mu.Lock()
+	l, ok := j.leases[name]
+	delete(j.leases, name)
+	j.mu.Unlock()
+	if ok {
+		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
+		j.unlease(ctx, l) // an error leaves the lease to run out
+		cancel()
+	}
+	j.claims.Release(name)
+}
+
+// takeLease leases name's row to this Journal, unless another live
+// instance holds it; it reports whether this Journal holds it now (true
+// for a name with no row). Taking a row from another holder, or after its
+// lease ran out, bumps its epoch, which fences the writes of the one
+// before.
+func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error) {
+	// A key names an operation without an ID (journal.NameOf), whether the
+	// caller chose it or idem minted it: both are leased while sent.
+	cond, arg := `operation_id = $2`, name.OperationID
+	if name.OperationID == "" {
+		cond, arg = `key = $2 AND operation_id IS NULL`, name.Key
+	}
+	var l lease
+	err := j.pool.QueryRow(ctx, j.sql(`UPDATE {s}.operations
+		SET epoch = CASE WHEN holder = $3 AND leased_until >= now() THEN epoch ELSE epoch + 1 END,
+			holder = $3, leased_until = now() + $4::interval
+		WHERE namespace = $1 AND `+cond+`
+			AND (leased_until IS NULL OR leased_until < now() OR holder = $3)
+		RETURNING seq, epoch`), j.opts.Namespace, arg, j.holder, j.opts.Lease).Scan(&l.seq, &l.epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		err = j.pool.QueryRow(ctx, j.sql(`SELECT true FROM {s}.operations WHERE namespace = $1 AND `+cond),
+			j.opts.Namespace, arg).Scan(&exists)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return true, nil // no row: the claim in this process is all there is
+		}
+		if err != nil {
+			return false, j.fail("lease", err)
+		}
+		return false, nil // leased by another live instance
+	}
+	if err != nil {
+		return false, j.fail("lease", err)
+	}
+	j.noteLease(name, l)
+	return true, nil
+}
+
+// noteLease remembers that this Journal leases name's row, for the
+// heartbeat and Release.
+func (j *Journal) noteLease(name journal.Name, l lease) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.leases != nil {
+		j.leases[name] = l
+	}
+}
+
+// unlease gives up the lease on l's row, if this Journal still holds it.
+func (j *Journal) unlease(ctx context.Context, l lease) error {
+	_, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations SET leased_until = NULL
+		WHERE namespace = $1 AND seq = $2 AND holder = $3 AND epoch = $4`),
+		j.opts.Namespace, l.seq, j.holder, l.epoch)
+	if err != nil {
+		return j.fail("release lease", err)
+	}
+	return nil
+}
+
+// heartbeat renews this Journal's leases every Lease/3 until Close. A
+// failed renewal is tried again next tick; a lease that runs out meanwhile
+// is another instance's to take, and fencing holds.
+func (j *Journal) heartbeat() {
+	t := time.NewTicker(j.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease/3)
+		j.renew(ctx)
+		cancel()
+	}
+}
+
+// renew extends, to now() + Lease, every lease this Journal still holds at
+// the epoch it took it, in one statement, and returns how many it renewed.
+func (j *Journal) renew(ctx context.Context) (int64, error) {
+	j.mu.Lock()
+	seqs, epochs := columnsOf(j.leases)
+	j.mu.Unlock()
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations o SET leased_until = now() + $3::interval
+		FROM unnest($2::bigint[], $4::bigint[]) AS l(seq, epoch)
+		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $5`),
+		j.opts.Namespace, seqs, j.opts.Lease, epochs, j.holder)
+	if err != nil {
+		return 0, j.fail("renew leases", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// columnsOf returns the rows and epochs of leases, as two arrays for
+// unnest: one statement renews or releases them all.
+func columnsOf(leases map[journal.Name]lease) (seqs, epochs []int64) {
+	seqs = make([]int64, 0, len(leases))
+	epochs = make([]int64, 0, len(leases))
+	for _, l := range leases {
+		seqs, epochs = append(seqs, l.seq), append(epochs, l.epoch)
+	}
+	return seqs, epochs
+}

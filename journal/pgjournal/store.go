@@ -1,0 +1,245 @@
+// This file makes the Journal a journal.Store: Create, Get, Reload, Update,
+// Flush, Pending, PendingCount and Prune. The leases are in lease.go.
+
+package pgjournal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var _ journal.Store = (*Journal)(nil)
+
+// ErrFenced is returned by Update when another instance has taken over the
+// operation since this one read it (its lease ran out and the row's epoch
+// moved on): the write changes nothing, and the other instance's outcome
+// stands.
+var ErrFenced = errors.New("pgjournal: operation taken over by another instance (lease lost)")
+
+// Create writes rec, a new pending operation, in one committed statement,
+// and leases it to this Journal (journal.Store).
+func (j *Journal) Create(ctx context.Context, rec *journal.Record) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	if rec.BodySHA256 == "" {
+		rec.BodySHA256 = journal.BodySum(rec.Body)
+	}
+	data, err := encode(rec)
+	if err != nil {
+		return err
+	}
+	var opID *string
+	if rec.OperationID != "" {
+		opID = &rec.OperationID
+	}
+	var seq, epoch int64
+	err = j.pool.QueryRow(ctx, j.sql(`INSERT INTO {s}.operations
+			(namespace, key, caller_key, operation_id, state, record, body, updated, holder, leased_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + $10::interval)
+		RETURNING seq, epoch`),
+		j.opts.Namespace, rec.Key, rec.CallerKey, opID, int16(rec.State), data, bodyOf(rec), rec.Updated,
+		j.holder, j.opts.Lease).Scan(&seq, &epoch)
+	if err != nil {
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" {
+			return fmt.Errorf("%w: %s is already in the journal", journal.ErrDuplicate, journal.NameOf(rec))
+		}
+		return j.fail("create", err)
+	}
+	journal.SetRef(rec, journal.Ref{Seq: uint64(seq), Part: int(epoch)})
+	j.noteLease(journal.NameOf(rec), lease{seq: seq, epoch: epoch})
+	return nil
+}
+
+// bodyOf is the body column of rec: none once settled.
+func bodyOf(rec *journal.Record) []byte {
+	if rec.State == journal.StateSettled {
+		return nil
+	}
+	if rec.Body == nil {
+		return []byte{}
+	}
+	return rec.Body
+}
+
+// Get returns the operation name names, with its body, or nil
+// (journal.Store). A key idem minted is not found.
+func (j *Journal) Get(ctx context.Context, name journal.Name) (*journal.Record, error) {
+	if err := j.check(); err != nil {
+		return nil, err
+	}
+	q := `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND operation_id = $2`
+	arg := name.OperationID
+	if name.OperationID == "" {
+		q = `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND key = $2 AND caller_key`
+		arg = name.Key
+	}
+	return j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+}
+
+// Reload returns the newest state of rec, with its body, or nil
+// (journal.Store).
+func (j *Journal) Reload(ctx context.Context, rec *journal.Record) (*journal.Record, error) {
+	if err := j.check(); err != nil {
+		return nil, err
+	}
+	row := j.pool.QueryRow(ctx, j.sql(`SELECT `+columns+`, body FROM {s}.operations
+		WHERE namespace = $1 AND seq = $2`), j.opts.Namespace, int64(journal.RefOf(rec).Seq))
+	return j.readOne(ctx, "reload", row)
+}
+
+func (j *Journal) readOne(_ context.Context, what string, row pgx.Row) (*journal.Record, error) {
+	rec, err := scanRecord(row, true)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, j.fail(what, err)
+	}
+	return rec, j.checkBody(rec)
+}
+
+// Update writes rec's new state in one committed statement, whatever d
+// asks (journal.Store), if rec's row is still at the epoch rec was read
+// with: else ErrFenced, or journal.ErrGone if the row was pruned.
+func (j *Journal) Update(ctx context.Context, rec *journal.Record, _ journal.Durability) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	data, err := encode(rec)
+	if err != nil {
+		return err
+	}
+	ref := journal.RefOf(rec)
+	var body any = bodyOf(rec)
+	if rec.State != journal.StateSettled && rec.Body == nil {
+		body = nil // a listed record, without its body: keep the stored one
+	}
+	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations
+		SET state = $3::smallint, record = $4, updated = $5,
+			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END
+		WHERE namespace = $1 AND seq = $2 AND epoch = $7`),
+		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part))
+	if err != nil {
+		return j.fail("update", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var epoch int64
+	err = j.pool.QueryRow(ctx, j.sql(`SELECT epoch FROM {s}.operations WHERE namespace = $1 AND seq = $2`),
+		j.opts.Namespace, int64(ref.Seq)).Scan(&epoch)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: pgjournal %s/%s: record %d", journal.ErrGone, j.opts.Schema, j.opts.Namespace, ref.Seq)
+	case err != nil:
+		return j.fail("update", err)
+	}
+	return fmt.Errorf("%w: record %d read at epoch %d, now %d", ErrFenced, ref.Seq, ref.Part, epoch)
+}
+
+// Flush does nothing: every Update is committed before it returns.
+func (j *Journal) Flush(context.Context) error { return j.check() }
+
+// pendingPage is how many pending rows Pending reads at once.
+const pendingPage = 256
+
+// Pending yields the pending operations that no other live instance
+// leases, without their bodies, in seq order, a page at a time
+// (journal.Store).
+func (j *Journal) Pending(ctx context.Context, after uint64) iter.Seq2[*journal.Record, error] {
+	return func(yield func(*journal.Record, error) bool) {
+		if err := j.check(); err != nil {
+			yield(nil, err)
+			return
+		}
+		for {
+			page, err := j.pendingPage(ctx, int64(after))
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, rec := range page {
+				if !yield(rec, nil) {
+					return
+				}
+			}
+			if len(page) < pendingPage {
+				return
+			}
+			after = journal.RefOf(page[len(page)-1]).Seq
+		}
+	}
+}
+
+func (j *Journal) pendingPage(ctx context.Context, after int64) ([]*journal.Record, error) {
+	rows, err := j.pool.Query(ctx, j.sql(`SELECT `+columns+` FROM {s}.operations
+		WHERE namespace = $1 AND state = 1 AND seq > $2
+			AND (leased_until IS NULL OR leased_until < now() OR holder = $3)
+		ORDER BY seq LIMIT $4`), j.opts.Namespace, after, j.holder, pendingPage)
+	if err != nil {
+		return nil, j.fail("list pending", err)
+	}
+	defer rows.Close()
+	var page []*journal.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows, false)
+		if err != nil {
+			return nil, j.fail("list pending", err)
+		}
+		page = append(page, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, j.fail("list pending", err)
+	}
+	return page, nil
+}
+
+// PendingCount returns how many operations of the namespace are pending.
+func (j *Journal) PendingCount(ctx context.Context) (int, error) {
+	if err := j.check(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT count(*) FROM {s}.operations WHERE namespace = $1 AND state = 1`),
+		j.opts.Namespace).Scan(&n)
+	if err != nil {
+		return 0, j.fail("count pending", err)
+	}
+	return n, nil
+}
+
+// pruneBatch is how many rows one statement of Prune deletes.
+const pruneBatch = 1000
+
+// Prune deletes the settled, failed and expired operations last updated
+// more than retention ago, by the database's clock, in batches of
+// pruneBatch rows, and returns how many it deleted. Pending ones are never
+// deleted. Keep retention at least KeyTTL.
+func (j *Journal) Prune(retention time.Duration) (int, error) {
+	if err := j.check(); err != nil {
+		return 0, err
+	}
+	ctx := context.Background()
+	total := 0
+	for {
+		tag, err := j.pool.Exec(ctx, j.sql(`DELETE FROM {s}.operations WHERE namespace = $1 AND seq IN (
+			SELECT seq FROM {s}.operations
+			WHERE namespace = $1 AND state <> 1 AND updated < now() - $2::interval
+			LIMIT $3)`), j.opts.Namespace, retention, pruneBatch)
+		if err != nil {
+			return total, j.fail("prune", err)
+		}
+		total += int(tag.RowsAffected())
+		if tag.RowsAffected() < pruneBatch {
+			return total, nil
+		}
+	}
+}
