@@ -267,23 +267,17 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	if err := ctx.Err(); err != nil {
 		return nil, err // nothing written, nothing sent
 	}
-	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
 	sum := bodySum(buf)
 	existed := rec != nil
 	if !existed {
-		now := t.clock.Now()
-		rec = &Record{Key: key, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
-			Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-			DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum}
-		journal.Apply(rec, journal.EventCreate, journal.Change{Now: now}) // a new record: always allowed
-		t.bind(rec, &call)
-		if err := t.writeAhead(ctx, rec, hasKey); err != nil {
+		rec = t.newRecord(req, key, hasKey, opID, buf, sum, &call)
+		if err := t.writeAhead(ctx, rec); err != nil {
 			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
 		}
 		t.crash(crashWriteAhead)
 	} else if err := t.admit(rec, &call, name); err != nil {
 		return nil, err
-	} else if err := t.reuse(rec, fingerprint(method(req), u, sum), key, hasKey); err != nil {
+	} else if err := t.reuse(rec, t.fingerprintOf(req, sum), key, hasKey); err != nil {
 		return nil, err
 	} else if req, err = t.toTarget(req, rec); err != nil {
 		// Moved by a 307 or 308, it goes where the server holds its key,
@@ -320,9 +314,8 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 
 // writeAhead commits a new record before anything is sent, and tells the
 // Observer how long the commit took.
-func (t *Transport) writeAhead(ctx context.Context, rec *Record, callerKey bool) error {
+func (t *Transport) writeAhead(ctx context.Context, rec *Record) error {
 	start := time.Now() // commit latency is wall time, whatever clock drives retries
-	rec.CallerKey = callerKey
 	err := t.journal.Create(ctx, rec)
 	t.cfg.observer.WriteAhead(ctx, time.Since(start), err)
 	if err == nil {

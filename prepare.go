@@ -1,0 +1,88 @@
+// This file builds a new operation's record: for RoundTrip's write-ahead
+// (transport.go), and for Prepare, which hands it to a Store that writes it
+// by its own means, such as a transactional outbox (journal/pgjournal).
+
+package idem
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/idem-go/idem/journal"
+)
+
+// Prepare returns the record RoundTrip would write ahead for req, as a new
+// pending operation, without writing or sending anything. It reads and
+// closes req's body. The key is the caller's (its header or WithKey) or a
+// new one; the operation ID is WithOperationID's; sensitive headers and
+// query parameters are left out, as RoundTrip leaves them out.
+//
+// It is for a Store that journals the record by other means, such as
+// pgjournal's transactional outbox, which writes it inside the caller's
+// database transaction; Resume, on any Transport over that Store, then
+// sends it. It fails, having written nothing, with ErrInvalidRequest (also
+// for a call WithoutJournal), ErrInvalidKey, ErrBodyTooLarge, the
+// context's error, or Options.Identity's error.
+func (t *Transport) Prepare(req *http.Request) (*Record, error) {
+	t.setup()
+	if req == nil {
+		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
+	}
+	_, err := t.checkCall(req)
+	if err == nil && withoutJournal(req.Context()) {
+		err = fmt.Errorf("%w: Prepare of a call WithoutJournal: there is nothing to journal", ErrInvalidRequest)
+	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	b, err := t.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	if b.tooLarge {
+		b.close()
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, t.cfg.MaxBodyBytes)
+	}
+	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
+	if err != nil {
+		return nil, err
+	}
+	opID, hasOp := operationIDFrom(req.Context())
+	if hasOp {
+		if err := validateKey("operation ID", opID); err != nil {
+			return nil, err
+		}
+	}
+	call, err := t.bindingOf(req)
+	if err != nil {
+		return nil, err
+	}
+	if !hasKey {
+		if key, err = newKey(); err != nil {
+			return nil, err
+		}
+	}
+	return t.newRecord(req, key, hasKey, opID, b.buf, bodySum(b.buf), &call), nil
+}
+
+// newRecord returns the record of a new operation for req, pending since
+// now, bound to the call's identity or credentials; sum is buf's bodySum.
+func (t *Transport) newRecord(req *http.Request, key string, callerKey bool, opID string, buf []byte, sum string, call *binding) *Record {
+	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
+	rec := &Record{Key: key, CallerKey: callerKey, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
+		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
+		DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum}
+	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
+	t.bind(rec, call)
+	return rec
+}
+
+// fingerprintOf is the fingerprint of req as its record would store it;
+// sum is its body's bodySum.
+func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
+	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
+	return fingerprint(method(req), u, sum)
+}
