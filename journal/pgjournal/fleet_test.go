@@ -96,7 +96,13 @@ func fleetPool(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, postgresURL())
+	schema := "idem_fleet_" + uuid.New().String()[:8]
+	cfg, err := pgxpool.ParseConfig(postgresURL())
+	if err != nil {
+		t.Fatalf("IDEM_POSTGRES_URL: %v", err)
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema // what faults_test.go kills
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
@@ -106,7 +112,6 @@ func fleetPool(t *testing.T) (*pgxpool.Pool, string) {
 		}
 		t.Skipf("PostgreSQL not reachable at %s (set IDEM_POSTGRES_URL): %v", postgresURL(), err)
 	}
-	schema := "idem_fleet_" + uuid.New().String()[:8]
 	t.Cleanup(func() {
 		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
 		pool.Close()
