@@ -34,7 +34,14 @@
 // committed, and Update returns once the change is, whatever the
 // journal.Durability asked (Deferred is not deferred here).
 //
+// # Outbox
+//
+// An Outbox journals a call inside the caller's own transaction
+// (EnqueueTx, EnqueueSQLTx): it is sent, by any instance's Resume, if and
+// only if that transaction commits; Run wakes a sender on each commit.
+//
 // Not yet: encryption at rest (journal records are stored in plaintext but
-// for sensitive headers, which are never written), the transactional
-// outbox, and the idem command's support for postgres:// journals.
+// for sensitive headers, which are never written), due times judged by the
+// database's clock (only leases are), and the idem command's support for
+// PostgreSQL journals. docs/fleet.md has the figures.
 package pgjournal

@@ -6,11 +6,9 @@ package pgjournal
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/idem-go/idem/journal"
-	"github.com/jackc/pgx/v5"
 )
 
 // Claim holds the operation name names for sending: in this process, then
@@ -82,28 +80,28 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 	if name.OperationID == "" {
 		cond, arg = `key = $2 AND operation_id IS NULL`, name.Key
 	}
-	var l lease
-	err := j.pool.QueryRow(ctx, j.sql(`UPDATE {s}.operations
-		SET epoch = CASE WHEN holder = $3 AND leased_until >= now() THEN epoch ELSE epoch + 1 END,
-			holder = $3, leased_until = now() + $4::interval
-		WHERE namespace = $1 AND `+cond+`
-			AND (leased_until IS NULL OR leased_until < now() OR holder = $3)
-		RETURNING seq, epoch`), j.opts.Namespace, arg, j.holder, j.opts.Lease).Scan(&l.seq, &l.epoch)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var exists bool
-		err = j.pool.QueryRow(ctx, j.sql(`SELECT true FROM {s}.operations WHERE namespace = $1 AND `+cond),
-			j.opts.Namespace, arg).Scan(&exists)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return true, nil // no row: the claim in this process is all there is
-		}
-		if err != nil {
-			return false, j.fail("lease", err)
-		}
+	// One round trip: the UPDATE takes the lease if it may; the EXISTS,
+	// which sees the rows as they were, tells "no row" from "another's".
+	var seq, epoch *int64
+	var exists bool
+	err := j.pool.QueryRow(ctx, j.sql(`WITH took AS (UPDATE {s}.operations
+			SET epoch = CASE WHEN holder = $3 AND leased_until >= now() THEN epoch ELSE epoch + 1 END,
+				holder = $3, leased_until = now() + $4::interval
+			WHERE namespace = $1 AND `+cond+`
+				AND (leased_until IS NULL OR leased_until < now() OR holder = $3)
+			RETURNING seq, epoch)
+		SELECT (SELECT seq FROM took LIMIT 1), (SELECT epoch FROM took LIMIT 1),
+			EXISTS (SELECT 1 FROM {s}.operations WHERE namespace = $1 AND `+cond+`)`),
+		j.opts.Namespace, arg, j.holder, j.opts.Lease).Scan(&seq, &epoch, &exists)
+	switch {
+	case err != nil:
+		return false, j.fail("lease", err)
+	case seq == nil && !exists:
+		return true, nil // no row: the claim in this process is all there is
+	case seq == nil:
 		return false, nil // leased by another live instance
 	}
-	if err != nil {
-		return false, j.fail("lease", err)
-	}
+	l := lease{seq: *seq, epoch: *epoch}
 	j.noteLease(name, l)
 	return true, nil
 }
@@ -116,6 +114,14 @@ func (j *Journal) noteLease(name journal.Name, l lease) {
 	if j.leases != nil {
 		j.leases[name] = l
 	}
+}
+
+// forgetLease drops name's lease from those this Journal renews, once a
+// write released it.
+func (j *Journal) forgetLease(name journal.Name) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.leases, name)
 }
 
 // unlease gives up the lease on l's row, if this Journal still holds it.

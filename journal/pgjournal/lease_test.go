@@ -234,3 +234,25 @@ func TestRenew(t *testing.T) {
 		t.Fatalf("after renew the lease has %v left, want about %v", left, a.opts.Lease)
 	}
 }
+
+// A write that makes the operation final gives its lease up with it: no
+// renewals after, and no round trip at Release.
+func TestFinalUpdateReleasesLease(t *testing.T) {
+	a, b, _ := pair(t)
+	rec := pendingRec(t, "order-5")
+	claimCreate(t, a, rec)
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, rec, journal.Deferred); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.renew(bg); err != nil || n != 0 {
+		t.Fatalf("renew after the settle: %d leases (%v), want none", n, err)
+	}
+	if !b.TryClaim(journal.NameOf(rec)) {
+		t.Fatal("b could not claim a settled operation a no longer leases")
+	}
+	b.Release(journal.NameOf(rec))
+	a.Release(journal.NameOf(rec))
+}

@@ -124,13 +124,17 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, _ journal.Dur
 	}
 	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations
 		SET state = $3::smallint, record = $4, updated = $5,
-			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END
+			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END,
+			leased_until = CASE WHEN $3::smallint = 1 THEN leased_until END
 		WHERE namespace = $1 AND seq = $2 AND epoch = $7`),
 		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part))
 	if err != nil {
 		return j.fail("update", err)
 	}
 	if tag.RowsAffected() == 1 {
+		if rec.State != journal.StatePending {
+			j.forgetLease(journal.NameOf(rec)) // released by this write: Release has nothing to do
+		}
 		return nil
 	}
 	var epoch int64
