@@ -30,11 +30,14 @@ type stepClock struct {
 func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
 
 // journalClock returns the clock of a Transport over j (nil: none): base,
-// never earlier than the newest time j holds (Store.LatestWritten). Until a
+// or j's time if j keeps one (journal.Clock), never earlier than the newest time j holds (Store.LatestWritten). Until a
 // record is read, that time is all the clock knows of the journal: without
 // it, after a step back, a first write-ahead would be dated before records
 // already there and look older than it is once Resume read them.
 func journalClock(base clock, j journal.Store) *stepClock {
+	if sc, ok := j.(journal.Clock); ok {
+		base = storeClock{clock: base, store: sc}
+	}
 	c := newStepClock(base)
 	if j != nil {
 		if t := j.LatestWritten(); !t.IsZero() {
@@ -102,3 +105,12 @@ func (t *Transport) now(rec *Record) time.Time {
 	}
 	return t.clock.Now()
 }
+
+// storeClock reads the time from a Store that keeps one, and waits on its
+// base clock: durations are the same on both.
+type storeClock struct {
+	clock
+	store journal.Clock
+}
+
+func (c storeClock) Now() time.Time { return c.store.Now() }

@@ -95,6 +95,15 @@ type Store interface {
 	Close() error
 }
 
+// Clock is implemented by a Store that several machines share and whose
+// clock judges time for all of them (pgjournal: the database's). A
+// Transport over such a Store reads the time from it, so that the times it
+// writes and compares (created, due, expiry) agree across instances whose
+// own clocks disagree. Now must be cheap: it is read on every call.
+type Clock interface {
+	Now() time.Time
+}
+
 // Durability is how durable an Update must be before it returns.
 type Durability uint8
 

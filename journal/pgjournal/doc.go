@@ -40,8 +40,11 @@
 // (EnqueueTx, EnqueueSQLTx): it is sent, by any instance's Resume, if and
 // only if that transaction commits; Run wakes a sender on each commit.
 //
+// A Transport over a Journal reads its time from it (Now, journal.Clock):
+// the database's clock, so the created, due and expiry times of a fleet
+// agree whatever the instances' clocks say.
+//
 // Not yet: encryption at rest (journal records are stored in plaintext but
-// for sensitive headers, which are never written), due times judged by the
-// database's clock (only leases are), and the idem command's support for
-// PostgreSQL journals. docs/fleet.md has the figures.
+// for sensitive headers, which are never written), and the idem command's
+// support for PostgreSQL journals. docs/fleet.md has the figures.
 package pgjournal

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +28,9 @@ type Journal struct {
 	idKey  []byte
 
 	claims journal.Claims
+
+	local  func() time.Time // the local clock: time.Now, but in tests
+	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)
 
 	mu     sync.Mutex
 	leases map[journal.Name]lease // the rows this Journal leases
@@ -55,8 +59,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 		return nil, err
 	}
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
-		holder: uuid.NewString(), leases: map[journal.Name]lease{}, stop: make(chan struct{})}
+		holder: uuid.NewString(), leases: map[journal.Name]lease{}, stop: make(chan struct{}), local: c.local}
 	if j.idKey, err = j.loadIdentityKey(ctx); err != nil {
+		return nil, err
+	}
+	if err := j.syncClock(ctx); err != nil {
 		return nil, err
 	}
 	j.done.Go(j.heartbeat)

@@ -135,7 +135,8 @@ func (j *Journal) unlease(ctx context.Context, l lease) error {
 	return nil
 }
 
-// heartbeat renews this Journal's leases every Lease/3 until Close. A
+// heartbeat renews this Journal's leases, and measures the database's
+// clock again, every Lease/3 until Close. A
 // failed renewal is tried again next tick; a lease that runs out meanwhile
 // is another instance's to take, and fencing holds.
 func (j *Journal) heartbeat() {
@@ -149,6 +150,7 @@ func (j *Journal) heartbeat() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease/3)
 		j.renew(ctx)
+		j.syncClock(ctx) // a failure keeps the last offset
 		cancel()
 	}
 }

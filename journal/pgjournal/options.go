@@ -34,6 +34,8 @@ type Options struct {
 	// from an instance's death to another's adoption of its operations.
 	// 0 means DefaultLease; below one second is ErrInvalidOptions.
 	Lease time.Duration
+
+	local func() time.Time // the local clock; nil means time.Now (tests skew it)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -48,6 +50,9 @@ func (o *Options) resolved() (Options, error) {
 	}
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
+	}
+	if c.local == nil {
+		c.local = time.Now
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
