@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,11 +31,19 @@ type client struct {
 
 // clientSet is the clients of one run and what they hold open.
 type clientSet struct {
-	rows []client
-	idem *idem.Client
+	rows    []client
+	idem    *idem.Client
+	closePG func() error // nil without -postgres
 }
 
-func (s *clientSet) close() error { return s.idem.Close() }
+func (s *clientSet) close() error {
+	err := s.idem.Close()
+	if s.closePG != nil {
+		err = errors.Join(err, s.closePG())
+		s.closePG = nil
+	}
+	return err
+}
 
 // tunedTransport is http.DefaultTransport with room for every concurrent
 // request in its idle pool, so no run pays for new connections: the default
@@ -48,8 +57,8 @@ func tunedTransport(maxConc int) *http.Transport {
 }
 
 // newClients opens the idem journal in dir and builds every row, in the
-// order of the tables.
-func newClients(srv *child, dir string, maxConc int) (*clientSet, error) {
+// order of the tables; with a postgres URL, the PostgreSQL row last.
+func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc int) (*clientSet, error) {
 	tuned := tunedTransport(maxConc)
 	plain := &http.Client{Transport: tuned}
 
@@ -65,13 +74,22 @@ func newClients(srv *child, dir string, maxConc int) (*clientSet, error) {
 	journaled := ic.HTTPClient()
 
 	url := srv.url(pathPayments)
-	return &clientSet{idem: ic, rows: []client{
+	set := &clientSet{idem: ic, rows: []client{
 		{name: "net/http GET", do: sender(plain, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), journal: ic.Journal(), writeAheads: wa},
-	}}, nil
+	}}
+	if postgres != "" {
+		row, closePG, err := postgresRow(ctx, postgres, tuned, maxConc, url)
+		if err != nil {
+			ic.Close()
+			return nil, err
+		}
+		set.rows, set.closePG = append(set.rows, row), closePG
+	}
+	return set, nil
 }
 
 // sender returns a function that sends one request as an application would:

@@ -22,6 +22,7 @@ type config struct {
 	resumeBudget time.Duration
 	fsyncs       int    // samples for the fsync and bbolt commit figures
 	dir          string // parent of the temporary directory holding the journals
+	postgres     string // PostgreSQL URL for the idem-pg POST row; "" skips it
 }
 
 // warmup is the unmeasured run before each measured window: it fills the
@@ -40,6 +41,7 @@ func parseFlags(args []string) (config, error) {
 	resume := fs.Int("resume", 100000, "pending operations for the resume figure (0 skips it)")
 	budget := fs.Duration("resume-budget", time.Minute, "stop making the resume backlog after this long and resume what was made (0: no limit)")
 	quick := fs.Bool("quick", false, "smoke run: -rounds 1 -d 300ms -resume 10000 (explicit flags win)")
+	postgres := fs.String("postgres", "", "PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test): adds the row "+pgRow+", idem over journal/pgjournal (empty: no such row)")
 	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")
@@ -51,7 +53,7 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir}
+	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

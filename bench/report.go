@@ -88,6 +88,8 @@ var ratioDefs = [][2]string{
 	{"idem POST", "net/http POST"},
 	{"idem POST", "retryablehttp POST"},
 	{"idem GET", "net/http GET"},
+	{pgRow, "net/http POST"},
+	{pgRow, "idem POST"},
 }
 
 func (r *report) ratios() {
@@ -98,6 +100,9 @@ func (r *report) ratios() {
 	}
 	r.printf("\n")
 	for _, d := range ratioDefs {
+		if !hasRow(r.rows, d[0]) {
+			continue // the PostgreSQL row without -postgres
+		}
 		a, b := rowIndex(r.rows, d[0]), rowIndex(r.rows, d[1])
 		r.printf("%-40s", "ratio "+d[0]+" ÷ "+d[1])
 		for _, lvl := range r.levels {

@@ -62,3 +62,13 @@ func rowIndex(rows []client, name string) int {
 	}
 	panic("bench: no row " + name)
 }
+
+// hasRow reports whether rows has a row named name.
+func hasRow(rows []client, name string) bool {
+	for _, r := range rows {
+		if r.name == name {
+			return true
+		}
+	}
+	return false
+}

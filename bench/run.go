@@ -25,7 +25,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 		return err
 	}
 	defer srv.stop()
-	set, err := newClients(srv, dir, cfg.maxConc())
+	set, err := newClients(ctx, srv, dir, cfg.postgres, cfg.maxConc())
 	if err != nil {
 		return err
 	}
