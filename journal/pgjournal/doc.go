@@ -30,9 +30,11 @@
 //
 // # Durability
 //
-// Every write is a committed statement: Create returns once the row is
-// committed, and Update returns once the change is, whatever the
-// journal.Durability asked (Deferred is not deferred here).
+// Create returns once the row is committed and its WAL flushed, as does
+// an Update with journal.Durable, or any Update that leaves the operation
+// pending. A Deferred Update to a final state (a settle) commits without
+// waiting for the flush (synchronous_commit off for that transaction
+// alone); Flush, a flush scheduled 20 ms later, or Close makes it durable.
 //
 // # Outbox
 //

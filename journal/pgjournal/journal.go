@@ -6,6 +6,7 @@ package pgjournal
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,9 +33,11 @@ type Journal struct {
 	local  func() time.Time // the local clock: time.Now, but in tests
 	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)
 
-	mu     sync.Mutex
-	leases map[journal.Name]lease // the rows this Journal leases
-	closed bool
+	mu         sync.Mutex
+	leases     map[journal.Name]lease // the rows this Journal leases
+	closed     bool
+	unflushed  bool        // a deferred update may not be durable yet (deferred.go)
+	flushTimer *time.Timer // the scheduled flush, if any
 
 	stop chan struct{}  // closed by Close: stops the heartbeat
 	done sync.WaitGroup // the heartbeat
@@ -108,8 +111,9 @@ func (j *Journal) check() error {
 	return nil
 }
 
-// Close stops renewing this Journal's leases and gives them up, so that
-// another instance may take its operations at once. Later calls return
+// Close makes deferred updates durable, stops renewing this Journal's
+// leases and gives them up, so that another instance may take its
+// operations at once. Later calls return
 // errors matching journal.ErrClosed; a second Close returns nil.
 func (j *Journal) Close() error {
 	j.mu.Lock()
@@ -120,15 +124,19 @@ func (j *Journal) Close() error {
 	j.closed = true
 	held := j.leases
 	j.leases = nil
+	if j.flushTimer != nil {
+		j.flushTimer.Stop()
+	}
 	j.mu.Unlock()
 	close(j.stop)
 	j.done.Wait()
-	if len(held) == 0 {
-		return nil
-	}
-	seqs, epochs := columnsOf(held)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	ferr := j.flush(ctx)
+	if len(held) == 0 {
+		return ferr
+	}
+	seqs, epochs := columnsOf(held)
 	// An error leaves the leases to run out: other instances adopt the rows
 	// Lease later instead of now.
 	_, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations o SET leased_until = NULL
@@ -136,9 +144,9 @@ func (j *Journal) Close() error {
 		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $4`),
 		j.opts.Namespace, seqs, epochs, j.holder)
 	if err != nil {
-		return j.fail("close: release leases", err)
+		return errors.Join(ferr, j.fail("close: release leases", err))
 	}
-	return nil
+	return ferr
 }
 
 // IdentityKey returns the namespace's HMAC key for credential tags.

@@ -109,7 +109,7 @@ func (j *Journal) readOne(_ context.Context, what string, row pgx.Row) (*journal
 // Update writes rec's new state in one committed statement, whatever d
 // asks (journal.Store), if rec's row is still at the epoch rec was read
 // with: else ErrFenced, or journal.ErrGone if the row was pruned.
-func (j *Journal) Update(ctx context.Context, rec *journal.Record, _ journal.Durability) error {
+func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Durability) error {
 	if err := j.check(); err != nil {
 		return err
 	}
@@ -122,7 +122,11 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, _ journal.Dur
 	if rec.State != journal.StateSettled && rec.Body == nil {
 		body = nil // a listed record, without its body: keep the stored one
 	}
-	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations
+	exec := j.pool.Exec
+	if d == journal.Deferred && rec.State != journal.StatePending {
+		exec = j.execDeferred // a final state: losing it costs one replay
+	}
+	tag, err := exec(ctx, j.sql(`UPDATE {s}.operations
 		SET state = $3::smallint, record = $4, updated = $5,
 			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END,
 			leased_until = CASE WHEN $3::smallint = 1 THEN leased_until END
@@ -149,8 +153,13 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, _ journal.Dur
 	return fmt.Errorf("%w: record %d read at epoch %d, now %d", ErrFenced, ref.Seq, ref.Part, epoch)
 }
 
-// Flush does nothing: every Update is committed before it returns.
-func (j *Journal) Flush(context.Context) error { return j.check() }
+// Flush makes every deferred Update made before it durable.
+func (j *Journal) Flush(ctx context.Context) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	return j.flush(ctx)
+}
 
 // pendingPage is how many pending rows Pending reads at once.
 const pendingPage = 256

@@ -1,0 +1,82 @@
+// This file holds deferred updates: a settle that PostgreSQL commits
+// without waiting for its WAL flush (synchronous_commit off for that
+// transaction alone), made durable by Flush, by a flush scheduled a few
+// milliseconds later, or at Close. Losing one in a crash of the database
+// costs one harmless resend with the same key, as with bbolt.
+
+package pgjournal
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// deferredFlushDelay bounds how long a deferred update may stay unflushed.
+const deferredFlushDelay = 20 * time.Millisecond
+
+// execDeferred runs one statement in a transaction that commits without
+// waiting for the WAL flush, in one round trip, and schedules a flush.
+func (j *Journal) execDeferred(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
+	b.Queue(sql, args...)
+	b.Queue(`COMMIT`)
+	br := j.pool.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	var err error
+	for i := range 4 {
+		t, e := br.Exec()
+		if i == 2 {
+			tag = t
+		}
+		if e != nil && err == nil {
+			err = e
+		}
+	}
+	if e := br.Close(); e != nil && err == nil {
+		err = e
+	}
+	if err == nil {
+		j.scheduleFlush()
+	}
+	return tag, err
+}
+
+// scheduleFlush makes sure a flush runs within deferredFlushDelay.
+func (j *Journal) scheduleFlush() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.unflushed = true
+	if j.flushTimer == nil && !j.closed {
+		j.flushTimer = time.AfterFunc(deferredFlushDelay, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
+			defer cancel()
+			j.flush(ctx) // a failure leaves unflushed set: the next Flush or Close tries again
+		})
+	}
+}
+
+// flush makes every deferred update committed before it durable: a
+// transaction that takes a transaction ID commits synchronously, and
+// PostgreSQL's WAL flush for it covers every earlier commit.
+func (j *Journal) flush(ctx context.Context) error {
+	j.mu.Lock()
+	j.flushTimer = nil
+	due := j.unflushed
+	j.unflushed = false
+	j.mu.Unlock()
+	if !due {
+		return nil
+	}
+	if _, err := j.pool.Exec(ctx, `SELECT txid_current()`); err != nil {
+		j.mu.Lock()
+		j.unflushed = true
+		j.mu.Unlock()
+		return j.fail("flush", err)
+	}
+	return nil
+}
