@@ -72,18 +72,19 @@ type Transport struct {
 // that retries but refuses (ErrNoJournal) every request that would need
 // journaling. The Transport does not own store; close it after the last
 // call. Sealing records is the journal's alone (JournalOptions.Encryption);
-// NewTransport raises a *Journal's Retention to KeyTTL if it is shorter.
+// NewTransport raises a journal's retention to KeyTTL if it is shorter (a
+// Store with a KeepAtLeast(time.Duration) method: the bbolt and PostgreSQL
+// journals).
 func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	if j, ok := store.(*Journal); ok {
-		if j == nil {
-			store = nil // a nil *Journal is no journal
-		} else {
-			j.KeepAtLeast(cfg.KeyTTL) // never forget a key the server may still hold
-		}
+	if j, ok := store.(*Journal); ok && j == nil {
+		store = nil // a nil *Journal is no journal
+	}
+	if r, ok := store.(interface{ KeepAtLeast(time.Duration) }); ok {
+		r.KeepAtLeast(cfg.KeyTTL) // never forget a key the server may still hold
 	}
 	t := &Transport{cfg: cfg, journal: store, clock: journalClock(realClock{}, store), budget: newBudget(cfg.RetryBudget)}
 	if store != nil {

@@ -33,6 +33,8 @@ type Journal struct {
 	local  func() time.Time // the local clock: time.Now, but in tests
 	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)
 
+	retention atomic.Int64 // Options.Retention, raised by KeepAtLeast, in nanoseconds
+
 	mu         sync.Mutex
 	leases     map[journal.Name]lease // the rows this Journal leases
 	closed     bool
@@ -69,6 +71,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	if err := j.syncClock(ctx); err != nil {
 		return nil, err
 	}
+	j.retention.Store(int64(c.Retention))
 	j.done.Go(j.heartbeat)
 	return j, nil
 }

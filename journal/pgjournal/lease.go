@@ -136,17 +136,24 @@ func (j *Journal) unlease(ctx context.Context, l lease) error {
 }
 
 // heartbeat renews this Journal's leases, and measures the database's
-// clock again, every Lease/3 until Close. A
+// clock again, every Lease/3 until Close; it prunes the namespace at its
+// first tick (after NewTransport raised the retention), then every
+// pruneEvery. A
 // failed renewal is tried again next tick; a lease that runs out meanwhile
 // is another instance's to take, and fencing holds.
 func (j *Journal) heartbeat() {
 	t := time.NewTicker(j.opts.Lease / 3)
 	defer t.Stop()
+	lastPrune := time.Time{} // prune at once: after KeepAtLeast had its say, see below
 	for {
 		select {
 		case <-j.stop:
 			return
 		case <-t.C:
+		}
+		if time.Since(lastPrune) >= pruneEvery {
+			j.prune()
+			lastPrune = time.Now()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease/3)
 		j.renew(ctx)

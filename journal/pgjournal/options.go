@@ -15,7 +15,11 @@ const (
 	DefaultSchema    = "idem"
 	DefaultNamespace = "default"
 	DefaultLease     = 30 * time.Second
+	DefaultRetention = 7 * 24 * time.Hour
 )
+
+// pruneEvery is how often a Journal prunes its namespace.
+const pruneEvery = 10 * time.Minute
 
 // Options configure a PostgreSQL journal. The zero value (or nil) works.
 type Options struct {
@@ -34,6 +38,14 @@ type Options struct {
 	// from an instance's death to another's adoption of its operations.
 	// 0 means DefaultLease; below one second is ErrInvalidOptions.
 	Lease time.Duration
+
+	// Retention is how long settled, failed and expired operations are
+	// kept, by their last update, before a Journal prunes them: a third of
+	// Lease after Open, then every 10 minutes, in batches of 1,000 rows.
+	// Pending ones are never pruned. 0 means DefaultRetention;
+	// idem.NewTransport raises it to its KeyTTL at least; negative is
+	// ErrInvalidOptions.
+	Retention time.Duration
 
 	local func() time.Time // the local clock; nil means time.Now (tests skew it)
 }
@@ -54,12 +66,17 @@ func (o *Options) resolved() (Options, error) {
 	if c.local == nil {
 		c.local = time.Now
 	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
 	switch {
 	case !identifier.MatchString(c.Schema):
 		return c, fmt.Errorf("%w: Schema %q is not a plain identifier", journal.ErrInvalidOptions, c.Schema)
+	case c.Retention < 0:
+		return c, fmt.Errorf("%w: Retention %v is negative", journal.ErrInvalidOptions, c.Retention)
 	case c.Lease < time.Second:
 		return c, fmt.Errorf("%w: Lease %v is below one second", journal.ErrInvalidOptions, c.Lease)
 	}

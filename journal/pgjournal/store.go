@@ -229,6 +229,26 @@ func (j *Journal) PendingCount(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// KeepAtLeast raises the Journal's retention to d if it is shorter: a
+// Transport that assumes the server keeps keys for KeyTTL needs finished
+// operations kept at least that long, or an operation ID reused after
+// pruning would mint a second key while the server may still replay the
+// first.
+func (j *Journal) KeepAtLeast(d time.Duration) {
+	for {
+		cur := j.retention.Load()
+		if cur >= int64(d) || j.retention.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// prune runs Prune with the Journal's retention, from the heartbeat; an
+// error is tried again next time.
+func (j *Journal) prune() {
+	j.Prune(time.Duration(j.retention.Load()))
+}
+
 // pruneBatch is how many rows one statement of Prune deletes.
 const pruneBatch = 1000
 
