@@ -94,7 +94,8 @@ func (c *Client) Resume(ctx context.Context, fn func(Outcome)) error {
 // Options.CloseTimeout to finish, then their attempts are canceled and they
 // stay pending. Calls still in flight through HTTPClient are not waited for:
 // they keep their operations pending in the file, to be resumed by the next
-// Open. Later calls do nothing and return the first one's error.
+// Open, even when their response arrives after Close (its settle can no
+// longer be written): Resume then replays them with the same key. Later calls do nothing and return the first one's error.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true

@@ -27,10 +27,12 @@ import (
 // expires with ErrKeyExpired joined to the reason; Record may be Sealed,
 // without its request).
 type Outcome struct {
-	// Record is the operation as journaled (body included, except for an
-	// operation the RetryBudget held back, which was not read in full). It
-	// is nil only when a background resumer reports, in Err, that it could
-	// not read the journal (see Client.StartResumer).
+	// Record is the operation as journaled after this outcome: with its
+	// body while it is still pending, failed or expired, without once
+	// settled (a settle drops the body), and without for an operation the
+	// RetryBudget held back (not read in full). It is nil only when a
+	// background resumer reports, in Err, that it could not read the
+	// journal (see Client.StartResumer).
 	Record   *Record
 	Response *http.Response
 	Err      error
