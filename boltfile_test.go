@@ -2,13 +2,9 @@ package idem
 
 import (
 	"bytes"
-	"encoding/binary"
-	"testing"
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
-	"github.com/idem-go/idem/journal"
-	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -35,9 +31,6 @@ var (
 	growStep  = testhook.GrowStep
 )
 
-// idKey is a record's key in the file: its sequence number, big-endian.
-func idKey(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
-
 // boltDB is j's bbolt handle.
 func boltDB(j *Journal) *bolt.DB { return testhook.BoltDB(j).(*bolt.DB) }
 
@@ -53,12 +46,6 @@ func setJournalNow(j *Journal, now func() time.Time) { testhook.SetNow(j, now) }
 // the returned function is called.
 func holdCommits(j *Journal) (release func()) { return testhook.HoldCommits(j) }
 
-// unsaved is j's deferred, not yet committed, state of record seq, or nil.
-func unsaved(j *Journal, seq uint64) *Record {
-	rec, _ := testhook.Unsaved(j, seq).(*Record)
-	return rec
-}
-
 // decodePlain reads a record's metadata as the journal stores it.
 func decodePlain(meta []byte) (*Record, error) {
 	rec, err := testhook.DecodeMeta(meta)
@@ -72,29 +59,6 @@ func encodeMeta(rec *Record) ([]byte, error) { return testhook.EncodeMeta(rec) }
 // pendingRecord is a minimal pending record with key.
 func pendingRecord(key string) *Record {
 	return &Record{Key: key, Method: "POST", URL: "http://127.0.0.1/payments", State: StatePending}
-}
-
-// onDisk reads record id straight from the file, past the deferred overlay
-// (without its body).
-func onDisk(t *testing.T, j *Journal, id uint64) *Record {
-	t.Helper()
-	var rec *Record
-	require.NoError(t, boltDB(j).View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketPending).Get(idKey(id))
-		if v == nil {
-			v = tx.Bucket(bucketDone).Get(idKey(id))
-		}
-		if v == nil {
-			return nil
-		}
-		var err error
-		rec, err = decodePlain(v)
-		if rec != nil {
-			journal.SetRef(rec, journal.Ref{Seq: id})
-		}
-		return err
-	}))
-	return rec
 }
 
 // stagedBody is a body of size bytes made of id, so that a wrong part shows.

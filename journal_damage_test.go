@@ -1,5 +1,6 @@
-// Tests for journal.go against damaged and foreign files: never a panic or a
-// hang, always ErrJournalCorrupt naming the path.
+// Tests for journal.go against damaged and foreign files, through Open and
+// the Transport: never a panic or a hang, always ErrJournalCorrupt naming the
+// path. The engine's own damage tests are in journal/boltjournal (bolt_test.go).
 
 package idem
 
@@ -7,10 +8,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -47,7 +51,10 @@ func newTestKey(tb testing.TB) string {
 	return k
 }
 
-func TestJournalCorruptFiles(t *testing.T) {
+// Open reports a damaged journal file as OpenJournal does (boltjournal's
+// TestJournalCorruptFiles opens the same files with the engine's own
+// openers).
+func TestOpenCorruptFiles(t *testing.T) {
 	good, hw := goodJournalFile(t)
 	require.Greater(t, hw, int64(64<<10), "the sample journal should span many pages")
 	random := make([]byte, 64<<10)
@@ -68,10 +75,13 @@ func TestJournalCorruptFiles(t *testing.T) {
 	otherVersion := func(tb testing.TB, path string) {
 		j, err := OpenJournal(path, nil)
 		require.NoError(tb, err)
-		require.NoError(tb, boltDB(j).Update(func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaVersion, []byte("idem-journal-99"))
-		}))
 		require.NoError(tb, j.Close())
+		db, err := bolt.Open(path, 0o600, nil)
+		require.NoError(tb, err)
+		require.NoError(tb, db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket([]byte("meta")).Put([]byte("version"), []byte("idem-journal-99"))
+		}))
+		require.NoError(tb, db.Close())
 	}
 	write := func(b []byte) func(testing.TB, string) {
 		return func(tb testing.TB, path string) { require.NoError(tb, os.WriteFile(path, b, 0o600)) }
@@ -95,92 +105,138 @@ func TestJournalCorruptFiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "damaged.journal")
 			tt.make(t, path)
-			for _, open := range []struct {
-				name string
-				fn   func() (*Journal, error)
-			}{
-				{"OpenJournal", func() (*Journal, error) {
-					return OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
-				}},
-				// Again: a failed open must not keep the file locked.
-				{"OpenJournal again", func() (*Journal, error) {
-					return OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
-				}},
-				{"OpenJournalReadOnly", func() (*Journal, error) { return OpenJournalReadOnly(path, 200*time.Millisecond) }},
-				{"Open", func() (*Journal, error) {
-					c, err := Open(path, &Options{Journal: JournalOptions{OpenTimeout: 200 * time.Millisecond}})
-					if err != nil {
-						return nil, err
-					}
-					return c.Journal(), nil
-				}},
-			} {
-				j, err := open.fn()
-				if j != nil {
-					j.Close()
-				}
-				require.ErrorIs(t, err, ErrJournalCorrupt, open.name)
-				require.Contains(t, err.Error(), path, open.name)
+			c, err := Open(path, &Options{Journal: JournalOptions{OpenTimeout: 200 * time.Millisecond}})
+			if c != nil {
+				c.Close()
 			}
+			require.ErrorIs(t, err, ErrJournalCorrupt)
+			require.Contains(t, err.Error(), path)
 		})
 	}
 }
 
-func TestJournalTruncatedAnywhere(t *testing.T) {
-	// Wherever a copy or a full disk cut the file, opening it must report
-	// ErrJournalCorrupt: bbolt faults (SIGBUS) on mapped pages past the end of
-	// the file, which would otherwise kill the process.
-	good, hw := goodJournalFile(t)
-	dir := t.TempDir()
-	for size := int64(2 * 4096); size < hw; size += 4096 {
-		path := filepath.Join(dir, fmt.Sprintf("cut-%d.journal", size))
-		require.NoError(t, os.WriteFile(path, good[:size], 0o600))
-		j, err := OpenJournal(path, &JournalOptions{OpenTimeout: 100 * time.Millisecond})
-		if j != nil {
-			j.Close()
-		}
-		require.ErrorIs(t, err, ErrJournalCorrupt, "cut at %d of %d bytes", size, hw)
-		ro, err := OpenJournalReadOnly(path, 100*time.Millisecond)
-		if ro != nil {
-			ro.Close()
-		}
-		require.ErrorIs(t, err, ErrJournalCorrupt, "read-only, cut at %d of %d bytes", size, hw)
-	}
-}
-
-func TestJournalBadRecordIsCorruptNotPanic(t *testing.T) {
+// Resume over a journal holding a record that does not parse fails with
+// ErrJournalCorrupt (boltjournal's TestJournalBadRecordIsCorruptNotPanic
+// has the engine's readers).
+func TestJournalBadRecordFailsResume(t *testing.T) {
 	j, path := testJournal(t)
 	rec := &Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
 		State: StatePending, Created: time.Now(), Updated: time.Now()}
 	require.NoError(t, insertRec(j, rec, true))
-	require.NoError(t, boltDB(j).Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketPending).Put(idKey(seqOf(rec)), []byte("{not json")); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketDone).Put(idKey(seqOf(rec)+1), []byte(`{"state":"settled?"}`))
+	require.NoError(t, j.Close())
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("pending")).Put(binary.BigEndian.AppendUint64(nil, RecordID(rec)), []byte("{not json"))
 	}))
+	require.NoError(t, db.Close())
 
-	_, err := j.Records()
-	require.ErrorIs(t, err, ErrJournalCorrupt)
-	require.Contains(t, err.Error(), path)
-	_, err = j.Lookup("op-1")
-	require.ErrorIs(t, err, ErrJournalCorrupt)
-	_, err = j.Prune(time.Hour)
-	require.ErrorIs(t, err, ErrJournalCorrupt)
+	j, err = OpenJournal(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
 	tr, err := NewTransport(j, nil)
 	require.NoError(t, err)
 	require.ErrorIs(t, tr.Resume(context.Background(), nil), ErrJournalCorrupt)
 }
 
-func TestJournalEmptyFileBecomesJournal(t *testing.T) {
-	// A zero-length file is what os.Create or touch leaves: a new journal,
-	// not a damaged one.
-	path := filepath.Join(t.TempDir(), "empty.journal")
-	require.NoError(t, os.WriteFile(path, nil, 0o600))
-	j, err := OpenJournal(path, nil)
-	require.NoError(t, err)
-	recs, err := j.Records()
-	require.NoError(t, err)
-	require.Empty(t, recs)
-	require.NoError(t, j.Close())
+// journalPageSize returns the page size of the journal file at path.
+func journalPageSize(tb testing.TB, path string) int {
+	tb.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(tb, err)
+	defer db.Close()
+	return db.Info().PageSize
+}
+
+// withDeadline runs fn, and ends the test binary with a goroutine dump if
+// it does not return within d: a damaged journal must never hang its caller.
+func withDeadline(tb testing.TB, d time.Duration, what string, fn func()) {
+	tb.Helper()
+	watchdog := time.AfterFunc(d, func() {
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		panic(fmt.Sprintf("%s: %s did not return within %v", tb.Name(), what, d))
+	})
+	defer watchdog.Stop()
+	fn()
+}
+
+// requireCorruptOrNil asserts err is nil or a journal error naming path.
+func requireCorruptOrNil(tb testing.TB, err error, path, what string) {
+	tb.Helper()
+	if err == nil {
+		return
+	}
+	require.ErrorIs(tb, err, ErrJournalCorrupt, what)
+	require.Contains(tb, err.Error(), path, what)
+}
+
+func TestJournalDataPagesRandom(t *testing.T) {
+	t.Parallel()
+	// Random bytes over pages past the meta pages, whole or just their
+	// headers: bbolt may notice at open, at a read or at a write, or not at
+	// all (it has no checksum on data pages). Every call must end with nil
+	// or ErrJournalCorrupt naming the path.
+	good, hw := goodJournalFile(t)
+	scratch := filepath.Join(t.TempDir(), "probe.journal")
+	require.NoError(t, os.WriteFile(scratch, good, 0o600))
+	ps := int64(journalPageSize(t, scratch))
+	pages := hw / ps
+	srv := startPayments(t, nil)
+	seeds := 24
+	if testing.Short() {
+		seeds = 8
+	}
+	corrupt := map[string]int{} // by the call that first said so
+	for seed := range seeds {
+		rng := mrand.New(mrand.NewPCG(uint64(seed), 7))
+		b := bytes.Clone(good)
+		span := ps
+		if seed%2 == 1 {
+			span = 16 // a page header: id, flags, count, overflow
+		}
+		for range 1 + rng.IntN(3) {
+			p := 2 + rng.Int64N(pages-2)
+			for i := p * ps; i < p*ps+span; i++ {
+				b[i] = byte(rng.Uint32())
+			}
+		}
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("seed-%d.journal", seed))
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		first := ""
+		check := func(err error, what string) {
+			t.Helper()
+			requireCorruptOrNil(t, err, path, what)
+			if err != nil && first == "" {
+				first = what
+			}
+		}
+		withDeadline(t, 20*time.Second, fmt.Sprintf("seed %d", seed), func() {
+			j, err := OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
+			check(err, "open")
+			if err != nil {
+				return
+			}
+			defer func() { check(j.Close(), "Close") }()
+			_, err = j.Records()
+			check(err, "Records")
+			_, err = j.Lookup("op-1")
+			check(err, "Lookup")
+			tr, err := NewTransport(j, &Options{MaxAttempts: 1})
+			require.NoError(t, err)
+			check(tr.Resume(context.Background(), nil), "Resume")
+			req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody(fmt.Sprintf("seed-%d", seed), 1))
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				drain(t, resp)
+			}
+			check(err, "RoundTrip")
+			_, err = j.Prune(0)
+			check(err, "Prune")
+		})
+		if first == "" {
+			first = "none"
+		}
+		corrupt[first]++
+	}
+	t.Logf("%d damaged journals; ErrJournalCorrupt first reported by: %v", seeds, corrupt)
 }

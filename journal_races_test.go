@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,74 +17,6 @@ import (
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
-
-// A read begun after save(N) returned never sees a state older than N, even
-// when the commit carrying N completes during the read.
-func TestReadsNeverGoBackInTime(t *testing.T) {
-	t.Parallel()
-	j, _ := testJournal(t)
-	rec := &Record{Key: "k", OperationID: "op", Method: http.MethodPost, URL: "http://x/",
-		Body: make([]byte, 64<<10), State: StatePending, Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, insertRec(j, rec, false))
-	var saved atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { // the record's owner changes its state, one change at a time
-		r := *rec
-		for i := 1; !closed(stop); i++ {
-			r.Attempts = i
-			if err := saveRec(j, &r); err != nil {
-				t.Error(err)
-				return
-			}
-			saved.Store(int64(i))
-		}
-	})
-	wg.Go(func() { // other write-aheads drive commits
-		for i := 0; !closed(stop); i++ {
-			if err := insertRec(j, pendingRecord(fmt.Sprintf("x%d", i)), false); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
-		before := saved.Load()
-		got, err := getSeq(j, seqOf(rec))
-		require.NoError(t, err)
-		if int64(got.Attempts) < before {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("saved state %d before the read, read %d", before, got.Attempts)
-		}
-	}
-	close(stop)
-	wg.Wait()
-}
-
-// Close commits the last deferred changes while readers still consult them.
-func TestCloseWhileReadersConsultDeferredChanges(t *testing.T) {
-	for range 20 {
-		j, err := OpenJournal(filepath.Join(t.TempDir(), "j"), nil)
-		require.NoError(t, err)
-		rec := pendingRecord("k")
-		require.NoError(t, insertRec(j, rec, false))
-		rec.Attempts = 3
-		require.NoError(t, saveRec(j, rec))
-		var stop atomic.Bool
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				for !stop.Load() {
-					unsaved(j, seqOf(rec))
-				}
-			})
-		}
-		require.NoError(t, j.Close())
-		stop.Store(true)
-		wg.Wait()
-	}
-}
 
 type certFailure struct{}
 

@@ -1,12 +1,12 @@
 // Tests for the ways out of an operation nothing else will finish
-// (journal_resolve.go): a sealed record whose key is gone expires past
-// KeyTTL and stops being reported; Resolve and Discard, by operation ID and
-// by key, refuse what runs or has ended, and last across a reopen.
+// (journal/boltjournal's resolve.go), through the Transport: a sealed record
+// whose key is gone expires past KeyTTL and stops being reported; an
+// operation Resolve or Discard ended is never sent again, and one a call is
+// sending is refused.
 
 package idem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -17,7 +17,6 @@ import (
 
 	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 )
 
 // A record sealed under a key the Keyring no longer has is reported (not
@@ -104,26 +103,11 @@ func failingScenario(t *testing.T, opts *Options) (*Transport, *fakeClock, *reco
 	return tr, clk, srv, release
 }
 
-// bodyEntries counts the bodies bucket's entries (whole bodies and chunks)
-// of record id.
-func bodyEntries(t *testing.T, j *Journal, id uint64) int {
-	t.Helper()
-	n := 0
-	require.NoError(t, boltDB(j).View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketBodies).Cursor()
-		for k, _ := c.Seek(idKey(id)); bytes.HasPrefix(k, idKey(id)); k, _ = c.Next() {
-			n++
-		}
-		return nil
-	}))
-	return n
-}
-
 // Resolve settles a pending operation by operation ID, Discard gives one up
-// by a key idem minted and another by the caller's key; bodies go, the
-// changes survive a reopen, Resume sends none of them, and later calls with
-// the same operation ID or key get the settled status or ErrKeyExpired,
-// with nothing sent.
+// by a key idem minted and another by the caller's key; the changes survive
+// a reopen, Resume sends none of them, and later calls with the same
+// operation ID or key get the settled status or ErrKeyExpired, with nothing
+// sent. (boltjournal's resolve_test.go has the refusals and the bodies.)
 func TestResolveAndDiscard(t *testing.T) {
 	tr, clk, srv, _ := failingScenario(t, &Options{MaxAttempts: 1, KeyTTL: time.Hour})
 	send := func(ctx context.Context, body string) *PendingError {
@@ -142,34 +126,14 @@ func TestResolveAndDiscard(t *testing.T) {
 	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, http.StatusCreated, rec.Status)
 	require.Nil(t, rec.Body)
-	require.Zero(t, bodyEntries(t, j, seqOf(rec)), "a resolved operation keeps no body")
 
 	rec, err = j.Discard(OperationRef{Key: minted}, "refunded by support, ticket 77")
 	require.NoError(t, err)
 	require.Equal(t, StateExpired, rec.State)
 	require.Equal(t, "idem: discarded by hand: refunded by support, ticket 77", rec.LastError)
-	require.Zero(t, bodyEntries(t, j, seqOf(rec)))
 	rec, err = j.Discard(OperationRef{Key: "caller-key-3"}, "")
 	require.NoError(t, err)
 	require.Equal(t, journal.DiscardedError, rec.LastError)
-
-	// Refused: already final, unknown, ambiguous, not a final status.
-	_, err = j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusOK)
-	require.ErrorIs(t, err, ErrOperationFinal)
-	_, err = j.Discard(OperationRef{OperationID: "order-1/charge"}, "")
-	require.ErrorIs(t, err, ErrOperationFinal)
-	_, err = j.Discard(OperationRef{Key: minted}, "")
-	require.ErrorIs(t, err, ErrOperationFinal, "discarded already")
-	_, err = j.Resolve(OperationRef{OperationID: "order-9/charge"}, http.StatusCreated)
-	require.ErrorIs(t, err, ErrOperationNotFound)
-	_, err = j.Discard(OperationRef{Key: "no-such-key"}, "")
-	require.ErrorIs(t, err, ErrOperationNotFound)
-	_, err = j.Resolve(OperationRef{OperationID: "order-1/charge", Key: minted}, http.StatusCreated)
-	require.Error(t, err)
-	_, err = j.Resolve(OperationRef{}, http.StatusCreated)
-	require.Error(t, err)
-	_, err = j.Resolve(OperationRef{Key: "caller-key-3"}, 100)
-	require.Error(t, err)
 
 	// Committed: the same after a reopen.
 	j2 := reopen(t, j)
@@ -201,8 +165,8 @@ func TestResolveAndDiscard(t *testing.T) {
 	require.Len(t, srv.requests(), 3, "nothing sent since")
 }
 
-// Resolve and Discard refuse an operation a call is sending right now, and
-// a journal opened read-only.
+// Resolve and Discard refuse an operation a call is sending right now
+// (boltjournal's TestResolveRefusesHeld has a journal opened read-only).
 func TestResolveRefusesInFlight(t *testing.T) {
 	tr, _, srv, release := failingScenario(t, &Options{MaxAttempts: 1})
 	var wg sync.WaitGroup
@@ -224,14 +188,6 @@ func TestResolveRefusesInFlight(t *testing.T) {
 	rec, err := tr.bolt().Discard(OperationRef{OperationID: "held"}, "")
 	require.NoError(t, err, "free once the call returned")
 	require.Equal(t, StateExpired, rec.State)
-
-	path := tr.bolt().Path()
-	require.NoError(t, tr.bolt().Close())
-	ro, err := OpenJournalReadOnly(path, 0)
-	require.NoError(t, err)
-	defer ro.Close()
-	_, err = ro.Resolve(OperationRef{OperationID: "held"}, http.StatusCreated)
-	require.ErrorIs(t, err, ErrInvalidOptions)
 }
 
 // countingObserver counts the pending gauge.

@@ -45,9 +45,8 @@ var helperModes = map[string]func() int{
 	"fsize-post": helperFsizePost,
 	"crash":      helperCrashWorker,
 
-	// journal_damage_more_test.go, journal_torture_test.go
-	"open-unprivileged": helperOpenUnprivileged,
-	"torture-writer":    helperTortureWriter,
+	// journal_torture_test.go
+	"torture-writer": helperTortureWriter,
 }
 
 // TestHelperProcess is the child's entry point. Without IDEM_HELPER it is an

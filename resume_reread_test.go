@@ -1,120 +1,22 @@
 // Resume reads each pending record twice: listed a page at a time
-// (pendingAfter), then again under the operation's lock just before sending
-// (reget). These tests hold the listing to the newest state without a commit,
-// and the re-read to what get would return.
+// (Store.Pending), then again under the operation's lock just before sending
+// (Store.Reload). These tests hold Resume to the re-read: what is no longer
+// due is not sent, and concurrent passes send each operation once. The
+// engine's side is in journal/boltjournal (read_test.go).
 
 package idem
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 )
-
-func insertWithBody(t *testing.T, j *Journal, key, body string) *Record {
-	t.Helper()
-	rec := pendingRecord(key)
-	rec.Body = []byte(body)
-	require.NoError(t, insertRec(j, rec, true))
-	return rec
-}
-
-func TestPendingAfterSeesDeferredChanges(t *testing.T) {
-	j, _ := testJournal(t)
-	a := insertWithBody(t, j, "a", "body-a")
-	b := insertWithBody(t, j, "b", "body-b")
-	insertWithBody(t, j, "c", "body-c")
-
-	release := holdCommits(j)
-	a.State, a.Status = StateSettled, http.StatusCreated
-	require.NoError(t, saveRec(j, a))
-	b.Attempts, b.NextAttempt = 2, time.Now().Add(time.Hour).Round(0)
-	require.NoError(t, saveRec(j, b))
-
-	page, err := pendingAfter(j, 0, 10)
-	require.NoError(t, err)
-	require.Len(t, page, 2, "a settle not yet committed is not pending")
-	require.Equal(t, []string{"b", "c"}, []string{page[0].Key, page[1].Key})
-	require.Equal(t, 2, page[0].Attempts, "a deferred change stands in for the file")
-	require.True(t, b.NextAttempt.Equal(page[0].NextAttempt))
-	require.Nil(t, page[0].Body, "a listing holds no bodies")
-	require.Equal(t, StatePending, onDisk(t, j, seqOf(a)).State, "nothing was committed")
-
-	release()
-	require.NoError(t, flushStore(j))
-	got, err := j.Reload(context.Background(), page[0])
-	require.NoError(t, err)
-	require.Equal(t, "body-b", string(got.Body))
-	require.Equal(t, 2, got.Attempts)
-	require.Nil(t, journal.RefOf(got).Meta)
-}
-
-func TestRegetMatchesGet(t *testing.T) {
-	key := make([]byte, 32)
-	rand.Read(key)
-	for name, opts := range map[string]*JournalOptions{
-		"plaintext": nil,
-		"sealed":    {Encryption: &Keyring{Current: "A", Keys: map[string][]byte{"A": key}}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			j, err := OpenJournal(t.TempDir()+"/idem.journal", opts)
-			require.NoError(t, err)
-			defer j.Close()
-			small := insertWithBody(t, j, "small", `{"amount":700}`)
-			large := insertWithBody(t, j, "large", string(bytes.Repeat([]byte("x"), 3*bodyChunk+5)))
-
-			page, err := pendingAfter(j, 0, 10)
-			require.NoError(t, err)
-			require.Len(t, page, 2)
-			for i, want := range []*Record{small, large} {
-				got, err := j.Reload(context.Background(), page[i])
-				require.NoError(t, err)
-				fresh, err := getSeq(j, seqOf(want))
-				require.NoError(t, err)
-				require.Equal(t, fresh, got, "reget reads what get reads")
-				require.Equal(t, want.Body, got.Body)
-			}
-
-			// Changed on disk since the listing: decoded again.
-			small.Attempts, small.LastError = 3, "503"
-			require.NoError(t, saveRec(j, small))
-			require.NoError(t, flushStore(j))
-			got, err := j.Reload(context.Background(), page[0])
-			require.NoError(t, err)
-			require.Equal(t, 3, got.Attempts)
-			require.Equal(t, "503", got.LastError)
-
-			// Settled since: reget says so, as get does.
-			large.State = StateSettled
-			require.NoError(t, saveRec(j, large))
-			require.NoError(t, flushStore(j))
-			got, err = j.Reload(context.Background(), page[1])
-			require.NoError(t, err)
-			require.Equal(t, StateSettled, got.State)
-		})
-	}
-}
-
-func TestRegetRefusesAlteredBody(t *testing.T) {
-	j, _ := testJournal(t)
-	insertWithBody(t, j, "a", `{"amount":700}`)
-	page, err := pendingAfter(j, 0, 10)
-	require.NoError(t, err)
-	require.NoError(t, boltDB(j).Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBodies).Put(idKey(seqOf(page[0])), []byte(`{"amount":900}`))
-	}))
-	_, err = j.Reload(context.Background(), page[0])
-	require.ErrorIs(t, err, ErrJournalCorrupt, "the metadata is unchanged, the body is not")
-}
 
 // An operation a call gave up on until later, after Resume listed it, is not
 // sent by that pass: the re-read is checked for being due, not the listing.

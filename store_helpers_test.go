@@ -24,13 +24,6 @@ func saveRec(s journal.Store, rec *Record) error {
 // flushStore commits every deferred state change (Store.Flush).
 func flushStore(s journal.Store) error { return s.Flush(context.Background()) }
 
-// getSeq reads the record with sequence number seq (Store.Reload).
-func getSeq(s journal.Store, seq uint64) (*Record, error) {
-	rec := new(Record)
-	journal.SetRef(rec, journal.Ref{Seq: seq})
-	return s.Reload(context.Background(), rec)
-}
-
 // pendingAfter lists at most n pending records past seq after (Store.Pending).
 func pendingAfter(s journal.Store, after uint64, n int) ([]*Record, error) {
 	var recs []*Record

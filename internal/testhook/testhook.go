@@ -14,15 +14,9 @@ var (
 	// SetNow sets the clock a *boltjournal.Journal dates its own writes and
 	// prunes by.
 	SetNow func(j any, now func() time.Time)
-	// NoPeriodicPrune keeps a *boltjournal.Journal from pruning by itself
-	// until now plus its prune interval.
-	NoPeriodicPrune func(j any, now time.Time)
 	// HoldCommits keeps a *boltjournal.Journal's deferred state changes
 	// from being committed until the returned function is called.
 	HoldCommits func(j any) (release func())
-	// Unsaved returns the deferred, not yet committed, state of record seq
-	// of a *boltjournal.Journal, or nil.
-	Unsaved func(j any, seq uint64) any
 	// DecodeMeta reads a record's stored metadata, as the journal wrote it
 	// (unsealed), and EncodeMeta writes it.
 	DecodeMeta func(meta []byte) (any, error)

@@ -1,5 +1,6 @@
 // Child processes for the tests that kill a writer with SIGKILL
-// (stage_test.go). TestMain runs the test binary as a child when
+// (stage_test.go) or open a journal as an unprivileged user
+// (journal_test.go). TestMain runs the test binary as a child when
 // IDEM_BOLT_HELPER names a mode: the parent starts os.Args[0] again with
 // -test.run=^$ (no test) and the mode in its environment, and the child runs
 // helperModes[mode] and exits with its status. To add a kind of child, add
@@ -29,12 +30,14 @@ const helperEnv = "IDEM_BOLT_HELPER"
 const (
 	envJournal = "IDEM_JOURNAL" // journal path
 	envRun     = "IDEM_RUN"     // this child's number, for operation IDs
+	envControl = "IDEM_CONTROL" // a journal the unprivileged child may read
 )
 
 // helperModes maps a mode to the child's main function, which returns the
 // exit status. Modes print lines on stdout for the parent (see runAndKill).
 var helperModes = map[string]func() int{
-	"stage-writer": helperStageWriter,
+	"stage-writer":      helperStageWriter,
+	"open-unprivileged": helperOpenUnprivileged,
 }
 
 // TestMain runs a helper mode instead of the tests when the environment
@@ -62,6 +65,29 @@ func helperCommand(ctx context.Context, mode string, env ...string) *exec.Cmd {
 	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "GORACE="+race), env...)
 	cmd.WaitDelay = time.Second
 	return cmd
+}
+
+// runHelper runs mode to completion, within 10 s, and returns its report
+// (the "name=value" lines it printed) and its combined output, for failure
+// messages. A non-zero exit fails the test.
+func runHelper(tb testing.TB, mode string, env ...string) (map[string]string, string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := helperCommand(ctx, mode, env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	all := string(out) + stderr.String()
+	require.NoError(tb, ctx.Err(), "helper %s did not finish within 10 s:\n%s", mode, all)
+	require.NoError(tb, err, "helper %s:\n%s", mode, all)
+	report := make(map[string]string)
+	for line := range strings.Lines(string(out)) {
+		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			report[name] = value
+		}
+	}
+	return report, all
 }
 
 // runAndKill starts a helper child in mode with env, lets it run for life

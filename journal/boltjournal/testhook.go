@@ -12,9 +12,7 @@ import (
 func init() {
 	testhook.BoltDB = func(j any) any { return j.(*Journal).db }
 	testhook.SetNow = func(j any, now func() time.Time) { j.(*Journal).now = now }
-	testhook.NoPeriodicPrune = func(j any, now time.Time) { j.(*Journal).commit.lastPrune = now }
 	testhook.HoldCommits = func(j any) func() { return j.(*Journal).holdCommits() }
-	testhook.Unsaved = func(j any, seq uint64) any { return j.(*Journal).unsaved(seq) }
 	testhook.DecodeMeta = func(meta []byte) (any, error) { return decodePlain(meta) }
 	testhook.EncodeMeta = func(rec any) ([]byte, error) { return appendJSON(rec.(*Record), nil, nil) }
 	testhook.StageMin, testhook.BodyChunk, testhook.GrowStep = stageMin, bodyChunk, growStep
