@@ -211,7 +211,7 @@ func (j *Journal) init() error {
 			empty := true
 			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
 			if !empty || j.readOnly {
-				return fmt.Errorf("%w: %s is a bbolt file but not an idem journal", journal.ErrCorrupt, j.path)
+				return &notJournalError{path: j.path, why: "a bbolt file without the journal's buckets"}
 			}
 			return j.create(tx)
 		}

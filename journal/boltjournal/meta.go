@@ -181,6 +181,9 @@ func checkMeta(path string, f *os.File) error {
 	} else {
 		m[1] = readMeta(f, pageSize)
 	}
+	if m[0].err != nil && m[1].err != nil && !hasBoltMagic(f) {
+		return &notJournalError{path: path, why: "no bbolt meta page at its start"}
+	}
 	if m[0].err != nil && m[1].err != nil {
 		return fmt.Errorf("%w: %s: neither meta page is valid (page 0: %w; page 1: %w)", journal.ErrCorrupt, path, m[0].err, m[1].err)
 	}
