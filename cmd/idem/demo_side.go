@@ -38,15 +38,15 @@ type side struct {
 	life       int
 	phase      string // the worker's last "phase" line in this life
 	unfinished int    // what the last life left unfinished
-	kills    int
-	resumed  int
-	finished bool
-	settled  map[string]bool // by operation ID: final answer, or given up (plain)
-	gaveup   map[string]bool
-	pending  map[string]bool // outcome unknown, waiting in the journal
-	inflight map[string]bool // started in this life, not finished
-	byRef    map[string][]event
-	killed   []event
+	kills      int
+	resumed    int
+	finished   bool
+	settled    map[string]bool // by operation ID: final answer, or given up (plain)
+	gaveup     map[string]bool
+	pending    map[string]bool // outcome unknown, waiting in the journal
+	inflight   map[string]bool // started in this life, not finished
+	byRef      map[string][]event
+	killed     []event
 }
 
 // event is one line of the timeline: something the server or a worker did.
