@@ -100,11 +100,14 @@ func (s *side) serverLog(format string, args ...any) {
 	s.add(m[2], event{who: "server", what: m[3], key: m[1], fault: m[4]})
 }
 
-// add appends ev to ref's timeline, stamped now.
+// add appends ev to ref's timeline, stamped now unless it has its time.
 func (s *side) add(ref string, ev event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev.at, ev.life = time.Since(s.start), s.life
+	if ev.at == 0 {
+		ev.at = time.Since(s.start)
+	}
+	ev.life = s.life
 	s.byRef[ref] = append(s.byRef[ref], ev)
 }
 
@@ -131,9 +134,11 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 		unfinished := s.newLife(life)
 		if life > 1 {
 			if s.plain {
-				fmt.Printf("  life %d: a new process; it sends again, with fresh keys, every payment its file does not show done (%d were unfinished)\n", life, unfinished)
+				fmt.Printf("  life %d: a new process sends again, with fresh keys, the %s its file does not show done, then the rest\n",
+					life, count(unfinished, "unfinished payment"))
 			} else {
-				fmt.Printf("  life %d: a new process; it resumes what the journal shows pending (%d were unfinished), same keys, then sends the rest\n", life, unfinished)
+				fmt.Printf("  life %d: a new process resumes the journal's %s with their keys, then sends the rest\n",
+					life, count(unfinished, "pending payment"))
 			}
 		}
 		if err := cmd.Start(); err != nil {
@@ -234,7 +239,13 @@ func (s *side) read(r io.Reader) {
 			s.resumed++
 		}
 		s.mu.Unlock()
-		s.add(strings.TrimSuffix(op, "/charge"), event{who: "worker", what: word, rest: f[2:]})
+		ev := event{who: "worker", what: word, rest: f[2:]}
+		if ns, err := strconv.ParseInt(f[len(f)-1], 10, 64); word == "start" && err == nil {
+			// The line came through a pipe, maybe after the server logged the
+			// request it announces: the worker's own clock orders it right.
+			ev.at = time.Unix(0, ns).Sub(s.start)
+		}
+		s.add(strings.TrimSuffix(op, "/charge"), ev)
 	}
 }
 
@@ -274,7 +285,7 @@ func (s *side) waitingFor() string {
 	case "":
 		return fmt.Sprintf("life %d's process to start and open its %s", s.life, map[bool]string{true: "file of payments done", false: "journal"}[s.plain])
 	case "resuming":
-		return fmt.Sprintf("life %d to resume the journal's %s with their keys (a key still in progress on the server gets 409, retry later)",
+		return fmt.Sprintf("life %d to resume the journal's %s (same keys; 409 while the server still holds one)",
 			s.life, count(s.unfinished, "pending payment"))
 	case "finishing":
 		return fmt.Sprintf("%s to come due and be resumed (a server's Retry-After, or backoff)", count(pending, "pending payment"))

@@ -29,7 +29,7 @@ const workerCommand = "demo-worker"
 // trace (PAYID is the server's payment id, KEY the idempotency key, HOW "new"
 // or "replayed" from the Idempotent-Replayed header):
 //
-//	start   OPID                           a call begins
+//	start   OPID UNIXNANO                  a call begins, at this time
 //	settled OPID STATUS PAYID KEY HOW      a call got its final answer
 //	pending OPID                           a call ended with its outcome unknown
 //	resumed OPID STATUS PAYID KEY HOW      Resume got a final answer
@@ -166,7 +166,7 @@ func answerOf(resp *http.Response, key string) string {
 }
 
 func (w *worker) send(ctx context.Context, i int) {
-	w.out.printf("start %s", opID(i))
+	w.out.printf("start %s %d", opID(i), time.Now().UnixNano())
 	req, err := http.NewRequestWithContext(idem.WithOperationID(ctx, opID(i)),
 		http.MethodPost, w.url+"/payments", strings.NewReader(paymentBody(i)))
 	if err != nil {

@@ -87,7 +87,7 @@ type plainWorker struct {
 // send tries payment i up to plainAttempts times, each with a new key, and
 // marks it done after a final answer or after giving up.
 func (w *plainWorker) send(i int) {
-	w.out.printf("start %s", opID(i))
+	w.out.printf("start %s %d", opID(i), time.Now().UnixNano())
 	for attempt := 1; ; attempt++ {
 		key := uuid.NewString()
 		resp, err := w.post(i, key)
