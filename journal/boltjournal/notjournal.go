@@ -22,19 +22,26 @@ var ErrNotJournal = errors.New("idem: not an idem journal")
 
 // notJournalError names the file and why it is not a journal; it unwraps to
 // ErrNotJournal and journal.ErrCorrupt, so callers that match ErrCorrupt, as
-// before this error existed, still do.
+// before this error existed, still do, and to err if set (io.ErrUnexpectedEOF
+// for a file too short to tell: it may be a journal cut short).
 type notJournalError struct {
 	path, why string
+	err       error
 }
 
 func (e *notJournalError) Error() string {
 	return fmt.Sprintf("idem: %s is not an idem journal (%s)", e.path, e.why)
 }
 
-func (e *notJournalError) Unwrap() []error { return []error{ErrNotJournal, journal.ErrCorrupt} }
+func (e *notJournalError) Unwrap() []error {
+	if e.err != nil {
+		return []error{ErrNotJournal, journal.ErrCorrupt, e.err}
+	}
+	return []error{ErrNotJournal, journal.ErrCorrupt}
+}
 
 // hasBoltMagic reports whether f's first page carries bbolt's magic number
-// where a meta page has it; a file too short to hold it has none.
+// where a meta page has it.
 func hasBoltMagic(f *os.File) bool {
 	var b [4]byte
 	_, err := f.ReadAt(b[:], metaOffset)
