@@ -199,3 +199,38 @@ func TestServeStopsCleanlyOnSignals(t *testing.T) {
 		})
 	}
 }
+
+// Ctrl-C in the demo prints the summary so far, removes the temporary
+// journal, and exits 130.
+func TestDemoInterruptPrintsSummaryAndCleansUp(t *testing.T) {
+	bin := idemBinary(t)
+	tmp := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "demo", "-n", "100", "-kill-within", "5s")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	require.Eventually(t, func() bool {
+		entries, _ := os.ReadDir(tmp)
+		return len(entries) > 0 // the demo's temporary directory exists
+	}, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // some payments under way
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		require.Equal(t, 130, ee.ExitCode(), "stderr: %s", stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("the demo did not stop on SIGINT")
+	}
+	require.Contains(t, stdout.String(), "interrupted after")
+	require.Contains(t, stdout.String(), "the summary so far")
+	require.Contains(t, stdout.String(), "made exactly once")
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the temporary journal and its directory are removed")
+}
