@@ -173,6 +173,11 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 			openPaths.Delete(abs)
 		}
 	}()
+	if fi, err := os.Stat(path); err == nil && readOnly && fi.Mode().IsRegular() && fi.Size() == 0 {
+		// A writer makes an empty file a new journal; a reader cannot, and
+		// bbolt would fail writing to it ("bad file descriptor").
+		return nil, &notJournalError{path: path, why: "an empty file"}
+	}
 	db, err := openBolt(path, timeout, readOnly)
 	if err != nil {
 		return nil, err

@@ -50,6 +50,14 @@ func TestNotJournalIsToldFromCorrupt(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, before, after, "%s must be left as it was", p)
 	}
+	empty := write("empty", nil)
+	_, err = OpenReadOnly(empty, 0)
+	require.ErrorIs(t, err, ErrNotJournal)
+	require.ErrorContains(t, err, empty+" is not an idem journal (an empty file)")
+	fi, err := os.Stat(empty)
+	require.NoError(t, err)
+	require.Zero(t, fi.Size(), "a reader leaves an empty file empty")
+
 	_, err = OpenReadOnly(corrupt, 0)
 	require.ErrorIs(t, err, journal.ErrCorrupt)
 	require.NotErrorIs(t, err, ErrNotJournal)
