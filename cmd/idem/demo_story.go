@@ -93,8 +93,19 @@ func (s *side) withKills(evs []event) []event {
 
 // print prints ref's timeline, one line an event, then its payments.
 func (s *side) print(ref string, evs []event) {
+	charged := false // the server charged, and no answer has reached the worker since
 	for _, e := range evs {
-		if line := s.describeEvent(e); line != "" {
+		line := s.describeEvent(e)
+		switch {
+		case e.who == "server" && e.what == "new":
+			charged = true
+		case e.who == "worker" && (e.what == "settled" || e.what == "resumed"):
+			charged = false
+		case e.who == "kill" && charged:
+			line = strings.Replace(line, " dies;", " dies before the charge's answer reached it;", 1)
+			charged = false
+		}
+		if line != "" {
 			fmt.Printf("  %6.2fs  %s\n", e.at.Seconds(), line)
 		}
 	}
