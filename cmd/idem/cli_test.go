@@ -81,6 +81,7 @@ func TestCommandLineConventions(t *testing.T) {
 		{[]string{"demo", "-n", "0"}, 2, errs, "-n and -concurrency must be >= 1"},
 		{[]string{"demo", "-faults", "bogus=1"}, 2, errs, "-faults"},
 		{[]string{"demo", "extra"}, 2, errs, "unexpected arguments"},
+		{[]string{"demo", "-journal", journal}, 2, errs, "already exists; give a new path"},
 		{[]string{"chaos", "-h"}, 0, out, "usage: idem chaos [flags]"},
 		{[]string{"serve", "-h"}, 0, out, "-pidfile"},
 		{[]string{"serve", "-faults", "bogus=1"}, 2, errs, "-faults"},

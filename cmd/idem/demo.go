@@ -88,7 +88,7 @@ func runProof(name string, cfg demoConfig) error {
 	if fi, err := os.Stat(cfg.journal); cfg.journal != "" && err == nil && fi.Size() > 0 {
 		// The worker skips what a journal shows settled, so an old journal
 		// would hide every payment from this run's fresh server.
-		return fmt.Errorf("%s: journal %s already exists; give a new path", name, cfg.journal)
+		return usageError("idem "+name, "-journal %s already exists; give a new path", cfg.journal)
 	}
 	if cfg.compare && (cfg.serverAddr != "" || cfg.via != "") {
 		cfg.compare = false
