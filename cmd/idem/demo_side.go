@@ -46,6 +46,7 @@ type side struct {
 	pending    map[string]bool // outcome unknown, waiting in the journal
 	inflight   map[string]bool // started in this life, not finished
 	byRef      map[string][]event
+	byKey      map[string][]event // faults before processing: their key, not yet a reference
 	killed     []event
 }
 
@@ -60,13 +61,17 @@ type event struct {
 	rest  []string
 }
 
-// serverLine matches the fake server's log line for a keyed POST /payments.
-var serverLine = regexp.MustCompile(`^POST /payments key "([^"]*)" reference "([^"]*)": ([a-z ]+), (\S+)`)
+// serverLine matches the fake server's log line for a keyed POST /payments,
+// and faultLine its line for a fault that acted before processing.
+var (
+	serverLine = regexp.MustCompile(`^POST /payments key "([^"]*)" reference "([^"]*)": ([a-z ]+), (\S+)`)
+	faultLine  = regexp.MustCompile(`^POST /payments key "([^"]+)": (.*) before processing$`)
+)
 
 func newSide(label string, plain bool, state string, cfg demoConfig) (*side, error) {
 	s := &side{label: label, plain: plain, state: state, start: time.Now(),
 		settled: map[string]bool{}, gaveup: map[string]bool{}, pending: map[string]bool{},
-		inflight: map[string]bool{}, byRef: map[string][]event{}}
+		inflight: map[string]bool{}, byRef: map[string][]event{}, byKey: map[string][]event{}}
 	plan, err := testserver.ParsePlan(cfg.seed, cfg.faults)
 	if err != nil {
 		return nil, err
@@ -93,11 +98,16 @@ func (s *side) describe(cfg demoConfig) string {
 }
 
 func (s *side) serverLog(format string, args ...any) {
-	m := serverLine.FindStringSubmatch(fmt.Sprintf(format, args...))
-	if m == nil {
+	line := fmt.Sprintf(format, args...)
+	if m := faultLine.FindStringSubmatch(line); m != nil {
+		s.mu.Lock()
+		s.byKey[m[1]] = append(s.byKey[m[1]], event{at: time.Since(s.start), life: s.life, who: "server", what: "fault", key: m[1], fault: m[2]})
+		s.mu.Unlock()
 		return
 	}
-	s.add(m[2], event{who: "server", what: m[3], key: m[1], fault: m[4]})
+	if m := serverLine.FindStringSubmatch(line); m != nil {
+		s.add(m[2], event{who: "server", what: m[3], key: m[1], fault: m[4]})
+	}
 }
 
 // add appends ev to ref's timeline, stamped now unless it has its time.

@@ -79,9 +79,20 @@ func (s *side) killBetween(from, to time.Duration) bool {
 	return slices.ContainsFunc(s.killed, func(k event) bool { return k.at > from && k.at < to })
 }
 
-// withKills merges the kills that fall within evs into it.
+// withKills merges into evs the faults its keys met before processing, and
+// the kills that fall within it.
 func (s *side) withKills(evs []event) []event {
 	out := slices.Clone(evs)
+	keys := map[string]bool{}
+	for _, e := range evs {
+		if e.key != "" && !keys[e.key] {
+			keys[e.key] = true
+			out = append(out, s.byKey[e.key]...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b event) int { return int(a.at - b.at) })
+	evs = out
+	out = slices.Clone(evs)
 	for _, k := range s.killed {
 		if len(evs) > 0 && k.at > evs[0].at && k.at < evs[len(evs)-1].at {
 			out = append(out, k)
@@ -145,6 +156,8 @@ func (s *side) describeEvent(e event) string {
 			return "server: " + key + " seen before: replays its stored answer, no new charge"
 		case "in progress":
 			return "server: " + key + " still in progress: 409, retry later"
+		case "fault":
+			return "server: " + key + ": " + faultBefore(e.fault) + ", before charging"
 		}
 		return "server: " + key + ": " + e.what
 	}
@@ -202,4 +215,27 @@ func (s *side) paymentIDs(ref string) []string {
 		ids = append(ids, p.ID)
 	}
 	return ids
+}
+
+// faultBefore says in words a fault the server logged as acting before
+// processing (testserver's Fault.String): "status 503 Retry-After="2"",
+// "drop", "reset".
+func faultBefore(f string) string {
+	switch {
+	case f == "drop":
+		return "connection dropped"
+	case f == "reset":
+		return "connection reset while reading the body"
+	case strings.HasPrefix(f, "status "):
+		words := strings.TrimPrefix(f, "status ")
+		code, ra, _ := strings.Cut(words, " Retry-After=")
+		if ra == "" {
+			return code
+		}
+		if strings.HasPrefix(ra, "date+") {
+			return code + ", retry after a date " + strings.TrimPrefix(ra, "date+") + " ahead"
+		}
+		return code + ", retry after " + strings.Trim(ra, `"`) + " s"
+	}
+	return f
 }
