@@ -103,7 +103,7 @@ func (s *Server) faultBefore(w http.ResponseWriter, r *http.Request, f Fault) bo
 		return false
 	}
 	s.ledger.fault(f)
-	s.logf("POST /payments: %v before processing", f)
+	s.logf("POST /payments key %q: %v before processing", r.Header.Get(s.opts.KeyHeader), f)
 	switch f.Kind {
 	case FaultStatus:
 		res := errorResult(f.status(), "fault_injected", "injected fault: "+f.String())

@@ -6,7 +6,9 @@ package testserver
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -76,25 +78,59 @@ func (l Ledger) Check(refs []string) error {
 	return &CheckError{Missing: missing, Duplicated: dups}
 }
 
-// Summary returns a short multi-line report for people, e.g. at the end of "idem serve".
+// Summary returns a short multi-line report for people, e.g. at the end of "idem serve":
+// one counter a line, in words, and one line per kind of fault injected.
 func (l Ledger) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "requests     %d\n", l.Requests)
-	fmt.Fprintf(&b, "payments     %d for %d references\n", l.Payments(), len(l.Effects))
-	fmt.Fprintf(&b, "duplicates   %d\n", len(l.Duplicates()))
-	fmt.Fprintf(&b, "replays      %d\n", l.Replays)
-	fmt.Fprintf(&b, "in progress  %d (409)\n", l.InProgress)
-	fmt.Fprintf(&b, "mismatches   %d (422)\n", l.Mismatches)
-	fmt.Fprintf(&b, "missing key  %d (400)\n", l.MissingKey)
-	var faults []string
+	fmt.Fprintf(&b, "requests received            %d\n", l.Requests)
+	fmt.Fprintf(&b, "payments created             %d for %d references\n", l.Payments(), len(l.Effects))
+	fmt.Fprintf(&b, "charged twice or more        %d references\n", len(l.Duplicates()))
+	fmt.Fprintf(&b, "replayed a stored answer     %d\n", l.Replays)
+	fmt.Fprintf(&b, "409 key still in progress    %d\n", l.InProgress)
+	fmt.Fprintf(&b, "422 key reused, other body   %d\n", l.Mismatches)
+	fmt.Fprintf(&b, "400 key missing              %d\n", l.MissingKey)
+	total := 0
+	for _, n := range l.Faults {
+		total += n
+	}
+	fmt.Fprintf(&b, "faults injected              %d\n", total)
 	for _, kind := range slices.Sorted(maps.Keys(l.Faults)) {
-		faults = append(faults, fmt.Sprintf("%s=%d", kind, l.Faults[kind]))
+		fmt.Fprintf(&b, "  %5d  %s\n", l.Faults[kind], DescribeFault(kind))
 	}
-	if len(faults) == 0 {
-		faults = []string{"none"}
-	}
-	fmt.Fprintf(&b, "faults       %s\n", strings.Join(faults, " "))
 	return b.String()
+}
+
+// DescribeFault says in words what a fault did, given its name as Ledger.Faults counts
+// it: "lost" is "charged, then the response was lost", "503 Retry-After=date" is
+// "503 Service Unavailable, Retry-After as a date".
+func DescribeFault(name string) string {
+	switch name {
+	case "lost":
+		return "charged, then the response was lost"
+	case "slow":
+		return "charged, answered after the client's timeout"
+	case "drop":
+		return "connection dropped before charging"
+	case "reset":
+		return "connection reset while reading the request"
+	case "hold":
+		return "held in progress for a while"
+	}
+	code, form, _ := strings.Cut(name, " ")
+	status, err := strconv.Atoi(code)
+	if err != nil {
+		return name
+	}
+	words := code + " " + http.StatusText(status)
+	switch form {
+	case "Retry-After=seconds":
+		words += ", Retry-After in seconds"
+	case "Retry-After=date":
+		words += ", Retry-After as a date"
+	case "Retry-After=other":
+		words += ", unreadable Retry-After"
+	}
+	return words
 }
 
 // recorder is the server's live Ledger. It is safe for concurrent use.

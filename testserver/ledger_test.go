@@ -50,9 +50,12 @@ func TestCheckErrorMessage(t *testing.T) {
 func TestLedgerSummary(t *testing.T) {
 	l := Ledger{Effects: map[string]int{"a": 2, "b": 1}, Requests: 9, Faults: map[string]int{"lost": 2, "drop": 1}}
 	sum := l.Summary()
-	require.Contains(t, sum, "payments     3 for 2 references")
-	require.Contains(t, sum, "duplicates   1")
-	require.Contains(t, sum, "faults       drop=1 lost=2")
-	require.Contains(t, Ledger{}.Summary(), "faults       none")
+	require.Contains(t, sum, "payments created             3 for 2 references")
+	require.Contains(t, sum, "charged twice or more        1 references")
+	require.Contains(t, sum, "faults injected              3\n"+
+		"      1  connection dropped before charging\n"+
+		"      2  charged, then the response was lost\n")
+	require.Contains(t, Ledger{}.Summary(), "faults injected              0\n")
+	require.Equal(t, "503 Service Unavailable, Retry-After as a date", DescribeFault("503 Retry-After=date"))
 	require.Equal(t, 3, l.Payments())
 }

@@ -51,7 +51,8 @@ func TestChaosCommandThroughToxiproxy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("idem chaos: %v", err)
 	}
-	for _, want := range []string{`SIGKILLs\s+30\b`, `duplicates\s+0\b`, `\blost\s+0\b`, `operations\s+2000\b`, `exactly once`} {
+	for _, want := range []string{`SIGKILLs of the sending process\s+30\b`, `made twice or more \(charged again\)\s+0\b`,
+		`never made\s+0\b`, `payments to make\s+2000\b`, `2000/2000 payments made exactly once`} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("output lacks %q", want)
 		}

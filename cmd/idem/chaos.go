@@ -7,25 +7,22 @@
 package main
 
 import (
-	"flag"
-	"fmt"
 	"time"
 )
 
 func runChaos(args []string) error {
 	cfg := demoConfig{n: 2000, conc: 32, kills: 30, seed: 1, faults: "default",
 		attemptTimeout: time.Second, killAfter: 1500 * time.Millisecond, budget: 15 * time.Minute, allKills: true}
-	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	cfg.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: idem chaos [flags]\n\n"+
-			"Proves exactly-once at scale: many payments through the mixed fault plan, the worker\n"+
+	fs := newFlags("chaos", "[flags]",
+		"Proves exactly-once at scale: many payments through the mixed fault plan, the worker\n"+
 			"SIGKILLed at many random moments. Exits non-zero unless every payment has exactly one\n"+
-			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.\n\n")
-		fs.PrintDefaults()
-	}
+			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.")
+	cfg.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
 	}
 	return runProof("chaos", cfg)
 }

@@ -7,7 +7,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -55,13 +54,18 @@ const journalUsage = `usage:
                                        it; reconcile with the server first: that commit may
                                        have held a write-ahead the server received
 
-ls, show and stats open the file read-only. Flags may come before or after FILE.
+ls, show and stats open the file read-only; no subcommand creates a file or
+changes one that is not a journal. Flags may come before or after FILE.
+"idem journal SUBCOMMAND -h" prints a subcommand's usage and all its flags.
 `
 
 func runJournal(args []string) error {
 	if len(args) < 1 {
 		fmt.Fprint(os.Stderr, journalUsage)
 		return errUsage
+	}
+	if len(args) == 2 && args[0] == "help" { // idem journal help ls
+		args = []string{args[1], "-h"}
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "ls":
@@ -84,7 +88,7 @@ func runJournal(args []string) error {
 		fmt.Print(journalUsage)
 		return flag.ErrHelp
 	default:
-		return fmt.Errorf("journal: unknown subcommand %q\n%s", sub, journalUsage)
+		return usageError("idem journal", "unknown subcommand %q", sub)
 	}
 }
 
@@ -111,29 +115,21 @@ func parseFile(fs *flag.FlagSet, args []string) (string, error) {
 		return "", err
 	}
 	if len(pos) != 1 {
-		return "", fmt.Errorf("%s: want one FILE", fs.Name())
+		return "", usageError(fs.Name(), "want one FILE, got %d arguments", len(pos))
 	}
 	return pos[0], nil
-}
-
-// lockedHint explains ErrJournalLocked to an operator.
-func lockedHint(err error) error {
-	if errors.Is(err, idem.ErrJournalLocked) {
-		return fmt.Errorf("%w\n(an application has it open; stop it, or inspect a copy)", err)
-	}
-	return err
 }
 
 // readRecords reads every record of a journal opened read-only, so inspecting
 // never changes it. While an application holds the file it fails with
 // ErrJournalLocked within a second.
-func readRecords(path string) ([]*idem.Record, error) {
-	if _, err := os.Stat(path); err != nil {
+func readRecords(cmd, path string) ([]*idem.Record, error) {
+	if err := checkJournalFile(cmd, path); err != nil {
 		return nil, err
 	}
 	j, err := idem.OpenJournalReadOnly(path, time.Second)
 	if err != nil {
-		return nil, lockedHint(err)
+		return nil, openHint(err)
 	}
 	defer j.Close()
 	return j.Records()
@@ -173,14 +169,15 @@ func parseStates(spec string) (map[idem.State]bool, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("journal ls: -state: unknown state %q (want pending, settled, expired or failed)", name)
+			return nil, usageError("idem journal ls", "-state: unknown state %q (want pending, settled, expired or failed)", name)
 		}
 	}
 	return states, nil
 }
 
 func journalLs(args []string) error {
-	fs := flag.NewFlagSet("journal ls", flag.ContinueOnError)
+	fs := newFlags("journal ls", "[-state S] [-older-than D] [-op ID] [-json] FILE",
+		"Lists a journal's operations, pending first. Opens the file read-only.")
 	state := fs.String("state", "", "only operations in these `states` (comma-separated)")
 	olderThan := fs.Duration("older-than", 0, "only operations created more than this long ago")
 	op := fs.String("op", "", "only this operation `ID`; a trailing * matches a prefix")
@@ -190,13 +187,13 @@ func journalLs(args []string) error {
 		return err
 	}
 	if *olderThan < 0 {
-		return errors.New("journal ls: -older-than must not be negative")
+		return usageError(fs.Name(), "-older-than must not be negative")
 	}
 	f := &lsFilter{olderThan: *olderThan, op: *op, now: time.Now()}
 	if f.states, err = parseStates(*state); err != nil {
 		return err
 	}
-	recs, err := readRecords(file)
+	recs, err := readRecords(fs.Name(), file)
 	if err != nil {
 		return err
 	}
@@ -281,10 +278,15 @@ func recordJSON(r *idem.Record, withBody bool) jsonRecord {
 }
 
 func journalShow(args []string) error {
-	if len(args) != 2 {
-		return errors.New("journal show: want FILE and an ID, operation ID or key")
+	fs := newFlags("journal show", "FILE ID|OPID|KEY", "Prints one operation as JSON, its body included, found by its record ID, operation\nID or idempotency key. Opens the file read-only.")
+	args, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
-	recs, err := readRecords(args[0])
+	if len(args) != 2 {
+		return usageError(fs.Name(), "want FILE and an ID, operation ID or key, got %d arguments", len(args))
+	}
+	recs, err := readRecords(fs.Name(), args[0])
 	if err != nil {
 		return err
 	}
@@ -300,18 +302,18 @@ func journalShow(args []string) error {
 }
 
 func journalPrune(args []string) error {
-	fs := flag.NewFlagSet("journal prune", flag.ContinueOnError)
+	fs := newFlags("journal prune", "[-retention D] FILE", "Deletes settled, failed and expired records last updated more than D ago;\npending records stay. Refuses a file that is not a journal.")
 	retention := fs.Duration("retention", idem.DefaultRetention, "keep records updated more recently than this")
 	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(file); err != nil {
+	if err := checkJournalFile(fs.Name(), file); err != nil {
 		return err
 	}
 	j, err := idem.OpenJournal(file, &idem.JournalOptions{Retention: *retention})
 	if err != nil {
-		return lockedHint(err)
+		return openHint(err)
 	}
 	defer j.Close()
 	n, err := j.Prune(*retention)

@@ -5,35 +5,27 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"os"
 
 	"github.com/idem-go/idem"
 )
 
 func journalAcceptOlder(args []string) error {
-	fs := flag.NewFlagSet("journal accept-older", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: idem journal accept-older FILE
-
-Opens, on purpose, a journal whose newest meta page is damaged as of the commit
+	fs := newFlags("journal accept-older", "FILE", `Opens, on purpose, a journal whose newest meta page is damaged as of the commit
 its intact meta page names, and commits once so that it opens so from now on.
 What the lost commit wrote is gone: reconcile with the server first (to see
 what the older commit holds, run accept-older on a copy and list it with
-idem journal ls). Needs the file to itself.
-`)
-	}
+idem journal ls). Needs the file to itself.`)
 	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(file); err != nil {
+	if err := checkJournalFile(fs.Name(), file); err != nil {
 		return err
 	}
 	damage, err := idem.AcceptOlderCommit(file, 0)
 	if err != nil {
-		return lockedHint(err)
+		return openHint(err)
 	}
 	if damage == nil {
 		fmt.Printf("%s: both meta pages are intact; nothing to accept\n", file)

@@ -7,10 +7,8 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/idem-go/idem"
@@ -28,13 +26,13 @@ func addRefFlags(fs *flag.FlagSet) refFlags {
 
 func (f refFlags) ref(cmd string) (idem.OperationRef, error) {
 	if (*f.op == "") == (*f.key == "") {
-		return idem.OperationRef{}, fmt.Errorf("%s: name the operation with -op ID or -key K (one of them)", cmd)
+		return idem.OperationRef{}, usageError(cmd, "name the operation with -op ID or -key K (one of them)")
 	}
 	return idem.OperationRef{OperationID: *f.op, Key: *f.key}, nil
 }
 
 func journalResolve(args []string) error {
-	fs := flag.NewFlagSet("journal resolve", flag.ContinueOnError)
+	fs := newFlags("journal resolve", "(-op ID | -key K) -status N FILE", "Marks a pending or expired operation settled with status N, once you found its\noutcome on the server. Opens the file for writing.")
 	refs := addRefFlags(fs)
 	status := fs.Int("status", 0, "the final `status` the server gave the operation (200-599), as reconciled")
 	file, err := parseFile(fs, args)
@@ -46,13 +44,13 @@ func journalResolve(args []string) error {
 		return err
 	}
 	if *status < 200 || *status > 599 {
-		return errors.New("journal resolve: -status must be the final status found on the server, 200-599")
+		return usageError(fs.Name(), "-status must be the final status found on the server, 200-599")
 	}
-	return byHand(file, func(j *idem.Journal) (*idem.Record, error) { return j.Resolve(ref, *status) })
+	return byHand(fs.Name(), file, func(j *idem.Journal) (*idem.Record, error) { return j.Resolve(ref, *status) })
 }
 
 func journalDiscard(args []string) error {
-	fs := flag.NewFlagSet("journal discard", flag.ContinueOnError)
+	fs := newFlags("journal discard", "(-op ID | -key K) [-reason R] FILE", "Gives a pending operation up for good: expired, never sent again. Opens the file\nfor writing.")
 	refs := addRefFlags(fs)
 	reason := fs.String("reason", "", "why, kept in the record's last_error")
 	file, err := parseFile(fs, args)
@@ -63,17 +61,17 @@ func journalDiscard(args []string) error {
 	if err != nil {
 		return err
 	}
-	return byHand(file, func(j *idem.Journal) (*idem.Record, error) { return j.Discard(ref, *reason) })
+	return byHand(fs.Name(), file, func(j *idem.Journal) (*idem.Record, error) { return j.Discard(ref, *reason) })
 }
 
 // byHand opens the journal for writing, applies change and says what it did.
-func byHand(file string, change func(*idem.Journal) (*idem.Record, error)) error {
-	if _, err := os.Stat(file); err != nil {
+func byHand(cmd, file string, change func(*idem.Journal) (*idem.Record, error)) error {
+	if err := checkJournalFile(cmd, file); err != nil {
 		return err
 	}
 	j, err := idem.OpenJournal(file, &idem.JournalOptions{OpenTimeout: time.Second})
 	if err != nil {
-		return lockedHint(err)
+		return openHint(err)
 	}
 	defer j.Close()
 	rec, err := change(j)

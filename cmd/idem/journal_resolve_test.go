@@ -28,7 +28,7 @@ func exitCode(t *testing.T, err error) int {
 
 // An operator resolves one pending operation by its ID and discards another
 // by the key idem minted for it; the file keeps both ends. Each refusal
-// exits 1 with a line that says why, and changes nothing.
+// exits 1 (2 for a usage error) with a line that says why, and changes nothing.
 func TestJournalResolveAndDiscard(t *testing.T) {
 	bin := idemBinary(t)
 	srv := testserver.NewServer(nil)
@@ -70,18 +70,19 @@ func TestJournalResolveAndDiscard(t *testing.T) {
 
 	for _, bad := range []struct {
 		args []string
+		code int // 1 a refusal, 2 a usage error
 		says string
 	}{
-		{[]string{"resolve", "-op", "order-1/charge", "-status", "200", path}, "already final"},
-		{[]string{"discard", "-key", minted, path}, "already final"},
-		{[]string{"discard", "-op", "order-9/charge", path}, "no such operation"},
-		{[]string{"resolve", "-op", "order-1/charge", path}, "-status must be"},
-		{[]string{"resolve", "-op", "x", "-key", "y", "-status", "201", path}, "one of them"},
-		{[]string{"discard", path}, "one of them"},
-		{[]string{"discard", "-op", "x"}, "want one FILE"},
+		{[]string{"resolve", "-op", "order-1/charge", "-status", "200", path}, 1, "already final"},
+		{[]string{"discard", "-key", minted, path}, 1, "already final"},
+		{[]string{"discard", "-op", "order-9/charge", path}, 1, "no such operation"},
+		{[]string{"resolve", "-op", "order-1/charge", path}, 2, "-status must be"},
+		{[]string{"resolve", "-op", "x", "-key", "y", "-status", "201", path}, 2, "one of them"},
+		{[]string{"discard", path}, 2, "one of them"},
+		{[]string{"discard", "-op", "x"}, 2, "want one FILE"},
 	} {
 		out, err := runIdem(t, bin, 30*time.Second, append([]string{"journal"}, bad.args...)...)
-		require.Equal(t, 1, exitCode(t, err), "%v: %s", bad.args, out)
+		require.Equal(t, bad.code, exitCode(t, err), "%v: %s", bad.args, out)
 		require.Contains(t, out, bad.says, "%v", bad.args)
 	}
 	out, err = runIdem(t, bin, 30*time.Second, "journal", "discard", "-nope", path)

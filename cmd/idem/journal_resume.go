@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"net/http"
@@ -73,7 +72,8 @@ type resumeLine struct {
 }
 
 func journalResume(args []string) error {
-	fs := flag.NewFlagSet("journal resume", flag.ContinueOnError)
+	fs := newFlags("journal resume", "[-H 'Name: value']... [-Q 'name=value']... [-key-ttl D] [-max-attempts N] [-timeout D] [-json] FILE",
+		"Sends the pending operations that are due, now, with their keys and exact bytes;\n-H and -Q add the credentials the journal does not keep. Exits 1 unless every one\nsettled. Opens the file for writing: refused while an application holds it.")
 	headers := headerFlags{}
 	fs.Var(headers, "H", "add a header to every resumed request, as `'Name: value'` (repeatable)")
 	query := queryFlags{}
@@ -87,9 +87,9 @@ func journalResume(args []string) error {
 		return err
 	}
 	if *maxAttempts < 1 || *timeout <= 0 || *keyTTL <= 0 {
-		return errors.New("journal resume: -max-attempts, -timeout and -key-ttl must be positive")
+		return usageError(fs.Name(), "-max-attempts, -timeout and -key-ttl must be positive")
 	}
-	if _, err := os.Stat(file); err != nil {
+	if err := checkJournalFile(fs.Name(), file); err != nil {
 		return err
 	}
 	opts := &idem.Options{KeyTTL: *keyTTL, MaxAttempts: *maxAttempts,
@@ -106,7 +106,7 @@ func journalResume(args []string) error {
 	// records the application's Retention would keep.
 	j, err := idem.OpenJournal(file, &idem.JournalOptions{OpenTimeout: time.Second})
 	if err != nil {
-		return lockedHint(err)
+		return openHint(err)
 	}
 	defer j.Close()
 	tr, err := idem.NewTransport(j, opts)

@@ -6,7 +6,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -59,17 +58,17 @@ func summarize(path string, size int64, recs []*idem.Record, now time.Time) jour
 }
 
 func journalStats(args []string) error {
-	fs := flag.NewFlagSet("journal stats", flag.ContinueOnError)
+	fs := newFlags("journal stats", "[-json] FILE", "Counts a journal's records by state, and prints its oldest pending operation, the\nearliest next attempt and the file's size. Opens the file read-only.")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(file)
+	recs, err := readRecords(fs.Name(), file)
 	if err != nil {
 		return err
 	}
-	recs, err := readRecords(file)
+	fi, err := os.Stat(file)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,15 @@
-// Command idem runs the demo that proves exactly-once through crashes, the
-// same proof at scale, the fake flaky payments server standalone, and a
-// journal inspector.
+// Command idem runs the demo that shows what idem prevents, the same proof at
+// scale, the fake flaky payments server standalone, and a journal inspector.
 //
-//	idem demo    [flags]            prove exactly-once through SIGKILLs (see demo.go)
-//	idem chaos   [flags]            the same at scale: 2,000 payments, 30 SIGKILLs (chaos.go)
-//	idem serve   [flags]            run the testserver on a loopback address
-//	idem journal ls|show|stats|resume|resolve|discard|prune|accept-older FILE
-//	                                inspect a journal file, push its pending work, or end it by hand
+//	idem demo    [flags]            plain retries vs idem through faults and SIGKILLs (demo.go)
+//	idem chaos   [flags]            exactly-once at scale: 2,000 payments, 30 SIGKILLs (chaos.go)
+//	idem serve   [flags]            run the fake payments server on a loopback address (serve.go)
+//	idem journal SUBCOMMAND FILE    inspect a journal file, push its pending work, or end it by hand
+//	idem version                    the version this binary was built from
+//
+// Like the go command, it exits 2 for a usage error, 1 for a failure, 0 for
+// -h and help (printed to stdout), and 130 after Ctrl-C in the demo. cli.go
+// holds the helpers every subcommand parses its flags and files with.
 package main
 
 import (
@@ -14,64 +17,129 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 )
 
-const usage = `usage:
-  idem demo [flags]               prove exactly-once through crashes (idem demo -h)
-  idem chaos [flags]              the same at scale, for minutes (idem chaos -h)
-  idem serve [flags]              run the fake flaky payments server (idem serve -h)
-  idem journal ls|show|stats|resume|resolve|discard|prune|accept-older FILE
-                                  inspect a journal, push its pending work, or end it
-                                  by hand (idem journal -h)
+const usage = `idem shows and checks idempotent, crash-safe HTTP calls (github.com/idem-go/idem).
+
+usage: idem COMMAND [flags] [arguments]
+
+commands:
+  demo [flags]                 the same payments through a plain retrying client and
+                               through idem, with faults and SIGKILLs; compare the ledgers
+  chaos [flags]                exactly-once at scale, for about a minute
+  serve [flags]                run the fake flaky payments server until Ctrl-C or SIGTERM
+  journal SUBCOMMAND FILE      inspect a journal, push its pending work, or end it by hand
+                               (ls, show, stats, resume, resolve, discard, prune, accept-older)
+  version                      print the version this binary was built from
+  help [COMMAND]               print this, or a command's usage
+
+"idem COMMAND -h" prints a command's usage and flags.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
-	case "demo":
-		err = runDemo(args)
-	case "chaos":
-		err = runChaos(args)
-	case workerCommand:
-		err = runWorker(args)
-	case "serve":
-		err = runServe(args)
-	case "journal":
-		err = runJournal(args)
-	case "-h", "-help", "--help", "help":
-		fmt.Print(usage)
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "idem: unknown command %q\n%s", cmd, usage)
-		os.Exit(2)
-	}
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		os.Exit(2) // the flag package has said what was wrong
-	default:
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "idem") {
-			msg = "idem: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:]))
 }
 
-// errUsage reports bad flags, already explained by the flag package.
-var errUsage = errors.New("usage")
-
-// parseFlags parses args, turning a bad flag into errUsage.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return errUsage
+// run runs the command line args and returns the exit code.
+func run(args []string) int {
+	if len(args) < 1 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
 	}
-	return err
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "demo":
+		err = runDemo(rest)
+	case "chaos":
+		err = runChaos(rest)
+	case workerCommand:
+		err = runWorker(rest)
+	case "serve":
+		err = runServe(rest)
+	case "journal":
+		err = runJournal(rest)
+	case "version":
+		err = runVersion(rest)
+	case "help":
+		if len(rest) == 0 {
+			fmt.Print(usage)
+			return 0
+		}
+		return run(append(rest, "-h"))
+	case "-h", "-help", "--help":
+		fmt.Print(usage)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "idem: unknown command %q\nrun 'idem help' for usage\n", cmd)
+		return 2
+	}
+	return exitStatus(err)
+}
+
+// exitStatus prints err, if any, to stderr and returns the exit code for it.
+func exitStatus(err error) int {
+	var ue *usageErr
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errInterrupted):
+		return 130 // 128 + SIGINT, as a shell reports it
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "%s\nrun '%s -h' for usage\n", prefixed(ue.msg), ue.cmd)
+		return 2
+	case errors.Is(err, errUsage):
+		return 2 // the flag package has said what was wrong
+	}
+	fmt.Fprintln(os.Stderr, prefixed(err.Error()))
+	return 1
+}
+
+func prefixed(msg string) string {
+	if !strings.HasPrefix(msg, "idem") {
+		msg = "idem: " + msg
+	}
+	return msg
+}
+
+func runVersion(args []string) error {
+	fs := newFlags("version", "", "Prints the version of idem this binary was built from, its VCS revision when\nbuilt from a checkout, and the Go toolchain.")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
+	}
+	fmt.Println(versionLine())
+	return nil
+}
+
+// versionLine reads the build info: the module version (a tag when installed
+// with go install ...@version, "(devel)" or a pseudo-version when built in a
+// checkout), the VCS revision, and the Go version.
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "idem (no build information) " + runtime.Version()
+	}
+	line := "idem " + bi.Main.Version
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+modified"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(bi.Main.Version, rev[:min(12, len(rev))]) {
+		line += fmt.Sprintf(" (%s%s %s)", rev[:min(12, len(rev))], dirty, at)
+	}
+	return fmt.Sprintf("%s %s %s/%s", line, bi.GoVersion, runtime.GOOS, runtime.GOARCH)
 }

@@ -1,11 +1,12 @@
 // serve.go is "idem serve": the testserver standalone, on a fixed address, until SIGINT or
-// SIGTERM, then a summary of its ledger. The server itself is package testserver.
+// SIGTERM, then a summary of its ledger. The server itself is package testserver. With
+// -pidfile it writes its own process ID, which a script stops it by: under "go run" the PID
+// a shell has is the go command's, and a SIGTERM to it leaves the server running.
 
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"net/http"
@@ -19,7 +20,11 @@ import (
 // runServe runs "idem serve [flags]". It prints the server's URL, serves until SIGINT or
 // SIGTERM, closes the server and prints the ledger. -h returns flag.ErrHelp.
 func runServe(args []string) error {
-	fs := flag.NewFlagSet("idem serve", flag.ContinueOnError)
+	fs := newFlags("serve", "[flags]",
+		"Runs the fake flaky payments API (POST /payments, GET /payments/{id}, GET /_ledger)\n"+
+			"with server-side idempotency and injected faults, until SIGINT (Ctrl-C) or SIGTERM;\n"+
+			"then it prints its ledger and exits 0. It prints its URL on the first line.\n\n"+
+			"Fault names: lost drop reset hold slow NNN NNNdate NNNbad (NNN a status 400-599).")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address` (host:port)")
 	seed := fs.Uint64("seed", 1, "seed for the random fault plan; the same seed draws the same faults")
 	faults := fs.String("faults", "none", "fault `mix`, e.g. lost=0.08,503=0.1,hold=0.03:1500ms; \"default\" is "+testserver.DefaultMix)
@@ -27,23 +32,17 @@ func runServe(args []string) error {
 	requireKey := fs.Bool("require-key", false, "answer 400 to POST /payments without an Idempotency-Key")
 	identityHeader := fs.String("identity-header", "", "scope idempotency keys by this `header`'s value (an account), not by the Authorization header")
 	verbose := fs.Bool("v", false, "log every POST /payments to stderr")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: idem serve [flags]\n\n"+
-			"Runs the fake flaky payments API (POST /payments, GET /payments/{id}, GET /_ledger)\n"+
-			"with server-side idempotency and injected faults, until interrupted.\n\n"+
-			"Fault names: lost drop reset hold slow NNN NNNdate NNNbad (NNN a status 400-599).\n\n")
-		fs.PrintDefaults()
-	}
+	pidfile := fs.String("pidfile", "", "write this process's ID to `file` once listening, and remove it on exit")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
 	}
 
 	plan, err := testserver.ParsePlan(*seed, *faults)
 	if err != nil {
-		return fmt.Errorf("serve: -faults: %w", err)
+		return usageError(fs.Name(), "-faults: %v", err)
 	}
 	opts := &testserver.Options{RequireKey: *requireKey, KeyTTL: *ttl}
 	if *identityHeader != "" {
@@ -61,15 +60,22 @@ func runServe(args []string) error {
 	defer stop()
 	srv, err := testserver.Listen(*addr, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
+	}
+	if *pidfile != "" {
+		if err := os.WriteFile(*pidfile, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
+			srv.Close()
+			return fmt.Errorf("serve: -pidfile: %w", err)
+		}
+		defer os.Remove(*pidfile)
 	}
 	fmt.Println(srv.URL)
-	fmt.Fprintf(os.Stderr, "idem serve: faults %q, seed %d, key TTL %v; ledger at %s/_ledger; Ctrl-C to stop\n",
-		*faults, *seed, *ttl, srv.URL)
+	fmt.Fprintf(os.Stderr, "idem serve: pid %d, faults %s, seed %d, key TTL %v; ledger at %s/_ledger; Ctrl-C or SIGTERM to stop\n",
+		os.Getpid(), *faults, *seed, *ttl, srv.URL)
 
 	<-ctx.Done()
 	stop() // a second Ctrl-C now kills the process the usual way
 	srv.Close()
-	fmt.Print("\n" + srv.Ledger().Summary())
+	fmt.Print("\nidem serve: stopped; its ledger:\n" + srv.Ledger().Summary())
 	return nil
 }

@@ -5,13 +5,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"time"
@@ -22,23 +25,36 @@ import (
 // workerCommand is the hidden subcommand the demo starts itself with.
 const workerCommand = "demo-worker"
 
-// The worker prints one event per line on stdout for the demo to count:
+// The worker prints one event per line on stdout for the demo to count and
+// trace (PAYID is the server's payment id, KEY the idempotency key, HOW "new"
+// or "replayed" from the Idempotent-Replayed header):
 //
-//	resumed OPID STATUS|pending|expired|error
-//	settled OPID STATUS
-//	pending OPID
-//	done    (every operation settled)
+//	start   OPID UNIXNANO                  a call begins, at this time
+//	settled OPID STATUS PAYID KEY HOW      a call got its final answer
+//	pending OPID                           a call ended with its outcome unknown
+//	resumed OPID STATUS PAYID KEY HOW      Resume got a final answer
+//	resumed OPID pending|expired|error ...
+//	gaveup  OPID                           (plain worker) retries used up
+//	phase   resuming|sending|finishing     what the worker does now
+//	done                                   every operation finished
 const demoSecret = "Bearer demo-secret-never-journaled"
 
 func runWorker(args []string) error {
 	fs := flag.NewFlagSet(workerCommand, flag.ContinueOnError)
 	url := fs.String("url", "", "testserver URL")
-	path := fs.String("journal", "", "journal file")
+	path := fs.String("journal", "", "journal file (with -plain: the file of payments done)")
 	n := fs.Int("n", 200, "operations")
 	conc := fs.Int("concurrency", 8, "concurrent operations")
 	attemptTimeout := fs.Duration("attempt-timeout", time.Second, "per-attempt timeout")
+	plain := fs.Bool("plain", false, "send through a plain retrying net/http client instead of idem")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// Ctrl-C in a terminal reaches the whole process group: the demo decides
+	// what happens then (its summary so far) and kills this process itself.
+	signal.Ignore(os.Interrupt)
+	if *plain {
+		return runPlainWorker(*url, *path, *n, *conc, *attemptTimeout)
 	}
 	c, err := idem.Open(*path, &idem.Options{
 		AttemptTimeout:  *attemptTimeout,
@@ -55,10 +71,13 @@ func runWorker(args []string) error {
 	defer c.Close()
 	w := &worker{client: c, url: *url, out: newLineWriter(os.Stdout)}
 	ctx := context.Background()
+	w.out.printf("phase resuming")
 	if err := w.resume(ctx); err != nil {
 		return err
 	}
+	w.out.printf("phase sending")
 	w.sendAll(ctx, *n, *conc)
+	w.out.printf("phase finishing")
 	// Whatever is still pending (a server Retry-After, attempts used up) is
 	// resumed until it settles; the deadline only keeps a broken run bounded.
 	deadline := time.Now().Add(60 * time.Second)
@@ -90,9 +109,7 @@ func (w *worker) resume(ctx context.Context) error {
 		var pe *idem.PendingError
 		switch {
 		case o.Response != nil:
-			io.Copy(io.Discard, o.Response.Body)
-			o.Response.Body.Close()
-			w.out.printf("resumed %s %d", o.Record.OperationID, o.Response.StatusCode)
+			w.out.printf("resumed %s %s", o.Record.OperationID, answerOf(o.Response, o.Record.Key))
 		case errors.As(o.Err, &pe):
 			w.out.printf("resumed %s pending", o.Record.OperationID)
 		case errors.Is(o.Err, idem.ErrKeyExpired):
@@ -127,10 +144,31 @@ func (w *worker) sendAll(ctx context.Context, n, conc int) {
 func opID(i int) string      { return fmt.Sprintf("order-%04d/charge", i) }
 func reference(i int) string { return fmt.Sprintf("order-%04d", i) }
 
+// paymentBody is payment i's request body, the same in both workers.
+func paymentBody(i int) string {
+	return fmt.Sprintf(`{"amount":%d,"currency":"eur","reference":%q}`, 1000+i, reference(i))
+}
+
+// answerOf reads, drains and closes a final response, and returns what the
+// worker prints of it: STATUS PAYID KEY new|replayed.
+func answerOf(resp *http.Response, key string) string {
+	var p struct {
+		ID string `json:"id"`
+	}
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&p)
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	how := "new"
+	if resp.Header.Get("Idempotent-Replayed") == "true" {
+		how = "replayed"
+	}
+	return fmt.Sprintf("%d %s %s %s", resp.StatusCode, cmp.Or(p.ID, "-"), cmp.Or(key, "-"), how)
+}
+
 func (w *worker) send(ctx context.Context, i int) {
-	body := fmt.Sprintf(`{"amount":%d,"currency":"eur","reference":%q}`, 1000+i, reference(i))
+	w.out.printf("start %s %d", opID(i), time.Now().UnixNano())
 	req, err := http.NewRequestWithContext(idem.WithOperationID(ctx, opID(i)),
-		http.MethodPost, w.url+"/payments", strings.NewReader(body))
+		http.MethodPost, w.url+"/payments", strings.NewReader(paymentBody(i)))
 	if err != nil {
 		w.out.printf("error %s %v", opID(i), err)
 		return
@@ -141,9 +179,8 @@ func (w *worker) send(ctx context.Context, i int) {
 	var pe *idem.PendingError
 	switch {
 	case err == nil:
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		w.out.printf("settled %s %d", opID(i), resp.StatusCode)
+		info, _ := idem.ResponseInfo(resp)
+		w.out.printf("settled %s %s", opID(i), answerOf(resp, info.Key))
 	case errors.As(err, &pe):
 		w.out.printf("pending %s", opID(i))
 	default:

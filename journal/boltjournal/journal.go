@@ -173,6 +173,11 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 			openPaths.Delete(abs)
 		}
 	}()
+	if fi, err := os.Stat(path); err == nil && readOnly && fi.Mode().IsRegular() && fi.Size() == 0 {
+		// A writer makes an empty file a new journal; a reader cannot, and
+		// bbolt would fail writing to it ("bad file descriptor").
+		return nil, &notJournalError{path: path, why: "an empty file"}
+	}
 	db, err := openBolt(path, timeout, readOnly)
 	if err != nil {
 		return nil, err
@@ -211,7 +216,7 @@ func (j *Journal) init() error {
 			empty := true
 			tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
 			if !empty || j.readOnly {
-				return fmt.Errorf("%w: %s is a bbolt file but not an idem journal", journal.ErrCorrupt, j.path)
+				return &notJournalError{path: j.path, why: "a bbolt file without the journal's buckets"}
 			}
 			return j.create(tx)
 		}

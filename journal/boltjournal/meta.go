@@ -182,6 +182,14 @@ func checkMeta(path string, f *os.File) error {
 		m[1] = readMeta(f, pageSize)
 	}
 	if m[0].err != nil && m[1].err != nil {
+		if size < metaOffset+4 { // not even bbolt's magic number fits
+			return &notJournalError{path: path, why: fmt.Sprintf("%d bytes: too short to be one, or truncated", size), err: io.ErrUnexpectedEOF}
+		}
+		if !hasBoltMagic(f) {
+			return &notJournalError{path: path, why: "no bbolt meta page at its start"}
+		}
+	}
+	if m[0].err != nil && m[1].err != nil {
 		return fmt.Errorf("%w: %s: neither meta page is valid (page 0: %w; page 1: %w)", journal.ErrCorrupt, path, m[0].err, m[1].err)
 	}
 	newer, damaged := 0, -1
