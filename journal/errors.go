@@ -28,8 +28,10 @@ var (
 	// under another key than the one now under its key ID.
 	ErrDecrypt = errors.New("idem: sealed record does not decrypt")
 
-	// ErrNotFound is returned when the journal has no operation by that
-	// name (never had, or pruned it).
+	// ErrNotFound is returned by the commands that act on an operation
+	// (Resolve, Discard) when the journal has no operation by that name
+	// (never had, or pruned it). Store.Get and Reload return nil and no
+	// error instead.
 	ErrNotFound = errors.New("idem: no such operation in the journal")
 
 	// ErrBusy is returned for an operation that a call or resume in this

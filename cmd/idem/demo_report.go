@@ -83,7 +83,7 @@ func report(cfg demoConfig, sides []*side, final bool) error {
 	if !final {
 		return nil
 	}
-	verdict := fmt.Sprintf("%d/%d payments made exactly once through %d SIGKILLs and %d injected faults", t.once, cfg.n, s.kills, t.faults)
+	verdict := fmt.Sprintf("%d/%d payments made exactly once through %s and %d injected faults", t.once, cfg.n, plural(s.kills, "SIGKILL"), t.faults)
 	if len(sides) > 1 {
 		p := tallies[0]
 		verdict += fmt.Sprintf("; without idem: %d charged twice or more, %d never charged", p.twice, p.never)
@@ -139,4 +139,12 @@ func (s *side) details(cfg demoConfig, t tally) {
 		row(testserver.DescribeFault(k), t.l.Faults[k], "")
 	}
 	tw.Flush()
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -63,11 +63,12 @@ func runServe(args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if *pidfile != "" {
-		if err := os.WriteFile(*pidfile, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
+		remove, err := writePidfile(*pidfile)
+		if err != nil {
 			srv.Close()
 			return fmt.Errorf("serve: -pidfile: %w", err)
 		}
-		defer os.Remove(*pidfile)
+		defer remove()
 	}
 	fmt.Println(srv.URL)
 	fmt.Fprintf(os.Stderr, "idem serve: pid %d, faults %s, seed %d, key TTL %v; ledger at %s/_ledger; Ctrl-C or SIGTERM to stop\n",
