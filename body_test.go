@@ -8,8 +8,10 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -181,4 +183,41 @@ func answerStatus(code int) func(*http.Request) (*http.Response, error) {
 // answerError fails every attempt with err.
 func answerError(err error) func(*http.Request) (*http.Response, error) {
 	return func(*http.Request) (*http.Response, error) { return nil, err }
+}
+
+// pipeBody is a request body that blocks until its writer writes, and counts
+// its Close calls; Close unblocks a pending Read.
+type pipeBody struct {
+	*io.PipeReader
+	closes atomic.Int32
+}
+
+func (b *pipeBody) Close() error {
+	b.closes.Add(1)
+	return b.PipeReader.Close()
+}
+
+func TestBlockingBodyHonoursDeadline(t *testing.T) {
+	tr, _, srv := newScenario(t, nil, created)
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	body := &pipeBody{PipeReader: pr}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments", body)
+	require.NoError(t, err)
+
+	start := time.Now()
+	select {
+	case res := <-roundTripAsync(tr, req):
+		require.Less(t, time.Since(start), time.Second)
+		require.Nil(t, res.resp)
+		require.ErrorIs(t, res.err, context.DeadlineExceeded)
+		require.False(t, errors.As(res.err, new(*PendingError)), "nothing was written, so nothing is pending")
+	case <-time.After(2 * time.Second):
+		pw.CloseWithError(errors.New("test gave up")) // let RoundTrip return
+		t.Fatal("RoundTrip still reading the body 1.9 s past the context deadline")
+	}
+	noRequests(t, tr, srv)
+	require.EqualValues(t, 1, body.closes.Load())
 }

@@ -193,3 +193,91 @@ func TestWithOperationIDDifferentRequestRefused(t *testing.T) {
 	require.Len(t, wire.sent(), 1)
 	require.Equal(t, 1, srv.Ledger().Requests)
 }
+
+func TestS18_HoldThen409ThenReplay(t *testing.T) {
+	t.Parallel()
+	srv := startPayments(t, nil)
+	srv.Script(testserver.Fault{Kind: testserver.FaultHold, Delay: 1500 * time.Millisecond})
+	wire := newWireLog(t)
+	j, _ := testJournal(t)
+	tr, clk := transportOn(t, j, Options{AttemptTimeout: 300 * time.Millisecond, MaxAttempts: 40,
+		InitialInterval: 100 * time.Millisecond}, wire, time.Time{})
+	// Waits count in full on the fake clock (each 409's "Retry-After: 1" is a
+	// second there) but take at most 100 ms of real time, so the hold, which is
+	// real time on the server, ends after a dozen or so polls.
+	clk.onSleep = func(d time.Duration) { time.Sleep(min(d, 100*time.Millisecond)) }
+
+	ctx := WithOperationID(context.Background(), "charge/order-s18")
+	req, _ := paymentRequest(t, ctx, srv.URL, "order-s18", 1250)
+	start := time.Now()
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	stored := drain(t, resp)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), "the retry got the stored result")
+	require.GreaterOrEqual(t, time.Since(start), 1200*time.Millisecond, "the result exists only once the hold ends")
+
+	l := srv.Ledger()
+	require.Equal(t, 1, l.Effects["order-s18"])
+	require.GreaterOrEqual(t, l.InProgress, 1, "a retry met 409")
+	require.GreaterOrEqual(t, l.Replays, 1)
+	rec, err := j.Lookup("charge/order-s18")
+	require.NoError(t, err)
+	require.Equal(t, StateSettled, rec.State)
+	require.GreaterOrEqual(t, rec.Attempts, 3)
+	require.Equal(t, l.Requests, len(wire.sent()))
+	wire.requireOneKey(t, rec.Key)
+	require.Contains(t, string(stored), `"reference":"order-s18"`)
+
+	// After a restart the app rebuilds the request with another amount under
+	// the same operation ID: refused before anything is sent.
+	j2 := reopen(t, j)
+	tr2, _ := transportOn(t, j2, Options{}, wire, clk.Now())
+	req2, body2 := paymentRequest(t, ctx, srv.URL, "order-s18", 9999)
+	resp2, err := tr2.RoundTrip(req2)
+	require.Nil(t, resp2)
+	require.ErrorIs(t, err, ErrKeyReuse)
+	require.EqualValues(t, 1, body2.closes.Load())
+	require.Equal(t, l.Requests, srv.Ledger().Requests, "the server saw nothing new")
+	require.Len(t, wire.sent(), l.Requests)
+	after, err := j2.Lookup("charge/order-s18")
+	require.NoError(t, err)
+	require.Equal(t, rec.Key, after.Key)
+	require.Equal(t, rec.BodySHA256, after.BodySHA256)
+	require.Equal(t, StateSettled, after.State)
+}
+
+func TestRecallBeforeNextAttemptSendsNothing(t *testing.T) {
+	// 429 with a Retry-After past MaxRetryAfter: the server asked for an
+	// hour, so a re-call within it is pending at once.
+	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			reply(w, http.StatusTooManyRequests, "Retry-After", "3600")
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	ctx := WithOperationID(context.Background(), "op-r14")
+	call := func() (*http.Response, error) {
+		return tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-r14", 1400)).WithContext(ctx))
+	}
+
+	_, err := call()
+	first := pendingErr(t, err)
+	require.Equal(t, clk.Now().Add(time.Hour), first.NextAttempt)
+
+	clk.Advance(30 * time.Minute)
+	resp, err := call()
+	require.Nil(t, resp)
+	again := pendingErr(t, err)
+	require.Equal(t, first.NextAttempt, again.NextAttempt)
+	require.Equal(t, first.Key, again.Key)
+	require.Equal(t, 1, srv.count(), "nothing sent before the server's time")
+
+	clk.Advance(30*time.Minute + time.Second)
+	resp, err = call()
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Equal(t, 2, srv.count())
+}

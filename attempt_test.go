@@ -1,13 +1,18 @@
-// Scenarios S10-S12 (SCENARIOS.md, "Time and cancellation"): cancellation
-// ends a wait at once, a wait that would outlast the deadline is not started,
-// and a deadline shorter than one attempt ends the loop with a context error.
-// (S24, jitter at the cap, is in retry_test.go.)
+// Tests for the attempt loop (attempt.go): cancellation ends a wait at once,
+// a wait that would outlast the deadline is not started, a deadline shorter
+// than one attempt ends the loop, every 429/503 counts as one of MaxAttempts,
+// and discarded responses are drained and closed. Field scenarios S08, S10-S12
+// and S15 (SCENARIOS.md); S24, jitter at the cap, is in retry_test.go.
 
 package idem
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +151,105 @@ func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 				require.Equal(t, StatePending, onlyRecord(t, tr).State)
 			}
 		})
+	}
+}
+
+func TestS15_AlwaysUnavailable(t *testing.T) {
+	// 503 and 429 alternate: each counts as an attempt.
+	unavailable := func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n%2 == 0 {
+			reply(w, http.StatusTooManyRequests)
+			return
+		}
+		reply(w, http.StatusServiceUnavailable)
+	}
+	for _, n := range []int{1, 3, 6} {
+		lastStatus := http.StatusServiceUnavailable
+		if n%2 == 0 {
+			lastStatus = http.StatusTooManyRequests
+		}
+		t.Run(fmt.Sprintf("POST/MaxAttempts=%d", n), func(t *testing.T) {
+			tr, clk, srv := newScenario(t, &Options{MaxAttempts: n}, unavailable)
+			resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
+			require.Nil(t, resp)
+			perr := pendingErr(t, err)
+			require.Equal(t, n, srv.count())
+			require.Equal(t, n, perr.Attempts)
+			require.Equal(t, lastStatus, perr.LastStatus)
+			require.Len(t, clk.Sleeps(), n-1, "no sleep after the last attempt")
+			sameKey(t, srv.requests())
+
+			rec := onlyRecord(t, tr)
+			require.Equal(t, StatePending, rec.State)
+			require.Equal(t, n, rec.Attempts)
+		})
+		t.Run(fmt.Sprintf("GET/MaxAttempts=%d", n), func(t *testing.T) {
+			tr, clk, srv := newScenario(t, &Options{MaxAttempts: n}, unavailable)
+			resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, ""))
+			require.NoError(t, err)
+			require.Equal(t, lastStatus, resp.StatusCode)
+			require.Equal(t, http.StatusText(lastStatus), string(drain(t, resp)), "the last body is the caller's to read")
+			require.Equal(t, n, srv.count())
+			require.Len(t, clk.Sleeps(), n-1)
+			recs, err := tr.bolt().Records()
+			require.NoError(t, err)
+			require.Empty(t, recs, "GET is not journaled")
+		})
+	}
+}
+
+func TestS08_DiscardedBodiesDrained(t *testing.T) {
+	checkGoroutines(t)
+	filler := strings.Repeat("x", 1<<10) // below the drain bound: the connection can be reused
+	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n%3 != 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, filler)
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	// S08 is about connections, not durability: skip the fsyncs that would
+	// make 1,000 journaled calls take seconds under -race.
+	boltDB(tr.bolt()).NoSync = true
+	// Two failures in three is an outage to the retry budget, which would
+	// (rightly) stop retrying after a while; S08 needs every retry made.
+	tr.budget = newBudget(RetryBudget{Disabled: true})
+	tracker := &bodyTracker{base: tr.cfg.Base}
+	tr.cfg.Base = tracker
+	call := func() {
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		drain(t, resp)
+	}
+
+	call() // warm up: one connection open and idle
+	goroutines := runtime.NumGoroutine()
+
+	const calls = 1000
+	for i := 0; i < calls; i++ {
+		call()
+	}
+
+	require.Equal(t, 3*(calls+1), srv.count())
+	bodies := tracker.tracked()
+	require.Len(t, bodies, 3*(calls+1))
+	for i, b := range bodies {
+		require.Equal(t, int32(1), b.closes.Load(), "body %d (status %d) closes", i, b.status)
+		require.True(t, b.eof.Load(), "body %d (status %d) not drained", i, b.status)
+	}
+	require.Len(t, clk.Sleeps(), 2*(calls+1))
+	// An undrained or unclosed body costs its connection: thousands of them.
+	require.LessOrEqual(t, srv.conns.Load(), int64(2), "connections opened for %d attempts", srv.count())
+	after := waitGoroutines(goroutines+2, 2*time.Second)
+	require.LessOrEqual(t, after, goroutines+2, "goroutines grew from %d", goroutines)
+
+	recs, err := tr.bolt().Records()
+	require.NoError(t, err)
+	require.Len(t, recs, calls+1)
+	for _, rec := range recs {
+		require.Equal(t, StateSettled, rec.State)
+		require.Equal(t, 3, rec.Attempts)
 	}
 }

@@ -1,7 +1,7 @@
-// Scenarios S01-S05 (SCENARIOS.md, "Retry-After"): the server's Retry-After
-// is honoured in every form, capped without long sleeps, and bad values fall
-// back to backoff. Time is the fake clock's, so nothing sleeps for real
-// except where a test says so.
+// Tests for the server's Retry-After as the attempt loop honours it (retry.go,
+// attempt.go): every date form, the cap without long sleeps, any retryable
+// status, backoff when it is absent, and past or bad values. Field scenarios
+// S01-S05 (SCENARIOS.md, "Retry-After"), on the fake clock.
 
 package idem
 
@@ -14,8 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-const payload = `{"amount": 4827, "currency": "eur", "reference": "order-4827"}`
 
 func TestS01_RetryAfterHTTPDate(t *testing.T) {
 	for name, layout := range map[string]string{"IMF-fixdate": imfFixdate, "RFC 850": rfc850Date, "asctime": asctimeDat} {
