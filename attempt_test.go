@@ -28,12 +28,22 @@ func TestS10_CancelDuringBackoff(t *testing.T) {
 	// Real clock: the first backoff wait is 5-15 s unless cancel wakes it.
 	opts := &Options{InitialInterval: 10 * time.Second, MaxInterval: time.Minute}
 	tr, _, srv := newScenario(t, opts, always503)
-	tr.clock = realClock{}
+	clk := newSignalClock(realClock{})
+	tr.clock = clk
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now() // before the timer, so elapsed >= 100 ms whatever the load
-	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now() // before the cancel, so elapsed >= 100 ms whatever the load
+	// The caller cancels at 100 ms, and in the backoff wait: on a loaded
+	// machine the first attempt alone can take longer than 100 ms, so the
+	// cancel waits for the wait to begin rather than for a fixed delay.
+	go func() {
+		select {
+		case <-clk.sleeping:
+			time.AfterFunc(time.Until(start.Add(100*time.Millisecond)), cancel)
+		case <-ctx.Done():
+		}
+	}()
 	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
 	elapsed := time.Since(start)
 
@@ -45,7 +55,7 @@ func TestS10_CancelDuringBackoff(t *testing.T) {
 	// it means cancel woke the wait, however busy the machine.
 	require.Less(t, elapsed, 4*time.Second, "cancel did not wake the wait")
 
-	time.Sleep(20 * time.Millisecond) // a stray attempt would show up now
+	srv.Close() // waits for any attempt in flight; none can start after it
 	require.Equal(t, 1, srv.count(), "no attempt after cancel")
 	require.Equal(t, 1, perr.Attempts)
 
@@ -125,17 +135,30 @@ func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 			// Tiny waits: were the loop to go on after the deadline, it would
 			// burst attempts.
 			opts := &Options{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxAttempts: 100}
-			tr, _, srv := newScenario(t, opts, func(_ int, w http.ResponseWriter, r *http.Request) {
+			arrived := make(chan struct{}, 1)
+			tr, clk, srv := newScenario(t, opts, func(_ int, w http.ResponseWriter, r *http.Request) {
+				select {
+				case arrived <- struct{}{}:
+				default:
+				}
 				select {
 				case <-r.Context().Done():
 				case <-time.After(5 * time.Second):
 				}
 				reply(w, http.StatusServiceUnavailable)
 			})
-			tr.clock = realClock{}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-			defer cancel()
+			// The deadline is 30 ms away on the Transport's clock and passes
+			// while the first attempt is at the server: a real 30 ms timer
+			// could pass before a loaded machine sent the attempt at all.
+			ctx := newManualDeadline(t, clk.Now().Add(30*time.Millisecond))
+			go func() {
+				select {
+				case <-arrived:
+					ctx.pass()
+				case <-ctx.Done():
+				}
+			}()
 			start := time.Now()
 			resp, err := tr.RoundTrip(newRequest(t, method, srv.URL, payload).WithContext(ctx))
 			elapsed := time.Since(start)
@@ -143,7 +166,7 @@ func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 			require.Nil(t, resp)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.Less(t, elapsed, time.Second)
-			time.Sleep(20 * time.Millisecond)
+			srv.Close() // waits for any attempt in flight; none can start after it
 			require.Equal(t, 1, srv.count(), "attempts after the deadline")
 			if method == http.MethodPost {
 				perr := pendingErr(t, err)

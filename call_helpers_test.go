@@ -22,13 +22,21 @@ import (
 // t.Cleanup(g.open) after starting the server, so that a failing test opens
 // it before the server's Close waits for its handlers.
 type gate struct {
-	ch   chan struct{}
-	open func()
+	ch      chan struct{}
+	open    func()
+	arrived chan struct{} // receives once per handler that reaches hold
 }
 
 func newGate() *gate {
 	ch := make(chan struct{})
-	return &gate{ch: ch, open: sync.OnceFunc(func() { close(ch) })}
+	return &gate{ch: ch, open: sync.OnceFunc(func() { close(ch) }), arrived: make(chan struct{}, 16)}
+}
+
+// hold is what a held handler calls: it tells the test, through arrived,
+// that its request is at the server, then waits until the gate opens.
+func (g *gate) hold() {
+	g.arrived <- struct{}{}
+	<-g.ch
 }
 
 // roundTripResult is what a RoundTrip run by roundTripAsync returned.

@@ -197,15 +197,29 @@ func TestWithOperationIDDifferentRequestRefused(t *testing.T) {
 func TestS18_HoldThen409ThenReplay(t *testing.T) {
 	t.Parallel()
 	srv := startPayments(t, nil)
-	srv.Script(testserver.Fault{Kind: testserver.FaultHold, Delay: 1500 * time.Millisecond})
+	// The hold lasts until the test releases it.
+	srv.Script(testserver.Fault{Kind: testserver.FaultHold, Delay: time.Minute})
 	wire := newWireLog(t)
 	j, _ := testJournal(t)
-	tr, clk := transportOn(t, j, Options{AttemptTimeout: 300 * time.Millisecond, MaxAttempts: 40,
+	// The first attempt is held until its timeout, so it ends at 1.5 s; every
+	// other attempt has the same 1.5 s to reach the server, however loaded
+	// the machine.
+	tr, clk := transportOn(t, j, Options{AttemptTimeout: 1500 * time.Millisecond, MaxAttempts: 40,
 		InitialInterval: 100 * time.Millisecond}, wire, time.Time{})
-	// Waits count in full on the fake clock (each 409's "Retry-After: 1" is a
-	// second there) but take at most 100 ms of real time, so the hold, which is
-	// real time on the server, ends after a dozen or so polls.
-	clk.onSleep = func(d time.Duration) { time.Sleep(min(d, 100*time.Millisecond)) }
+	// Waits are the fake clock's and take no real time. Once a retry has met
+	// 409, the test ends the hold and lets the held request finish its
+	// payment before the next attempt, which then gets the stored result.
+	var release sync.Once
+	clk.onSleep = func(time.Duration) {
+		if srv.Ledger().InProgress == 0 {
+			return
+		}
+		release.Do(func() {
+			srv.ReleaseHolds()
+			eventually(t, 10*time.Second, func() bool { return srv.Ledger().Effects["order-s18"] == 1 },
+				"the held request made its payment")
+		})
+	}
 
 	ctx := WithOperationID(context.Background(), "charge/order-s18")
 	req, _ := paymentRequest(t, ctx, srv.URL, "order-s18", 1250)

@@ -80,14 +80,15 @@ func TestResumeSkipsInFlightAnonymousCall(t *testing.T) {
 	g := newGate()
 	tr, _, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n == 1 {
-			<-g.ch
+			g.hold()
 		}
 		reply(w, http.StatusCreated)
 	})
 	t.Cleanup(g.open)
 
 	done := roundTripAsync(tr, newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-r1", 100)))
-	require.Eventually(t, func() bool { return srv.count() == 1 }, time.Second, time.Millisecond)
+	await(t, g.arrived, "the call at the server")
+	require.Equal(t, 1, srv.count())
 	require.Equal(t, StatePending, onlyRecord(t, tr).State)
 
 	require.Empty(t, resumeAll(t, tr), "Resume must skip a call in flight in this process")
@@ -112,7 +113,7 @@ func TestResumeSkipsCallerKeyCallOnOperationRecord(t *testing.T) {
 		case 1:
 			reply(w, http.StatusServiceUnavailable)
 		case 2:
-			<-g.ch
+			g.hold()
 			reply(w, http.StatusCreated)
 		default:
 			reply(w, http.StatusCreated)
@@ -132,7 +133,8 @@ func TestResumeSkipsCallerKeyCallOnOperationRecord(t *testing.T) {
 	pastNextAttempt(clk, perr.NextAttempt)
 
 	done := roundTripAsync(tr, call(context.Background()))
-	require.Eventually(t, func() bool { return srv.count() == 2 }, time.Second, time.Millisecond)
+	await(t, g.arrived, "the second call at the server")
+	require.Equal(t, 2, srv.count())
 	require.Empty(t, resumeAll(t, tr), "Resume must skip the operation while a call runs it")
 	require.Equal(t, 2, srv.count())
 

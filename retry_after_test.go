@@ -111,14 +111,25 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		checkGoroutines(t)
 		// Real clock: a 5 s Retry-After, within the default cap, really waits.
 		tr, _, srv := newScenario(t, nil, always("5"))
-		tr.clock = realClock{}
+		clk := newSignalClock(realClock{})
+		tr.clock = clk
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		time.AfterFunc(20*time.Millisecond, cancel)
+		// Cancel once the wait has begun, and time the wake-up from the
+		// cancel: neither depends on how long the first attempt took.
+		canceled := make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-clk.sleeping:
+				canceled <- time.Now()
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 
 		start := time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
-		elapsed := time.Since(start)
+		elapsed := time.Since(await(t, canceled, "the call's wait to begin"))
 		require.Nil(t, resp)
 		require.ErrorIs(t, err, context.Canceled)
 		perr := pendingErr(t, err)
