@@ -186,10 +186,20 @@ func answerError(err error) func(*http.Request) (*http.Response, error) {
 }
 
 // pipeBody is a request body that blocks until its writer writes, and counts
-// its Close calls; Close unblocks a pending Read.
+// its Close calls; Close unblocks a pending Read. Each Read first sends on
+// reading, if set and it has room.
 type pipeBody struct {
 	*io.PipeReader
-	closes atomic.Int32
+	closes  atomic.Int32
+	reading chan struct{}
+}
+
+func (b *pipeBody) Read(p []byte) (int, error) {
+	select {
+	case b.reading <- struct{}{}:
+	default:
+	}
+	return b.PipeReader.Read(p)
 }
 
 func (b *pipeBody) Close() error {
@@ -198,12 +208,20 @@ func (b *pipeBody) Close() error {
 }
 
 func TestBlockingBodyHonoursDeadline(t *testing.T) {
-	tr, _, srv := newScenario(t, nil, created)
+	tr, clk, srv := newScenario(t, nil, created)
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })
-	body := &pipeBody{PipeReader: pr}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
+	body := &pipeBody{PipeReader: pr, reading: make(chan struct{}, 1)}
+	// The deadline, 100 ms away, passes once RoundTrip is reading the body
+	// (not on a real timer, which could pass before the read begins).
+	ctx := newManualDeadline(t, clk.Now().Add(100*time.Millisecond))
+	go func() {
+		select {
+		case <-body.reading:
+			ctx.pass()
+		case <-ctx.Done():
+		}
+	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments", body)
 	require.NoError(t, err)
 
