@@ -67,6 +67,7 @@ func TestS10_CancelDuringBackoff(t *testing.T) {
 }
 
 func TestS11_WaitBeyondDeadline(t *testing.T) {
+	t.Parallel()
 	// beyondDeadline compares ctx.Deadline with the Transport's clock, so the
 	// deadline is set on the fake clock's time (which started at real time).
 	withDeadline := func(t *testing.T, clk *fakeClock, d time.Duration) context.Context {
@@ -178,6 +179,7 @@ func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 }
 
 func TestS15_AlwaysUnavailable(t *testing.T) {
+	t.Parallel()
 	// 503 and 429 alternate: each counts as an attempt.
 	unavailable := func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n%2 == 0 {

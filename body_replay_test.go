@@ -19,6 +19,7 @@ import (
 )
 
 func TestS06_RetryCarriesIdenticalBody(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		method string
@@ -77,6 +78,7 @@ func TestS06_RetryCarriesIdenticalBody(t *testing.T) {
 }
 
 func TestS07_ReusedRequest(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{http.MethodPost, http.MethodPut} {
 		t.Run(method, func(t *testing.T) {
 			// Each call meets 503 once, so each call makes two attempts.
@@ -128,6 +130,7 @@ func TestS07_ReusedRequest(t *testing.T) {
 }
 
 func TestMaxBodyBytesMaxInt64SendsWholeBody(t *testing.T) {
+	t.Parallel()
 	want := bytes.Repeat([]byte(paymentBody("order-r9", 900)), 1000)
 	sum := sha256.Sum256(want)
 	tests := []struct {

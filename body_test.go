@@ -87,6 +87,7 @@ func TestBodyTooLargeRefused(t *testing.T) {
 }
 
 func TestCallerBodyClosedOnce(t *testing.T) {
+	t.Parallel()
 	certErr := x509.UnknownAuthorityError{}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -208,6 +209,7 @@ func (b *pipeBody) Close() error {
 }
 
 func TestBlockingBodyHonoursDeadline(t *testing.T) {
+	t.Parallel()
 	tr, clk, srv := newScenario(t, nil, created)
 	pr, pw := io.Pipe()
 	t.Cleanup(func() { pw.Close() })

@@ -78,6 +78,7 @@ func TestRetryBudgetDisabled(t *testing.T) {
 }
 
 func TestRetryBudgetBoundedHosts(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	b := newBudget(RetryBudget{Burst: 1})
 	for i := range 3 * maxBudgetHosts {

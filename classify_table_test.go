@@ -63,6 +63,7 @@ func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestClassificationTable(t *testing.T) {
+	t.Parallel()
 	var rows []classRow
 	rows = append(rows, dialRows()...)
 	rows = append(rows, tlsRows()...)

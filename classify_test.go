@@ -27,6 +27,7 @@ import (
 )
 
 func TestDefaultClassifierErrors(t *testing.T) {
+	t.Parallel()
 	refused := realRefusedError(t)
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	timeout := fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, time.Second, errors.New("context canceled"))

@@ -13,6 +13,7 @@ import (
 )
 
 func TestRetentionBelowKeyTTLKeepsSettledOperation(t *testing.T) {
+	t.Parallel()
 	// Open prunes with Retention; raised to KeyTTL, it must keep a record
 	// whose key the server still replays, or the operation ID would mint a
 	// second key and charge twice.

@@ -16,6 +16,7 @@ import (
 )
 
 func TestInvalidCallerKeyRefused(t *testing.T) {
+	t.Parallel()
 	header := func(k string) func(*http.Request) *http.Request {
 		return func(r *http.Request) *http.Request { r.Header["Idempotency-Key"] = []string{k}; return r }
 	}
@@ -91,6 +92,7 @@ func TestInvalidCallerKeyRefused(t *testing.T) {
 }
 
 func TestCallerKeyLimitsAccepted(t *testing.T) {
+	t.Parallel()
 	for _, key := range []string{
 		"k",
 		strings.Repeat("k", 255),
@@ -117,6 +119,7 @@ func TestCallerKeyLimitsAccepted(t *testing.T) {
 var status503 = testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable}
 
 func TestS16_CallerKeyKeptOnEveryAttempt(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		set  func(r *http.Request, key string) *http.Request
@@ -172,6 +175,7 @@ func TestS16_CallerKeyKeptOnEveryAttempt(t *testing.T) {
 }
 
 func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
+	t.Parallel()
 	status429 := testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusTooManyRequests}
 	status500 := testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusInternalServerError}
 	status502 := testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusBadGateway}

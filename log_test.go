@@ -75,6 +75,7 @@ func (b *leakyBase) RoundTrip(r *http.Request) (*http.Response, error) {
 // every body: the log has the records operators need, and none of the
 // secrets.
 func TestLogsCarryNoSecret(t *testing.T) {
+	t.Parallel()
 	const (
 		token      = "tok-SECRET-bearer-4711"
 		cookie     = "sid=SECRET-cookie-0815"
@@ -184,6 +185,7 @@ func TestLogsCarryNoSecret(t *testing.T) {
 }
 
 func TestLoggerNilIsSilentAndLevelsAreHonoured(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	tr, _, srv := newScenario(t, &Options{Logger: logger, MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -226,6 +228,7 @@ func (quotingBase) RoundTrip(r *http.Request) (*http.Response, error) {
 // the journal keeps in plaintext. maskErr now masks the URL as quoted, the
 // fragment, and each query value as written.
 func TestReviewURLQuotedInErrorNotJournaled(t *testing.T) {
+	t.Parallel()
 	const frag, query = "FRAGSECRET123", "tok%2Fen-77"
 	tr, _ := testTransport(t, &Options{Base: quotingBase{}, MaxAttempts: 1, SensitiveQueryParams: []string{"key"}})
 	req := newRequest(t, http.MethodPost, "https://user:pw-secret-9@api.test/p?key="+query+"#access_token="+frag,

@@ -41,6 +41,7 @@ func TestWithOperationIDSequentialCallsReplay(t *testing.T) {
 }
 
 func TestWithOperationIDConcurrentCallsCollapse(t *testing.T) {
+	t.Parallel()
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	// The first request to arrive is answered late, so the others are sure to
 	// be waiting while it runs.
@@ -262,6 +263,7 @@ func TestS18_HoldThen409ThenReplay(t *testing.T) {
 }
 
 func TestRecallBeforeNextAttemptSendsNothing(t *testing.T) {
+	t.Parallel()
 	// 429 with a Retry-After past MaxRetryAfter: the server asked for an
 	// hour, so a re-call within it is pending at once.
 	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestBadInputOptions(t *testing.T) {
+	t.Parallel()
 	nan, inf := math.NaN(), math.Inf(1)
 	tests := []struct {
 		name string

@@ -29,6 +29,7 @@ func insertWithBody(t *testing.T, j *Journal, key, body string) *Record {
 }
 
 func TestPendingAfterSeesDeferredChanges(t *testing.T) {
+	t.Parallel()
 	j, _ := testJournal(t)
 	a := insertWithBody(t, j, "a", "body-a")
 	b := insertWithBody(t, j, "b", "body-b")
@@ -59,6 +60,7 @@ func TestPendingAfterSeesDeferredChanges(t *testing.T) {
 }
 
 func TestRegetMatchesGet(t *testing.T) {
+	t.Parallel()
 	key := make([]byte, 32)
 	rand.Read(key)
 	for name, opts := range map[string]*JournalOptions{

@@ -75,6 +75,7 @@ func (rh *rewriteHost) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestResumeSkipsInFlightAnonymousCall(t *testing.T) {
+	t.Parallel()
 	// A POST with neither operation ID nor caller key: its lock and its
 	// record once used two different minted keys, so Resume sent it again.
 	g := newGate()
@@ -104,6 +105,7 @@ func TestResumeSkipsInFlightAnonymousCall(t *testing.T) {
 }
 
 func TestResumeSkipsCallerKeyCallOnOperationRecord(t *testing.T) {
+	t.Parallel()
 	// The record belongs to operation "op-r2"; a later call finds it by its
 	// caller key alone. Resume locks by operation ID, so the call must too.
 	const key = "caller-key-r2"
@@ -151,6 +153,7 @@ func TestResumeSkipsCallerKeyCallOnOperationRecord(t *testing.T) {
 }
 
 func TestResumeRefusesWithoutDroppedCredentials(t *testing.T) {
+	t.Parallel()
 	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n == 1 {
 			reply(w, http.StatusServiceUnavailable)
@@ -187,6 +190,7 @@ func TestResumeRefusesWithoutDroppedCredentials(t *testing.T) {
 }
 
 func TestHostOverrideJournaledAndResumed(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var hosts []string
 	tr, _, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestS01_RetryAfterHTTPDate(t *testing.T) {
+	t.Parallel()
 	for name, layout := range map[string]string{"IMF-fixdate": imfFixdate, "RFC 850": rfc850Date, "asctime": asctimeDat} {
 		t.Run(name, func(t *testing.T) {
 			var sent atomic.Pointer[string]
@@ -146,6 +147,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 }
 
 func TestS03_RetryAfterOnAnyRetryableStatus(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{503, 429, 408, 425, 500, 502, 504} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -169,6 +171,7 @@ func TestS03_RetryAfterOnAnyRetryableStatus(t *testing.T) {
 }
 
 func TestS04_NoRetryAfterUsesJitteredBackoff(t *testing.T) {
+	t.Parallel()
 	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n%2 == 1 {
 			reply(w, http.StatusTooManyRequests)
@@ -198,6 +201,7 @@ func TestS04_NoRetryAfterUsesJitteredBackoff(t *testing.T) {
 }
 
 func TestS05_RetryAfterPastOrNegative(t *testing.T) {
+	t.Parallel()
 	retryOnce := func(v string) func(int, http.ResponseWriter, *http.Request) {
 		return func(n int, w http.ResponseWriter, _ *http.Request) {
 			if n%2 == 1 {

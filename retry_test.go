@@ -118,6 +118,7 @@ func TestScheduleBackoffBounds(t *testing.T) {
 }
 
 func TestScheduleWaitBounds(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, time.March, 2, 12, 0, 0, 0, time.UTC)
 	past := &http.Response{Header: http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}}
 	for name, opts := range oddOptions {

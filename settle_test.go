@@ -32,6 +32,7 @@ func certOnAttempts(tb testing.TB, fail func(n int64) bool) *wireLog {
 }
 
 func TestMaybeSentOperationNeverFailed(t *testing.T) {
+	t.Parallel()
 	// Attempt 1 creates the payment but its response is lost; attempt 2
 	// fails on a certificate. The server has acted: pending, not failed.
 	srv := startPayments(t, nil)
@@ -67,6 +68,7 @@ func TestMaybeSentOperationNeverFailed(t *testing.T) {
 }
 
 func TestFreshOperationCertErrorFailsThenRecallCanPend(t *testing.T) {
+	t.Parallel()
 	// The contrast: a first attempt that fails on a certificate cannot have
 	// reached the server, so the operation is failed. Re-called, it may
 	// reach the server; left unknown then, it must be pending for Resume.
@@ -155,6 +157,7 @@ func TestSettledOperationNeverDowngraded(t *testing.T) {
 }
 
 func TestPermanentClassOnResponseSettles(t *testing.T) {
+	t.Parallel()
 	// A Classifier may call a response ClassPermanent; the server answered, so
 	// the answer is the outcome.
 	classifier := func(a Attempt) Class {

@@ -206,6 +206,7 @@ func badCalls() []badCall {
 }
 
 func TestBadInputRequests(t *testing.T) {
+	t.Parallel()
 	for _, tc := range badCalls() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Run("RoundTrip", func(t *testing.T) { runBadCall(t, tc, false) })

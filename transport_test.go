@@ -20,6 +20,7 @@ import (
 )
 
 func TestNilHeaderMapJournaled(t *testing.T) {
+	t.Parallel()
 	tr, _, srv := newScenario(t, nil, created)
 	req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-r7", 700))
 	req.Header = nil
@@ -34,6 +35,7 @@ func TestNilHeaderMapJournaled(t *testing.T) {
 }
 
 func TestBrokenBaseNoPanic(t *testing.T) {
+	t.Parallel()
 	t.Run("nil response and nil error", func(t *testing.T) {
 		j, _ := testJournal(t)
 		base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })

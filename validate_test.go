@@ -127,6 +127,7 @@ func TestPlainURL(t *testing.T) {
 // KeyTTL. validRequest now refuses them with ErrInvalidRequest before the
 // write-ahead.
 func TestReviewBadInputRefusedBeforeJournal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		build func(base string) *http.Request
@@ -160,6 +161,7 @@ func TestReviewBadInputRefusedBeforeJournal(t *testing.T) {
 }
 
 func TestUnsendableRequestRefusedUpFront(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		edit func(*http.Request) *http.Request
@@ -198,6 +200,7 @@ func TestUnsendableRequestRefusedUpFront(t *testing.T) {
 }
 
 func TestOpaqueURLUserinfoNotJournaled(t *testing.T) {
+	t.Parallel()
 	tr, _, srv := newScenario(t, &Options{MaxAttempts: 1}, created)
 	u, err := url.Parse(srv.URL)
 	require.NoError(t, err)
@@ -221,6 +224,7 @@ func TestOpaqueURLUserinfoNotJournaled(t *testing.T) {
 // a plaintext journal's bytes. The journaled URL now leaves the fragment
 // out; Resume loses nothing.
 func TestReviewSensitiveParamInFragmentNotJournaled(t *testing.T) {
+	t.Parallel()
 	const secret = "FRAGSECRET-9d8e7f"
 	tr, _, srv := newScenario(t, &Options{MaxAttempts: 1, SensitiveQueryParams: []string{"access_token"}},
 		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusServiceUnavailable) })

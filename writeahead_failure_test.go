@@ -174,6 +174,7 @@ func TestWriteAheadFailureReadOnlyFileSystem(t *testing.T) {
 }
 
 func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
+	t.Parallel()
 	// send makes one journaled POST through tr and checks that it failed with
 	// want before anything reached the server.
 	send := func(t *testing.T, tr *Transport, srv *testserver.Server, wire *wireLog, ctx context.Context, want error) error {

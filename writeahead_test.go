@@ -20,6 +20,7 @@ import (
 )
 
 func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
+	t.Parallel()
 	rec := func(key, op string) *Record {
 		return &Record{Key: key, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/payments",
 			State: StatePending, Created: time.Now(), Updated: time.Now()}
