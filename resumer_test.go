@@ -185,7 +185,11 @@ func TestResumerWakesAtRetryAfter(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
 	clk.Advance(9 * time.Minute)
 	eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps again")
-	time.Sleep(20 * time.Millisecond)
+	// That pass is over; wait for any send it started, so that one sent too
+	// early is counted below rather than missed by a short real sleep.
+	resumers := c.transport.resumers.all()
+	require.Len(t, resumers, 1)
+	resumers[0].run.pool.wait()
 	require.Equal(t, 1, srv.count(), "nothing sent before the server's time")
 
 	clk.Advance(time.Minute)
