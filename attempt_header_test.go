@@ -16,6 +16,7 @@ import (
 )
 
 func TestAttemptHeaderCountsAttemptsWithoutChangingTheOperation(t *testing.T) {
+	t.Parallel()
 	tr, _, srv := newScenario(t, &Options{MaxAttempts: 4}, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n < 3 {
 			reply(w, http.StatusServiceUnavailable)

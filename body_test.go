@@ -8,8 +8,10 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -85,6 +87,7 @@ func TestBodyTooLargeRefused(t *testing.T) {
 }
 
 func TestCallerBodyClosedOnce(t *testing.T) {
+	t.Parallel()
 	certErr := x509.UnknownAuthorityError{}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -181,4 +184,60 @@ func answerStatus(code int) func(*http.Request) (*http.Response, error) {
 // answerError fails every attempt with err.
 func answerError(err error) func(*http.Request) (*http.Response, error) {
 	return func(*http.Request) (*http.Response, error) { return nil, err }
+}
+
+// pipeBody is a request body that blocks until its writer writes, and counts
+// its Close calls; Close unblocks a pending Read. Each Read first sends on
+// reading, if set and it has room.
+type pipeBody struct {
+	*io.PipeReader
+	closes  atomic.Int32
+	reading chan struct{}
+}
+
+func (b *pipeBody) Read(p []byte) (int, error) {
+	select {
+	case b.reading <- struct{}{}:
+	default:
+	}
+	return b.PipeReader.Read(p)
+}
+
+func (b *pipeBody) Close() error {
+	b.closes.Add(1)
+	return b.PipeReader.Close()
+}
+
+func TestBlockingBodyHonoursDeadline(t *testing.T) {
+	t.Parallel()
+	tr, clk, srv := newScenario(t, nil, created)
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	body := &pipeBody{PipeReader: pr, reading: make(chan struct{}, 1)}
+	// The deadline, 100 ms away, passes once RoundTrip is reading the body
+	// (not on a real timer, which could pass before the read begins).
+	ctx := newManualDeadline(t, clk.Now().Add(100*time.Millisecond))
+	go func() {
+		select {
+		case <-body.reading:
+			ctx.pass()
+		case <-ctx.Done():
+		}
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/payments", body)
+	require.NoError(t, err)
+
+	start := time.Now()
+	select {
+	case res := <-roundTripAsync(tr, req):
+		require.Less(t, time.Since(start), time.Second)
+		require.Nil(t, res.resp)
+		require.ErrorIs(t, res.err, context.DeadlineExceeded)
+		require.False(t, errors.As(res.err, new(*PendingError)), "nothing was written, so nothing is pending")
+	case <-time.After(2 * time.Second):
+		pw.CloseWithError(errors.New("test gave up")) // let RoundTrip return
+		t.Fatal("RoundTrip still reading the body 1.9 s past the context deadline")
+	}
+	noRequests(t, tr, srv)
+	require.EqualValues(t, 1, body.closes.Load())
 }

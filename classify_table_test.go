@@ -63,6 +63,7 @@ func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestClassificationTable(t *testing.T) {
+	t.Parallel()
 	var rows []classRow
 	rows = append(rows, dialRows()...)
 	rows = append(rows, tlsRows()...)
@@ -465,8 +466,11 @@ func exchangeRows() []classRow {
 			return classEnv{base: &http.Transport{ResponseHeaderTimeout: 20 * time.Millisecond}, url: httptestServer(t, blocked)}
 		}),
 		row("exchange/attempt timeout (Options.AttemptTimeout)", ClassRetryIfSafe, func(t *testing.T) classEnv {
+			// 500 ms, not less: the timeout must find the request written
+			// (a timeout before that is a ClassRetry), however loaded the
+			// machine. A response header timeout starts after the write.
 			return classEnv{base: &http.Transport{}, url: httptestServer(t, blocked),
-				opts: func(o *Options) { o.AttemptTimeout = 20 * time.Millisecond }}
+				opts: func(o *Options) { o.AttemptTimeout = 500 * time.Millisecond }}
 		}).with(func(t *testing.T, err error, first Attempt) {
 			require.ErrorIs(t, first.Err, ErrAttemptTimeout)
 		}),

@@ -5,23 +5,29 @@
 package idem
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
 
 func TestDefaultClassifierErrors(t *testing.T) {
+	t.Parallel()
 	refused := realRefusedError(t)
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	timeout := fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, time.Second, errors.New("context canceled"))
@@ -158,4 +164,108 @@ func newClassifyRequest(tb testing.TB) *http.Request {
 	req, err := http.NewRequest(http.MethodPost, "https://pay.example/payments", nil)
 	require.NoError(tb, err)
 	return req
+}
+
+// S09: the server commits the payment, then drops the connection before the
+// response. With a key the retry gets the stored result; without journaling
+// the caller learns the outcome is unknown, and nothing is sent twice.
+func TestS09_LostResponse(t *testing.T) {
+	t.Run("journaled", func(t *testing.T) {
+		srv := startPayments(t, &testserver.Options{RequireKey: true})
+		srv.Script(testserver.Fault{Kind: testserver.FaultLostResponse})
+		j, _ := testJournal(t)
+		tr, _ := transportOn(t, j, Options{}, nil, time.Time{})
+
+		req, _ := paymentRequest(t, context.Background(), srv.URL, "order-9", 900)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		drain(t, resp)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), "the retry must get the stored result")
+
+		l := srv.Ledger()
+		require.Equal(t, 2, l.Requests)
+		require.Equal(t, 1, l.Replays)
+		require.Equal(t, map[string]int{"order-9": 1}, l.Effects)
+		require.Equal(t, StateSettled, onlyRecord(t, tr).State)
+	})
+	t.Run("unjournaled", func(t *testing.T) {
+		srv := startPayments(t, nil)
+		srv.Script(testserver.Fault{Kind: testserver.FaultLostResponse})
+		tr, _ := transportOn(t, nil, Options{Methods: []string{}}, nil, time.Time{})
+
+		req, body := paymentRequest(t, context.Background(), srv.URL, "order-10", 900)
+		resp, err := tr.RoundTrip(req)
+		require.Nil(t, resp)
+		require.ErrorIs(t, err, ErrOutcomeUnknown)
+		require.Equal(t, int32(1), body.closes.Load())
+
+		l := srv.Ledger()
+		require.Equal(t, 1, l.Requests, "an unkeyed POST whose outcome is unknown must not be re-sent")
+		require.Equal(t, map[string]int{"order-10": 1}, l.Effects)
+	})
+}
+
+func TestS13_UntrustedCertificate(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			checkGoroutines(t)
+			var conns, handled atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				handled.Add(1)
+				reply(w, http.StatusCreated)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the expected handshake failure
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+
+			base := &http.Transport{} // trusts only the system roots, not httptest's
+			t.Cleanup(base.CloseIdleConnections)
+			tr, clk := testTransport(t, &Options{Base: base})
+
+			resp, err := tr.RoundTrip(newRequest(t, method, srv.URL, payload))
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, ErrPermanent)
+			var certErr *tls.CertificateVerificationError
+			require.True(t, errors.As(err, &certErr), "want a *tls.CertificateVerificationError in %v", err)
+			require.False(t, errors.As(err, new(*PendingError)), "a permanent failure is not pending")
+
+			require.Equal(t, int64(1), conns.Load(), "one attempt reached the server")
+			require.Zero(t, handled.Load())
+			require.Empty(t, clk.Sleeps())
+			if method == http.MethodPost {
+				rec := onlyRecord(t, tr)
+				require.Equal(t, StateFailed, rec.State)
+				require.Equal(t, 1, rec.Attempts)
+				require.NotEmpty(t, rec.LastError)
+			}
+		})
+	}
+}
+
+func TestS14_AlwaysNotImplemented(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+				reply(w, http.StatusNotImplemented)
+			})
+			resp, err := tr.RoundTrip(newRequest(t, method, srv.URL, payload))
+			require.NoError(t, err)
+			require.Equal(t, http.StatusNotImplemented, resp.StatusCode)
+			require.Equal(t, http.StatusText(http.StatusNotImplemented), string(drain(t, resp)))
+			require.Equal(t, 1, srv.count())
+			require.Empty(t, clk.Sleeps())
+			if method == http.MethodPost {
+				rec := onlyRecord(t, tr)
+				require.Equal(t, StateSettled, rec.State)
+				require.Equal(t, http.StatusNotImplemented, rec.Status)
+				require.Equal(t, 1, rec.Attempts)
+			}
+		})
+	}
 }

@@ -278,6 +278,7 @@ func TestStepClockStalledReaderIsNoStep(t *testing.T) {
 // looked two days old and expired (ErrKeyExpired, never sent again). Now
 // the clock starts from the newest time the journal holds.
 func TestClockStepBackBeforeFirstReadKeepsNewOperation(t *testing.T) {
+	t.Parallel()
 	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})

@@ -124,6 +124,7 @@ func TestIdentityUndeclaredRefusesFreshCredentials(t *testing.T) {
 
 // A declared identity is checked before anything is written or sent.
 func TestIdentityDeclaredIsChecked(t *testing.T) {
+	t.Parallel()
 	pay, base, rt := paymentsOver(t, false)
 	j, _ := testJournal(t)
 	failing := errors.New("no tenant for this request")
@@ -171,6 +172,7 @@ func TestIdentityDeclaredIsChecked(t *testing.T) {
 // Two tenants racing with one operation ID: one runs it, the other is
 // refused, and the server sees one payment.
 func TestIdentityConcurrentTenants(t *testing.T) {
+	t.Parallel()
 	pay, base, rt := paymentsOver(t, true)
 	j, _ := testJournal(t)
 	tr, _ := transportOn(t, j, Options{}, rt, time.Time{})
@@ -201,6 +203,7 @@ func TestIdentityConcurrentTenants(t *testing.T) {
 // it adds that tenant's (refreshed) credentials; an operation whose request
 // Options.Identity then maps to another tenant is not sent.
 func TestIdentityResume(t *testing.T) {
+	t.Parallel()
 	pay, base, rt := paymentsOver(t, false)
 	wire := &authLog{next: rt}
 	j, _ := testJournal(t)

@@ -143,6 +143,7 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 // A binding written in plaintext beside a sealed part is not one idem
 // wrote: it would rebind the operation unauthenticated.
 func TestSealedRecordWithPlaintextBindingIsCorrupt(t *testing.T) {
+	t.Parallel()
 	for _, field := range []string{"identity", "cred", "content_type", "content_encoding"} {
 		t.Run(field, func(t *testing.T) {
 			f := newSealedFixture(t)

@@ -109,6 +109,7 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 // is reported expired as soon as its key is past KeyTTL, not when the wait
 // ends, and is never sent.
 func TestKeyExpiryBeforeNextAttempt(t *testing.T) {
+	t.Parallel()
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable, RetryAfter: "7200"})
 	j, _ := testJournal(t)

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
 
 func TestInvalidCallerKeyRefused(t *testing.T) {
+	t.Parallel()
 	header := func(k string) func(*http.Request) *http.Request {
 		return func(r *http.Request) *http.Request { r.Header["Idempotency-Key"] = []string{k}; return r }
 	}
@@ -90,6 +92,7 @@ func TestInvalidCallerKeyRefused(t *testing.T) {
 }
 
 func TestCallerKeyLimitsAccepted(t *testing.T) {
+	t.Parallel()
 	for _, key := range []string{
 		"k",
 		strings.Repeat("k", 255),
@@ -110,4 +113,129 @@ func TestCallerKeyLimitsAccepted(t *testing.T) {
 		wire.requireOneKey(t, key)
 		require.Equal(t, key, onlyRecordOf(t, j).Key)
 	}
+}
+
+// status503 refuses one request before processing, without Retry-After.
+var status503 = testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable}
+
+func TestS16_CallerKeyKeptOnEveryAttempt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		set  func(r *http.Request, key string) *http.Request
+	}{
+		{"canonical header", func(r *http.Request, key string) *http.Request {
+			r.Header.Set("Idempotency-Key", key)
+			return r
+		}},
+		{"lower-case header map key", func(r *http.Request, key string) *http.Request {
+			r.Header["idempotency-key"] = []string{key}
+			return r
+		}},
+		{"upper-case header map key", func(r *http.Request, key string) *http.Request {
+			r.Header["IDEMPOTENCY-KEY"] = []string{key}
+			return r
+		}},
+		{"WithKey", func(r *http.Request, key string) *http.Request {
+			return r.WithContext(WithKey(r.Context(), key))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startPayments(t, nil)
+			srv.Script(status503, status503, status503)
+			wire := newWireLog(t)
+			j, _ := testJournal(t)
+			tr, clk := transportOn(t, j, Options{MaxAttempts: 3}, wire, time.Time{})
+
+			key := "caller key " + tt.name
+			req, body := paymentRequest(t, context.Background(), srv.URL, "order-s16", 700)
+			req = tt.set(req, key)
+			header := req.Header.Clone()
+			_, err := tr.RoundTrip(req)
+			perr := pendingErr(t, err)
+			require.Equal(t, key, perr.Key)
+			require.Equal(t, 3, perr.Attempts)
+			require.Equal(t, header, req.Header, "the caller's request is not modified")
+			require.EqualValues(t, 1, body.closes.Load())
+
+			// A restart: the resumed attempt carries the caller's key too.
+			tr2, _ := transportOn(t, reopen(t, j), Options{}, wire, clk.Now().Add(time.Hour))
+			outs := resumeAll(t, tr2)
+			require.Len(t, outs, 1)
+			require.NoError(t, outs[0].Err)
+			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
+			require.Equal(t, key, outs[0].Record.Key)
+
+			require.Len(t, wire.sent(), 4)
+			wire.requireOneKey(t, key)
+			require.Equal(t, 1, srv.Ledger().Effects["order-s16"])
+		})
+	}
+}
+
+func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
+	t.Parallel()
+	status429 := testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusTooManyRequests}
+	status500 := testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusInternalServerError}
+	status502 := testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusBadGateway}
+	want := []byte(paymentBody("order-s17", 1250))
+
+	requireSameBytes := func(t *testing.T, wire *wireLog, key string) {
+		t.Helper()
+		sent := wire.sent()
+		require.Len(t, sent, 3)
+		wire.requireOneKey(t, key)
+		for i, a := range sent {
+			require.Equal(t, string(want), string(a.Body), "attempt %d", i+1)
+			require.EqualValues(t, len(want), a.ContentLength, "attempt %d", i+1)
+		}
+	}
+
+	t.Run("one process", func(t *testing.T) {
+		srv := startPayments(t, nil)
+		srv.Script(status429, status500)
+		wire := newWireLog(t)
+		j, _ := testJournal(t)
+		tr, clk := transportOn(t, j, Options{}, wire, time.Time{})
+		req, _ := paymentRequest(t, context.Background(), srv.URL, "order-s17", 1250)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		drain(t, resp)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		require.Len(t, clk.Sleeps(), 2)
+
+		rec := onlyRecordOf(t, j)
+		require.Equal(t, StateSettled, rec.State)
+		require.Equal(t, 3, rec.Attempts)
+		requireSameBytes(t, wire, rec.Key)
+		require.Equal(t, 1, srv.Ledger().Effects["order-s17"])
+	})
+
+	t.Run("restart in the middle", func(t *testing.T) {
+		srv := startPayments(t, nil)
+		srv.Script(status429, status502)
+		wire := newWireLog(t)
+		j, _ := testJournal(t)
+		tr, clk := transportOn(t, j, Options{MaxAttempts: 2}, wire, time.Time{})
+		req, _ := paymentRequest(t, context.Background(), srv.URL, "order-s17", 1250)
+		_, err := tr.RoundTrip(req)
+		perr := pendingErr(t, err)
+		require.Equal(t, http.StatusBadGateway, perr.LastStatus)
+		require.Equal(t, 0, srv.Ledger().Payments())
+
+		// The process stops here; the next one opens the same file.
+		tr2, _ := transportOn(t, reopen(t, j), Options{}, wire, clk.Now().Add(time.Minute))
+		outs := resumeAll(t, tr2)
+		require.Len(t, outs, 1)
+		require.NoError(t, outs[0].Err)
+		require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
+
+		rec := onlyRecordOf(t, tr2.bolt())
+		require.Equal(t, perr.Key, rec.Key)
+		require.Equal(t, StateSettled, rec.State)
+		require.Equal(t, 3, rec.Attempts, "attempts count across process lifetimes")
+		requireSameBytes(t, wire, perr.Key)
+		require.Equal(t, 1, srv.Ledger().Effects["order-s17"])
+	})
 }

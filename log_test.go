@@ -75,6 +75,7 @@ func (b *leakyBase) RoundTrip(r *http.Request) (*http.Response, error) {
 // every body: the log has the records operators need, and none of the
 // secrets.
 func TestLogsCarryNoSecret(t *testing.T) {
+	t.Parallel()
 	const (
 		token      = "tok-SECRET-bearer-4711"
 		cookie     = "sid=SECRET-cookie-0815"
@@ -184,6 +185,7 @@ func TestLogsCarryNoSecret(t *testing.T) {
 }
 
 func TestLoggerNilIsSilentAndLevelsAreHonoured(t *testing.T) {
+	t.Parallel()
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	tr, _, srv := newScenario(t, &Options{Logger: logger, MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -212,5 +214,33 @@ func TestLogURLDropsUserinfoAndQuery(t *testing.T) {
 		u, err := url.Parse(in)
 		require.NoError(t, err)
 		require.Equal(t, want, logURL(u), in)
+	}
+}
+
+type quotingBase struct{}
+
+func (quotingBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, fmt.Errorf("proxy failed for %s (redacted %s)", r.URL, r.URL.Redacted())
+}
+
+// Review (final), fixed: a base RoundTripper that quotes the URL in its error
+// put the fragment, and a percent-encoded query value, in LastError, which
+// the journal keeps in plaintext. maskErr now masks the URL as quoted, the
+// fragment, and each query value as written.
+func TestReviewURLQuotedInErrorNotJournaled(t *testing.T) {
+	t.Parallel()
+	const frag, query = "FRAGSECRET123", "tok%2Fen-77"
+	tr, _ := testTransport(t, &Options{Base: quotingBase{}, MaxAttempts: 1, SensitiveQueryParams: []string{"key"}})
+	req := newRequest(t, http.MethodPost, "https://user:pw-secret-9@api.test/p?key="+query+"#access_token="+frag,
+		paymentBody("order-quoted", 1))
+	_, err := tr.RoundTrip(req)
+	pendingErr(t, err)
+	rec := onlyRecord(t, tr)
+	require.Contains(t, rec.LastError, "proxy failed for https://api.test/p")
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
+	require.NoError(t, err)
+	for _, secret := range []string{frag, query, "tok/en-77", "pw-secret-9"} {
+		require.False(t, bytes.Contains(raw, []byte(secret)), "the journal file holds %q", secret)
 	}
 }

@@ -19,6 +19,7 @@ import (
 )
 
 func TestMisdirectedRetriedOnNewConnection(t *testing.T) {
+	t.Parallel()
 	type wrapped struct{ *http.Transport } // a base idem cannot clone
 	for _, tc := range []struct {
 		name string
@@ -97,6 +98,7 @@ func TestMisdirectedRetriedOnNewConnection(t *testing.T) {
 }
 
 func TestMisdirectedTwiceIsFinal(t *testing.T) {
+	t.Parallel()
 	for _, h2 := range []bool{false, true} {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			reply(w, http.StatusMisdirectedRequest)

@@ -107,6 +107,7 @@ func TestObserverSeesAttemptsRetriesAndSettle(t *testing.T) {
 }
 
 func TestObserverPendingGaugeAcrossGiveUpResumeExpiryAndClose(t *testing.T) {
+	t.Parallel()
 	obs := &recordingObserver{}
 	fail := true
 	var mu sync.Mutex

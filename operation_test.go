@@ -41,6 +41,7 @@ func TestWithOperationIDSequentialCallsReplay(t *testing.T) {
 }
 
 func TestWithOperationIDConcurrentCallsCollapse(t *testing.T) {
+	t.Parallel()
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	// The first request to arrive is answered late, so the others are sure to
 	// be waiting while it runs.
@@ -192,4 +193,107 @@ func TestWithOperationIDDifferentRequestRefused(t *testing.T) {
 	}
 	require.Len(t, wire.sent(), 1)
 	require.Equal(t, 1, srv.Ledger().Requests)
+}
+
+func TestS18_HoldThen409ThenReplay(t *testing.T) {
+	t.Parallel()
+	srv := startPayments(t, nil)
+	// The hold lasts until the test releases it.
+	srv.Script(testserver.Fault{Kind: testserver.FaultHold, Delay: time.Minute})
+	wire := newWireLog(t)
+	j, _ := testJournal(t)
+	// The first attempt is held until its timeout, so it ends at 1.5 s; every
+	// other attempt has the same 1.5 s to reach the server, however loaded
+	// the machine.
+	tr, clk := transportOn(t, j, Options{AttemptTimeout: 1500 * time.Millisecond, MaxAttempts: 40,
+		InitialInterval: 100 * time.Millisecond}, wire, time.Time{})
+	// Waits are the fake clock's and take no real time. Once a retry has met
+	// 409, the test ends the hold and lets the held request finish its
+	// payment before the next attempt, which then gets the stored result.
+	var release sync.Once
+	clk.onSleep = func(time.Duration) {
+		if srv.Ledger().InProgress == 0 {
+			return
+		}
+		release.Do(func() {
+			srv.ReleaseHolds()
+			eventually(t, 10*time.Second, func() bool { return srv.Ledger().Effects["order-s18"] == 1 },
+				"the held request made its payment")
+		})
+	}
+
+	ctx := WithOperationID(context.Background(), "charge/order-s18")
+	req, _ := paymentRequest(t, ctx, srv.URL, "order-s18", 1250)
+	start := time.Now()
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	stored := drain(t, resp)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Equal(t, "true", resp.Header.Get("Idempotent-Replayed"), "the retry got the stored result")
+	require.GreaterOrEqual(t, time.Since(start), 1200*time.Millisecond, "the result exists only once the hold ends")
+
+	l := srv.Ledger()
+	require.Equal(t, 1, l.Effects["order-s18"])
+	require.GreaterOrEqual(t, l.InProgress, 1, "a retry met 409")
+	require.GreaterOrEqual(t, l.Replays, 1)
+	rec, err := j.Lookup("charge/order-s18")
+	require.NoError(t, err)
+	require.Equal(t, StateSettled, rec.State)
+	require.GreaterOrEqual(t, rec.Attempts, 3)
+	require.Equal(t, l.Requests, len(wire.sent()))
+	wire.requireOneKey(t, rec.Key)
+	require.Contains(t, string(stored), `"reference":"order-s18"`)
+
+	// After a restart the app rebuilds the request with another amount under
+	// the same operation ID: refused before anything is sent.
+	j2 := reopen(t, j)
+	tr2, _ := transportOn(t, j2, Options{}, wire, clk.Now())
+	req2, body2 := paymentRequest(t, ctx, srv.URL, "order-s18", 9999)
+	resp2, err := tr2.RoundTrip(req2)
+	require.Nil(t, resp2)
+	require.ErrorIs(t, err, ErrKeyReuse)
+	require.EqualValues(t, 1, body2.closes.Load())
+	require.Equal(t, l.Requests, srv.Ledger().Requests, "the server saw nothing new")
+	require.Len(t, wire.sent(), l.Requests)
+	after, err := j2.Lookup("charge/order-s18")
+	require.NoError(t, err)
+	require.Equal(t, rec.Key, after.Key)
+	require.Equal(t, rec.BodySHA256, after.BodySHA256)
+	require.Equal(t, StateSettled, after.State)
+}
+
+func TestRecallBeforeNextAttemptSendsNothing(t *testing.T) {
+	t.Parallel()
+	// 429 with a Retry-After past MaxRetryAfter: the server asked for an
+	// hour, so a re-call within it is pending at once.
+	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			reply(w, http.StatusTooManyRequests, "Retry-After", "3600")
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	ctx := WithOperationID(context.Background(), "op-r14")
+	call := func() (*http.Response, error) {
+		return tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-r14", 1400)).WithContext(ctx))
+	}
+
+	_, err := call()
+	first := pendingErr(t, err)
+	require.Equal(t, clk.Now().Add(time.Hour), first.NextAttempt)
+
+	clk.Advance(30 * time.Minute)
+	resp, err := call()
+	require.Nil(t, resp)
+	again := pendingErr(t, err)
+	require.Equal(t, first.NextAttempt, again.NextAttempt)
+	require.Equal(t, first.Key, again.Key)
+	require.Equal(t, 1, srv.count(), "nothing sent before the server's time")
+
+	clk.Advance(30*time.Minute + time.Second)
+	resp, err = call()
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Equal(t, 2, srv.count())
 }

@@ -109,6 +109,7 @@ func helperRedirectCrash() int {
 //   - hop: the Client's hop arrived, nothing sent for it;
 //   - hop-written: the hop's request was written, its response not read.
 func TestRedirectCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a child process per crash point")
 	}

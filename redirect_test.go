@@ -143,6 +143,7 @@ func payment(tb testing.TB, url, ref, keying string) *http.Request {
 // the hop collided with the operation's own record (ErrKeyReuse, after the
 // 303's payment was made), or, with a minted key, became a second operation.
 func TestRedirectChainIsOneOperation(t *testing.T) {
+	t.Parallel()
 	for _, p := range protos {
 		for _, status := range []int{307, 308, 303} {
 			for _, keying := range []string{"minted", "op", "header"} {
@@ -187,6 +188,7 @@ func TestRedirectChainIsOneOperation(t *testing.T) {
 // followed by net/http as a GET: the payment was not made, and the record
 // says so with its status.
 func TestRedirectStatusTable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		status   int
 		final    int    // the status the caller gets
@@ -234,6 +236,7 @@ func TestRedirectStatusTable(t *testing.T) {
 // returned ErrKeyReuse. Now a chain never returns it, and a reused operation
 // ID with another body still does, with nothing sent.
 func TestErrKeyReuseMeansNothingSent(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{301, 302, 303, 307, 308} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			f := startFront(t, false)
@@ -265,6 +268,7 @@ func TestErrKeyReuseMeansNothingSent(t *testing.T) {
 // Resume sends it there with the same key and bytes. Before redirect.go it
 // settled with 307 and the payment was never made.
 func TestRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"check-redirect", "no-getbody"} {
 		t.Run(how, func(t *testing.T) {
 			f := startFront(t, false)
@@ -310,6 +314,7 @@ func (offline) RoundTrip(r *http.Request) (*http.Response, error) { return dialF
 // same key and bytes; before redirect.go it settled the operation with the
 // redirect and the payment was never made.
 func TestResumeFollowsRedirect(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{307, 308} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			f := startFront(t, true)
@@ -340,6 +345,7 @@ func TestResumeFollowsRedirect(t *testing.T) {
 // last Location (every POST carried its key). Resume follows 10 more, then
 // leaves it pending (MaxInterval later) with errTooManyRedirects.
 func TestRedirectLimit(t *testing.T) {
+	t.Parallel()
 	f := startFront(t, false)
 	j, _ := testJournal(t)
 	tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
@@ -373,6 +379,7 @@ func TestRedirectLimit(t *testing.T) {
 // ErrRedirectChanged, nothing more reaches the server, and Resume sends the
 // journaled request to the Location.
 func TestRedirectHopRewritten(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"body", "method"} {
 		t.Run(how, func(t *testing.T) {
 			f := startFront(t, false)
@@ -405,6 +412,7 @@ func TestRedirectHopRewritten(t *testing.T) {
 // back: the hop goes without it, and a record moved there no longer asks
 // PrepareResume for it (Record.Dropped); PrepareResume sees the Location.
 func TestRedirectToAnotherHost(t *testing.T) {
+	t.Parallel()
 	t.Run("followed", func(t *testing.T) {
 		f := startFront(t, false)
 		j, _ := testJournal(t)
@@ -462,6 +470,7 @@ func TestRedirectToAnotherHost(t *testing.T) {
 // (ErrAlreadySettled) with nothing sent. Before redirect.go the hop of an
 // operation whose key idem minted was a second operation: two payments.
 func TestRedirectHopAfterSettle(t *testing.T) {
+	t.Parallel()
 	f := startFront(t, false)
 	j, _ := testJournal(t)
 	tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
@@ -504,6 +513,7 @@ func (t *Transport) journalRecords(tb testing.TB) []*Record {
 // the same table as a POST: a 307 continues the operation at the Location,
 // a 301 settles it and the hop is an ordinary GET, never ErrKeyReuse.
 func TestRedirectJournaledGet(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		method   string
 		status   int
@@ -625,6 +635,7 @@ func (f *failover) hits() ([]frontHit, []string) {
 // the call went to the caller's URL, the primary, which never saw the key:
 // two payments.
 func TestRedirectRecallGoesToLocation(t *testing.T) {
+	t.Parallel()
 	for _, keying := range []string{"op", "header"} {
 		t.Run(keying, func(t *testing.T) {
 			f := startFailover(t, "127.0.0.1", "/payments")
@@ -692,6 +703,7 @@ func TestRedirectRecallSettledGoesToLocation(t *testing.T) {
 // would make a second payment, and the credential would reach a domain the
 // hop kept it from.
 func TestRedirectRecallCredentials(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		host, auth string // the region's host; the Authorization it gets
 	}{{"127.0.0.1", "Bearer secret-1"}, {"localhost", ""}} {
@@ -736,6 +748,7 @@ func TestRedirectRecallCredentials(t *testing.T) {
 // name; and on another domain it sends nothing (ErrSensitiveQueryMissing,
 // still pending) rather than hand the caller's token there.
 func TestRedirectRecallSensitiveQuery(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, host, path string
 		query            string // the region's query on the call; "-" for nothing sent
@@ -790,6 +803,7 @@ func TestRedirectRecallSensitiveQuery(t *testing.T) {
 // answered to a settled operation sent again, pointing elsewhere than where
 // it settled, is not sent: *AlreadySettledError.
 func TestRedirectHopGoesWhereRecordIs(t *testing.T) {
+	t.Parallel()
 	t.Run("moved-on", func(t *testing.T) {
 		f := startFailover(t, "127.0.0.1", "/payments")
 		entry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

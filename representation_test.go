@@ -156,6 +156,7 @@ func unbind(tb testing.TB, path string, ops ...string) {
 // representation is read from its Header while it has one; a settled one
 // has none left, and matches any.
 func TestIdentityLegacyRecords(t *testing.T) {
+	t.Parallel()
 	pay, base, rt := paymentsOver(t, false)
 	j, path := testJournal(t)
 	tr, clk := transportOn(t, j, Options{MaxAttempts: 1}, rt, time.Time{})

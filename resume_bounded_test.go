@@ -36,6 +36,7 @@ func downPending(t *testing.T, opts *Options, n int) (*Transport, *fakeClock) {
 // six attempts of each operation would wait about 8 s; with 2 s left, each
 // gives up once its next wait would pass the deadline, pending.
 func TestResumeBoundedByDeadline(t *testing.T) {
+	t.Parallel()
 	// One at a time: the fake clock is shared, and waits of concurrent
 	// sends would add up on it.
 	tr, clk := downPending(t, &Options{ResumeConcurrency: 1}, 4)
@@ -61,6 +62,7 @@ func TestResumeBoundedByDeadline(t *testing.T) {
 // promptly: the operation it was sending stays pending, and those it had not
 // started are not touched.
 func TestResumeCanceledReturnsPromptly(t *testing.T) {
+	t.Parallel()
 	tr, clk := downPending(t, &Options{ResumeConcurrency: 1}, 3)
 	before, err := tr.bolt().Records()
 	require.NoError(t, err)

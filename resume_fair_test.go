@@ -80,6 +80,7 @@ func writePending(tb testing.TB, j *Journal, url, ref string, at time.Time) {
 // a healthy host. Under the default options (ResumeConcurrency 8), the
 // healthy one settles while the dead ones still hang in their first attempt.
 func TestResumeDeadHostDoesNotHoldEverySlot(t *testing.T) {
+	t.Parallel()
 	dead := newDeadServer(t)
 	pay := testserver.NewServer(&testserver.Options{RequireKey: true})
 	t.Cleanup(pay.Close)
@@ -230,6 +231,7 @@ func TestFairPoolSharesSlots(t *testing.T) {
 // hosts that made the scheduling alone take about a minute of CPU, under
 // the pool's lock (quadratic), where sending took no time at all.
 func TestFairPoolManyHostsLinear(t *testing.T) {
+	t.Parallel()
 	const hosts = 30000
 	gate := make(chan struct{})
 	var sent atomic.Int64
@@ -268,6 +270,7 @@ func TestFairPoolManyHostsLinear(t *testing.T) {
 // (a webhook sender's journal after an outage), it holds at most two pages
 // and the records being sent, not every host's.
 func TestFairPoolQueuesBoundedAcrossHosts(t *testing.T) {
+	t.Parallel()
 	const hosts = 3000
 	gate := make(chan struct{})
 	p := newFairPool(DefaultResumeConcurrency, resumePage, func(string, *Record) { <-gate })
@@ -334,6 +337,7 @@ func TestFairPoolFullEvictsLongestQueue(t *testing.T) {
 // reading a record twice: every operation is sent once, and the pool never
 // held more than two pages and the slots.
 func TestResumeReadsOnPastFullPool(t *testing.T) {
+	t.Parallel()
 	const hosts = 3*resumePage + 10
 	tr, clk := testTransport(t, &Options{ResumeConcurrency: 4})
 	var wg sync.WaitGroup

@@ -182,14 +182,18 @@ func TestResumerWakesAtRetryAfter(t *testing.T) {
 	var got outcomes
 	stop := c.StartResumer(context.Background(), got.add)
 	defer stop()
-	eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
+	eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
 	clk.Advance(9 * time.Minute)
-	eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps again")
-	time.Sleep(20 * time.Millisecond)
+	eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps again")
+	// That pass is over; wait for any send it started, so that one sent too
+	// early is counted below rather than missed by a short real sleep.
+	resumers := c.transport.resumers.all()
+	require.Len(t, resumers, 1)
+	resumers[0].run.pool.wait()
 	require.Equal(t, 1, srv.count(), "nothing sent before the server's time")
 
 	clk.Advance(time.Minute)
-	eventually(t, 2*time.Second, func() bool { return got.settled() == 1 }, "resumed at the server's time")
+	eventually(t, 10*time.Second, func() bool { return got.settled() == 1 }, "resumed at the server's time")
 	require.Equal(t, 2, srv.count())
 	sameKey(t, srv.requests())
 	require.Equal(t, StateSettled, onlyRecord(t, tr).State)
@@ -212,18 +216,18 @@ func TestResumerWakesWhenACallLeavesPending(t *testing.T) {
 	var got outcomes
 	stop := c.StartResumer(context.Background(), got.add)
 	defer stop()
-	eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
+	eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
 
 	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{"a":2}`))
 	pe := pendingErr(t, err)
 	require.Less(t, pe.NextAttempt.Sub(clk.Now()), time.Minute)
-	eventually(t, 2*time.Second, func() bool {
+	eventually(t, 10*time.Second, func() bool {
 		next := clk.NextTimer()
 		return !next.IsZero() && next.Before(clk.Now().Add(time.Minute))
 	}, "the resumer re-arms for the operation's next attempt")
 
 	clk.Advance(time.Minute)
-	eventually(t, 2*time.Second, func() bool { return got.settled() == 1 }, "resumed well before the hourly poll")
+	eventually(t, 10*time.Second, func() bool { return got.settled() == 1 }, "resumed well before the hourly poll")
 	sameKey(t, srv.requests())
 	stop()
 	srv.CloseClientConnections()
@@ -258,14 +262,14 @@ func TestResumerRetriesUnsendableAtInterval(t *testing.T) {
 	var got outcomes
 	stop := c.StartResumer(context.Background(), got.add)
 	defer stop()
-	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 1 }, "first pass")
+	eventually(t, 10*time.Second, func() bool { return len(got.all()) == 1 }, "first pass")
 	require.ErrorContains(t, got.all()[0].Err, "token service down")
-	eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
+	eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
 	require.Equal(t, clk.Now().Add(time.Minute), clk.NextTimer(), "next pass at the poll interval")
 	require.EqualValues(t, 1, prepares.Load())
 
 	clk.Advance(time.Minute)
-	eventually(t, 2*time.Second, func() bool { return got.settled() == 1 }, "second pass sends it")
+	eventually(t, 10*time.Second, func() bool { return got.settled() == 1 }, "second pass sends it")
 	require.Equal(t, "Bearer fresh", srv.requests()[1].Header.Get("Authorization"))
 	stop()
 	srv.CloseClientConnections()
@@ -295,7 +299,7 @@ func TestResumerStops(t *testing.T) {
 				require.NoError(t, c.Close())
 				stop()
 			}
-			eventually(t, 2*time.Second, func() bool { return len(c.transport.resumers.all()) == 0 }, "resumer gone")
+			eventually(t, 10*time.Second, func() bool { return len(c.transport.resumers.all()) == 0 }, "resumer gone")
 		})
 	}
 }
@@ -328,15 +332,16 @@ func TestCloseWaitsForResumesThenLeavesThemPending(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		hold  time.Duration // how long the server takes to answer the resume
+		close time.Duration // CloseTimeout: 40 times the hold, or a 60th of it
 		state State
 	}{
-		{"answers in time", 50 * time.Millisecond, StateSettled},
-		{"too slow", 5 * time.Second, StatePending},
+		{"answers in time", 50 * time.Millisecond, 2 * time.Second, StateSettled},
+		{"too slow", 5 * time.Second, 300 * time.Millisecond, StatePending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkGoroutines(t)
 			arrived := make(chan struct{}, 1)
-			tr, _, srv := newScenario(t, &Options{MaxAttempts: 1, CloseTimeout: 300 * time.Millisecond},
+			tr, _, srv := newScenario(t, &Options{MaxAttempts: 1, CloseTimeout: tc.close},
 				func(n int, w http.ResponseWriter, r *http.Request) {
 					if n == 1 {
 						reply(w, http.StatusServiceUnavailable)
@@ -399,11 +404,11 @@ func TestResumerSkipsOperationsInFlight(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, 2*time.Second, func() bool { return srv.count() == 1 }, "the call is in flight")
+	eventually(t, 10*time.Second, func() bool { return srv.count() == 1 }, "the call is in flight")
 	stop := c.StartResumer(context.Background(), nil)
 	defer stop()
 	for range 3 {
-		eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
+		eventually(t, 10*time.Second, func() bool { return clk.Timers() == 1 }, "the resumer sleeps")
 		clk.Advance(time.Minute)
 	}
 	close(release)

@@ -118,6 +118,7 @@ func TestScheduleBackoffBounds(t *testing.T) {
 }
 
 func TestScheduleWaitBounds(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, time.March, 2, 12, 0, 0, 0, time.UTC)
 	past := &http.Response{Header: http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}}
 	for name, opts := range oddOptions {
@@ -191,5 +192,43 @@ func TestS24_JitterAtCap(t *testing.T) {
 	}
 	for i, n := range buckets {
 		require.Greater(t, n, 100, "quarter %d of the window holds %d of 1000 delays: %v", i, n, fmt.Sprint(buckets))
+	}
+}
+
+// RandomizationFactor 1, the top of [0, 1], never yields a wait of 0 or one
+// over MaxInterval, whatever the other settings (oddOptions, retry_test.go).
+func TestBadInputRandomizationFactorOne(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, time.March, 2, 12, 0, 0, 0, time.UTC)
+	past := &http.Response{Header: http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}}
+	for name, odd := range oddOptions {
+		t.Run(name, func(t *testing.T) {
+			var opts Options
+			if odd != nil {
+				opts = *odd
+			}
+			opts.RandomizationFactor = 1
+			cfg, err := opts.config()
+			require.NoError(t, err)
+			require.Equal(t, 1.0, cfg.RandomizationFactor)
+			var lo, hi time.Duration
+			for client := 0; client < 50; client++ {
+				s := newSchedule(cfg, newFakeClock())
+				for n := 1; n <= 60; n++ {
+					d := s.backoff(n)
+					require.Greater(t, d, time.Duration(0), "attempt %d", n)
+					require.LessOrEqual(t, d, cfg.MaxInterval, "attempt %d", n)
+					if lo == 0 || d < lo {
+						lo = d
+					}
+					hi = max(hi, d)
+				}
+				d, fromServer := s.wait(past, now, 61)
+				require.True(t, fromServer)
+				require.Greater(t, d, time.Duration(0))
+				require.LessOrEqual(t, d, min(cfg.InitialInterval, cfg.MaxInterval))
+			}
+			t.Logf("waits in [%v, %v], cap %v", lo, hi, cfg.MaxInterval)
+		})
 	}
 }

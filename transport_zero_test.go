@@ -20,6 +20,7 @@ import (
 // journal) is refused with ErrNoJournal and never sent; Resume says there is
 // no journal. Run with -race.
 func TestZeroTransportConcurrentFirstCalls(t *testing.T) {
+	t.Parallel()
 	var gets, posts atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {

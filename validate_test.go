@@ -1,9 +1,19 @@
+// Tests for validate.go: what net/http would refuse is refused before the
+// write-ahead, and the journaled URL (storedURL) keeps neither userinfo nor a
+// fragment.
+
 package idem
 
 import (
+	"bytes"
+	"context"
+	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzPlainURL holds validRequest's and storedURL's shortcuts to the
@@ -108,4 +118,122 @@ func TestPlainURL(t *testing.T) {
 			t.Errorf("plainURL(%#v) = true for a URL that does not parse back", u)
 		}
 	}
+}
+
+// Review (issue 5, item 4), fixed: request inputs that net/http refuses
+// before writing a byte (a control character or DEL in a header value, a
+// port out of range) were journaled, "retried" in vain (classified ClassRetry:
+// nothing was written), left pending and re-sent by every Resume until
+// KeyTTL. validRequest now refuses them with ErrInvalidRequest before the
+// write-ahead.
+func TestReviewBadInputRefusedBeforeJournal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		build func(base string) *http.Request
+	}{
+		{"control character 0x01 in a header value", func(base string) *http.Request {
+			req := newRequest(t, http.MethodPost, base+"/payments", paymentBody("order-ctl", 1))
+			req.Header["X-Note"] = []string{"a\x01b"}
+			return req
+		}},
+		{"DEL in a header value", func(base string) *http.Request {
+			req := newRequest(t, http.MethodPost, base+"/payments", paymentBody("order-del", 1))
+			req.Header["X-Note"] = []string{"a\x7fb"}
+			return req
+		}},
+		{"port out of range", func(string) *http.Request {
+			return newRequest(t, http.MethodPost, "http://127.0.0.1:99999/payments", paymentBody("order-port", 1))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, _, srv := newScenario(t, &Options{MaxAttempts: 2},
+				func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
+			resp, err := bounded(t, func() (*http.Response, error) { return tr.RoundTrip(tc.build(srv.URL)) })
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, ErrInvalidRequest, "got %v", err)
+			require.Zero(t, srv.count(), "nothing sent")
+			recs, rerr := tr.bolt().Records()
+			require.NoError(t, rerr)
+			require.Empty(t, recs, "nothing journaled, nothing left pending")
+		})
+	}
+}
+
+func TestUnsendableRequestRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		edit func(*http.Request) *http.Request
+	}{
+		{"header name with a space", func(r *http.Request) *http.Request {
+			r.Header["Bad Header"] = []string{"x"}
+			return r
+		}},
+		{"header value with CR", func(r *http.Request) *http.Request {
+			r.Header.Set("X-Note", "a\rb")
+			return r
+		}},
+		{"header value with LF", func(r *http.Request) *http.Request {
+			r.Header.Set("X-Note", "a\nX-Injected: 1")
+			return r
+		}},
+		{"method with a space", func(r *http.Request) *http.Request {
+			// With an operation ID it would be journaled, were it accepted.
+			r = r.WithContext(WithOperationID(r.Context(), "op-r10"))
+			r.Method = "BAD METHOD"
+			return r
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, clk, srv := newScenario(t, nil, created)
+			req, body := paymentRequest(t, context.Background(), srv.URL, "order-r10", 1000)
+			resp, err := tr.RoundTrip(tt.edit(req))
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, ErrInvalidRequest)
+			noRequests(t, tr, srv)
+			require.Empty(t, clk.Sleeps(), "refused, not retried")
+			require.EqualValues(t, 1, body.closes.Load())
+		})
+	}
+}
+
+func TestOpaqueURLUserinfoNotJournaled(t *testing.T) {
+	t.Parallel()
+	tr, _, srv := newScenario(t, &Options{MaxAttempts: 1}, created)
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-r12", 1200))
+	req.URL = &url.URL{Scheme: "http", Host: u.Host, Opaque: "//user:S3CR3T@" + u.Host + "/payments"}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	require.Equal(t, "http://"+u.Host+"/payments", onlyRecord(t, tr).URL)
+
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(raw, []byte("S3CR3T")), "the password is in the journal file")
+}
+
+// Review (issue 5, item 3), fixed: a sensitive parameter in the URL's
+// fragment. net/http never sends a fragment, yet storedURL journaled it
+// verbatim, so "#access_token=..." (the OAuth implicit-flow shape) landed in
+// a plaintext journal's bytes. The journaled URL now leaves the fragment
+// out; Resume loses nothing.
+func TestReviewSensitiveParamInFragmentNotJournaled(t *testing.T) {
+	t.Parallel()
+	const secret = "FRAGSECRET-9d8e7f"
+	tr, _, srv := newScenario(t, &Options{MaxAttempts: 1, SensitiveQueryParams: []string{"access_token"}},
+		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusServiceUnavailable) })
+	req := newRequest(t, http.MethodPost, srv.URL+"/payments?a=1&access_token="+secret+"#access_token="+secret,
+		paymentBody("order-frag", 1))
+	_, err := tr.RoundTrip(req)
+	pendingErr(t, err)
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(raw, []byte(secret)), "the journal file holds the sensitive parameter's value")
 }

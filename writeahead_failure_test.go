@@ -2,7 +2,7 @@
 // one. Nothing may be sent when the commit fails, and the caller gets the
 // file system's error. As root, on Linux, the test mounts a small tmpfs; as
 // anyone else it falls back to the RLIMIT_FSIZE child of S21 (a file that
-// may not grow). S21 (scenarios_journal_test.go) also covers a closed
+// may not grow). S21 (TestS21_WriteAheadFailureSendsNothing) also covers a closed
 // journal, a read-only handle and a refused insert.
 
 package idem
@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -170,4 +171,86 @@ func TestWriteAheadFailureReadOnlyFileSystem(t *testing.T) {
 	require.EqualValues(t, 1, body.closes.Load())
 	require.Empty(t, wire.sent())
 	require.Equal(t, 0, srv.Ledger().Requests, "the server saw nothing")
+}
+
+func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
+	t.Parallel()
+	// send makes one journaled POST through tr and checks that it failed with
+	// want before anything reached the server.
+	send := func(t *testing.T, tr *Transport, srv *testserver.Server, wire *wireLog, ctx context.Context, want error) error {
+		t.Helper()
+		req, body := paymentRequest(t, ctx, srv.URL, "order-s21", 2100)
+		resp, err := tr.RoundTrip(req)
+		require.Nil(t, resp)
+		require.Error(t, err)
+		if want != nil {
+			require.ErrorIs(t, err, want)
+		}
+		require.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed once")
+		require.Empty(t, wire.sent(), "nothing sent")
+		require.Equal(t, 0, srv.Ledger().Requests, "the server saw nothing")
+		return err
+	}
+
+	t.Run("journal closed underneath", func(t *testing.T) {
+		srv, wire := startPayments(t, nil), newWireLog(t)
+		j, _ := testJournal(t)
+		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+		require.NoError(t, j.Close())
+		send(t, tr, srv, wire, context.Background(), ErrJournalClosed)
+		send(t, tr, srv, wire, WithOperationID(context.Background(), "op-s21"), ErrJournalClosed)
+	})
+
+	t.Run("journal opened read-only", func(t *testing.T) {
+		srv, wire := startPayments(t, nil), newWireLog(t)
+		j, path := testJournal(t)
+		require.NoError(t, j.Close())
+		ro, err := OpenJournalReadOnly(path, 0)
+		require.NoError(t, err)
+		t.Cleanup(func() { ro.Close() })
+		tr, _ := transportOn(t, ro, Options{}, wire, time.Time{})
+		err = send(t, tr, srv, wire, context.Background(), nil)
+		require.Contains(t, err.Error(), "write-ahead")
+		recs, err := ro.Records()
+		require.NoError(t, err)
+		require.Empty(t, recs)
+	})
+
+	t.Run("insert refused by the index", func(t *testing.T) {
+		// The caller's key already belongs to another operation: the insert
+		// fails inside the write-ahead transaction.
+		srv, wire := startPayments(t, nil), newWireLog(t)
+		j, _ := testJournal(t)
+		require.NoError(t, insertRec(j, &Record{Key: "taken-key", OperationID: "op-a", Method: http.MethodPost,
+			URL: srv.URL + "/payments", State: StateSettled, Created: time.Now(), Updated: time.Now()}, true))
+		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+		ctx := WithKey(WithOperationID(context.Background(), "op-b"), "taken-key")
+		err := send(t, tr, srv, wire, ctx, ErrKeyReuse)
+		require.Contains(t, err.Error(), "write-ahead")
+		got, err := j.Lookup("op-b")
+		require.NoError(t, err)
+		require.Nil(t, got)
+	})
+
+	t.Run("file system refuses to grow the file", func(t *testing.T) {
+		// A child process whose journal file may not grow (RLIMIT_FSIZE), as
+		// on a full disk: the commit fails, so the request must not go out.
+		srv := startPayments(t, nil)
+		path := filepath.Join(t.TempDir(), "full.journal")
+		report, out := runHelper(t, "fsize-post", envJournal+"="+path, envURL+"="+srv.URL, envRef+"=order-s21")
+		if report["unsupported"] == "true" {
+			t.Skip("no RLIMIT_FSIZE on this system")
+		}
+		require.Equal(t, "false", report["response"], out)
+		require.Contains(t, report["err"], "write-ahead", out)
+		require.Equal(t, 0, srv.Ledger().Requests, "the server saw nothing")
+
+		// The failed commit left the journal intact and without the record.
+		j, err := OpenJournal(path, nil)
+		require.NoError(t, err)
+		defer j.Close()
+		recs, err := j.Records()
+		require.NoError(t, err)
+		require.Empty(t, recs)
+	})
 }

@@ -1,7 +1,7 @@
-// Scenarios S01-S05 (SCENARIOS.md, "Retry-After"): the server's Retry-After
-// is honoured in every form, capped without long sleeps, and bad values fall
-// back to backoff. Time is the fake clock's, so nothing sleeps for real
-// except where a test says so.
+// Tests for the server's Retry-After as the attempt loop honours it (retry.go,
+// attempt.go): every date form, the cap without long sleeps, any retryable
+// status, backoff when it is absent, and past or bad values. Field scenarios
+// S01-S05 (SCENARIOS.md, "Retry-After"), on the fake clock.
 
 package idem
 
@@ -15,9 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const payload = `{"amount": 4827, "currency": "eur", "reference": "order-4827"}`
-
 func TestS01_RetryAfterHTTPDate(t *testing.T) {
+	t.Parallel()
 	for name, layout := range map[string]string{"IMF-fixdate": imfFixdate, "RFC 850": rfc850Date, "asctime": asctimeDat} {
 		t.Run(name, func(t *testing.T) {
 			var sent atomic.Pointer[string]
@@ -113,14 +112,25 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 		checkGoroutines(t)
 		// Real clock: a 5 s Retry-After, within the default cap, really waits.
 		tr, _, srv := newScenario(t, nil, always("5"))
-		tr.clock = realClock{}
+		clk := newSignalClock(realClock{})
+		tr.clock = clk
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		time.AfterFunc(20*time.Millisecond, cancel)
+		// Cancel once the wait has begun, and time the wake-up from the
+		// cancel: neither depends on how long the first attempt took.
+		canceled := make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-clk.sleeping:
+				canceled <- time.Now()
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 
 		start := time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
-		elapsed := time.Since(start)
+		elapsed := time.Since(await(t, canceled, "the call's wait to begin"))
 		require.Nil(t, resp)
 		require.ErrorIs(t, err, context.Canceled)
 		perr := pendingErr(t, err)
@@ -137,6 +147,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 }
 
 func TestS03_RetryAfterOnAnyRetryableStatus(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{503, 429, 408, 425, 500, 502, 504} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
@@ -160,6 +171,7 @@ func TestS03_RetryAfterOnAnyRetryableStatus(t *testing.T) {
 }
 
 func TestS04_NoRetryAfterUsesJitteredBackoff(t *testing.T) {
+	t.Parallel()
 	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n%2 == 1 {
 			reply(w, http.StatusTooManyRequests)
@@ -189,6 +201,7 @@ func TestS04_NoRetryAfterUsesJitteredBackoff(t *testing.T) {
 }
 
 func TestS05_RetryAfterPastOrNegative(t *testing.T) {
+	t.Parallel()
 	retryOnce := func(v string) func(int, http.ResponseWriter, *http.Request) {
 		return func(n int, w http.ResponseWriter, _ *http.Request) {
 			if n%2 == 1 {

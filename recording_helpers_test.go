@@ -1,6 +1,6 @@
-// Helpers for the scenario tests (scenarios_*_test.go): an httptest server
-// that records what each attempt carried, request builders, and a goroutine
-// leak check.
+// Helpers for tests that send through a Transport to a loopback server: an
+// httptest server that records what each attempt carried, request builders,
+// a tracker of response bodies, and a goroutine leak check.
 
 package idem
 
@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+const payload = `{"amount": 4827, "currency": "eur", "reference": "order-4827"}`
 
 // seenRequest is what the server received on one attempt.
 type seenRequest struct {
@@ -171,6 +173,8 @@ func reply(w http.ResponseWriter, status int, header ...string) {
 	io.WriteString(w, http.StatusText(status))
 }
 
+func created(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) }
+
 // newRequest builds a request as http.NewRequest does: with ContentLength and
 // GetBody set for a non-empty body.
 func newRequest(tb testing.TB, method, url, body string) *http.Request {
@@ -191,6 +195,15 @@ func onlyRecord(tb testing.TB, tr *Transport) *Record {
 	require.NoError(tb, err)
 	require.Len(tb, recs, 1)
 	return recs[0]
+}
+
+// noRequests asserts that nothing was journaled and nothing reached srv.
+func noRequests(tb testing.TB, tr *Transport, srv *recordingServer) {
+	tb.Helper()
+	recs, err := tr.bolt().Records()
+	require.NoError(tb, err)
+	require.Empty(tb, recs, "nothing journaled")
+	require.Zero(tb, srv.count(), "nothing sent")
 }
 
 // checkGoroutines fails the test if, after its cleanups (servers closed, idle

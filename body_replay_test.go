@@ -1,22 +1,25 @@
-// Scenarios S06-S08 (SCENARIOS.md, "Bodies and connections"): every attempt
-// carries the byte-identical body with a matching Content-Length, a reused
-// *http.Request still sends its body, and discarded responses are drained and
-// closed so connections and goroutines stay flat. (S09 is in the key tests.)
+// Tests for replaying the journaled body (body.go): every attempt carries the
+// byte-identical body with a matching Content-Length, a reused *http.Request
+// still sends its body, and no cap truncates it. Field scenarios S06 and S07
+// (SCENARIOS.md, "Bodies and connections").
 
 package idem
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
+	"math"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 func TestS06_RetryCarriesIdenticalBody(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		method string
@@ -75,6 +78,7 @@ func TestS06_RetryCarriesIdenticalBody(t *testing.T) {
 }
 
 func TestS07_ReusedRequest(t *testing.T) {
+	t.Parallel()
 	for _, method := range []string{http.MethodPost, http.MethodPut} {
 		t.Run(method, func(t *testing.T) {
 			// Each call meets 503 once, so each call makes two attempts.
@@ -125,58 +129,35 @@ func TestS07_ReusedRequest(t *testing.T) {
 	})
 }
 
-func TestS08_DiscardedBodiesDrained(t *testing.T) {
-	checkGoroutines(t)
-	filler := strings.Repeat("x", 1<<10) // below the drain bound: the connection can be reused
-	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
-		if n%3 != 0 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, filler)
-			return
-		}
-		reply(w, http.StatusCreated)
-	})
-	// S08 is about connections, not durability: skip the fsyncs that would
-	// make 1,000 journaled calls take seconds under -race.
-	boltDB(tr.bolt()).NoSync = true
-	// Two failures in three is an outage to the retry budget, which would
-	// (rightly) stop retrying after a while; S08 needs every retry made.
-	tr.budget = newBudget(RetryBudget{Disabled: true})
-	tracker := &bodyTracker{base: tr.cfg.Base}
-	tr.cfg.Base = tracker
-	call := func() {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
-		require.NoError(t, err)
-		require.Equal(t, http.StatusCreated, resp.StatusCode)
-		drain(t, resp)
+func TestMaxBodyBytesMaxInt64SendsWholeBody(t *testing.T) {
+	t.Parallel()
+	want := bytes.Repeat([]byte(paymentBody("order-r9", 900)), 1000)
+	sum := sha256.Sum256(want)
+	tests := []struct {
+		name string
+		req  func(url string) *http.Request
+	}{
+		{"unknown length", func(url string) *http.Request {
+			req := newRequest(t, http.MethodPost, url, "")
+			req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(want)), -1
+			return req
+		}},
+		{"reader http.NewRequest cannot measure", func(url string) *http.Request {
+			req, err := http.NewRequest(http.MethodPost, url, struct{ io.Reader }{bytes.NewReader(want)})
+			require.NoError(t, err)
+			return req
+		}},
 	}
-
-	call() // warm up: one connection open and idle
-	goroutines := runtime.NumGoroutine()
-
-	const calls = 1000
-	for i := 0; i < calls; i++ {
-		call()
-	}
-
-	require.Equal(t, 3*(calls+1), srv.count())
-	bodies := tracker.tracked()
-	require.Len(t, bodies, 3*(calls+1))
-	for i, b := range bodies {
-		require.Equal(t, int32(1), b.closes.Load(), "body %d (status %d) closes", i, b.status)
-		require.True(t, b.eof.Load(), "body %d (status %d) not drained", i, b.status)
-	}
-	require.Len(t, clk.Sleeps(), 2*(calls+1))
-	// An undrained or unclosed body costs its connection: thousands of them.
-	require.LessOrEqual(t, srv.conns.Load(), int64(2), "connections opened for %d attempts", srv.count())
-	after := waitGoroutines(goroutines+2, 2*time.Second)
-	require.LessOrEqual(t, after, goroutines+2, "goroutines grew from %d", goroutines)
-
-	recs, err := tr.bolt().Records()
-	require.NoError(t, err)
-	require.Len(t, recs, calls+1)
-	for _, rec := range recs {
-		require.Equal(t, StateSettled, rec.State)
-		require.Equal(t, 3, rec.Attempts)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, _, srv := newScenario(t, &Options{MaxBodyBytes: math.MaxInt64}, created)
+			resp, err := tr.RoundTrip(tt.req(srv.URL + "/payments"))
+			require.NoError(t, err)
+			drain(t, resp)
+			seen := srv.requests()
+			require.Len(t, seen, 1)
+			sameBytes(t, want, seen[0].Body)
+			require.Equal(t, hex.EncodeToString(sum[:]), onlyRecord(t, tr).BodySHA256)
+		})
 	}
 }

@@ -1,12 +1,11 @@
-// Bad Options (issue 5, item 2): every constructor refuses a value with no
-// meaning with ErrInvalidOptions naming the field, and creates no file; zero
-// means the default, never an error. badinput_test.go covers requests.
+// Tests for options_check.go: every constructor refuses an Options value with
+// no meaning with ErrInvalidOptions naming the field, and creates no file.
+// Zero means the default, never an error (options_test.go).
 
 package idem
 
 import (
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 )
 
 func TestBadInputOptions(t *testing.T) {
+	t.Parallel()
 	nan, inf := math.NaN(), math.Inf(1)
 	tests := []struct {
 		name string
@@ -80,79 +80,17 @@ func TestBadInputOptions(t *testing.T) {
 	}
 }
 
-// Zero is not an error in Options: it means the documented default.
-func TestBadInputOptionsZeroMeansDefault(t *testing.T) {
-	tr, err := NewTransport(nil, &Options{})
-	require.NoError(t, err)
-	c := tr.cfg
-	require.Equal(t, DefaultKeyHeader, c.KeyHeader)
-	require.EqualValues(t, DefaultMaxBodyBytes, c.MaxBodyBytes)
-	require.Equal(t, DefaultKeyTTL, c.KeyTTL)
-	require.Equal(t, DefaultMaxAttempts, c.MaxAttempts)
-	require.Equal(t, DefaultInitialInterval, c.InitialInterval)
-	require.Equal(t, DefaultMultiplier, c.Multiplier)
-	require.Equal(t, DefaultRandomizationFactor, c.RandomizationFactor)
-	require.Equal(t, DefaultMaxInterval, c.MaxInterval)
-	require.Equal(t, DefaultMaxRetryAfter, c.MaxRetryAfter)
-	require.Equal(t, DefaultAttemptTimeout, c.AttemptTimeout)
-	require.Equal(t, DefaultResumeConcurrency, c.ResumeConcurrency)
-	require.Equal(t, DefaultResumeInterval, c.ResumeInterval)
-	require.Equal(t, DefaultCloseTimeout, c.CloseTimeout)
-
-	// And in use: MaxAttempts 0 makes DefaultMaxAttempts attempts, with the
-	// default backoff between them, then leaves the operation pending.
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 0}, func(_ int, w http.ResponseWriter, _ *http.Request) {
-		reply(w, http.StatusServiceUnavailable)
-	})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-zero", 1)))
-	require.Nil(t, resp)
-	perr := pendingErr(t, err)
-	require.Equal(t, DefaultMaxAttempts, perr.Attempts)
-	require.Equal(t, DefaultMaxAttempts, srv.count())
-	sameKey(t, srv.requests())
-	sleeps := clk.Sleeps()
-	require.Len(t, sleeps, DefaultMaxAttempts-1, "no sleep after the last attempt")
-	lo := time.Duration(float64(DefaultInitialInterval) * (1 - DefaultRandomizationFactor))
-	hi := time.Duration(float64(DefaultInitialInterval) * (1 + DefaultRandomizationFactor))
-	require.GreaterOrEqual(t, sleeps[0], lo)
-	require.LessOrEqual(t, sleeps[0], hi)
-	require.Equal(t, StatePending, onlyRecord(t, tr).State)
-}
-
-// RandomizationFactor 1, the top of [0, 1], never yields a wait of 0 or one
-// over MaxInterval, whatever the other settings (oddOptions, retry_test.go).
-func TestBadInputRandomizationFactorOne(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, time.March, 2, 12, 0, 0, 0, time.UTC)
-	past := &http.Response{Header: http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}}
-	for name, odd := range oddOptions {
-		t.Run(name, func(t *testing.T) {
-			var opts Options
-			if odd != nil {
-				opts = *odd
-			}
-			opts.RandomizationFactor = 1
-			cfg, err := opts.config()
-			require.NoError(t, err)
-			require.Equal(t, 1.0, cfg.RandomizationFactor)
-			var lo, hi time.Duration
-			for client := 0; client < 50; client++ {
-				s := newSchedule(cfg, newFakeClock())
-				for n := 1; n <= 60; n++ {
-					d := s.backoff(n)
-					require.Greater(t, d, time.Duration(0), "attempt %d", n)
-					require.LessOrEqual(t, d, cfg.MaxInterval, "attempt %d", n)
-					if lo == 0 || d < lo {
-						lo = d
-					}
-					hi = max(hi, d)
-				}
-				d, fromServer := s.wait(past, now, 61)
-				require.True(t, fromServer)
-				require.Greater(t, d, time.Duration(0))
-				require.LessOrEqual(t, d, min(cfg.InitialInterval, cfg.MaxInterval))
-			}
-			t.Logf("waits in [%v, %v], cap %v", lo, hi, cfg.MaxInterval)
-		})
-	}
+// Review (issue 5, item 4), fixed: an empty name in
+// Options.SensitiveQueryParams was accepted. stripQuery then cut every empty
+// query part ("a=1&&b=2") or nameless one ("=v") and recorded "" in
+// DroppedQuery; url.Values never has the key "", so Resume reported
+// ErrSensitiveQueryMissing whatever PrepareResume did, and the operation
+// stayed pending until KeyTTL. Options.check now refuses "" with
+// ErrInvalidOptions.
+func TestReviewEmptySensitiveQueryParamRefused(t *testing.T) {
+	opts := &Options{SensitiveQueryParams: []string{"token", ""}}
+	_, err := Open(filepath.Join(t.TempDir(), "q.journal"), opts)
+	require.ErrorIs(t, err, ErrInvalidOptions)
+	_, err = NewTransport(nil, opts)
+	require.ErrorIs(t, err, ErrInvalidOptions)
 }

@@ -1,0 +1,280 @@
+// Tests for the attempt loop (attempt.go): cancellation ends a wait at once,
+// a wait that would outlast the deadline is not started, a deadline shorter
+// than one attempt ends the loop, every 429/503 counts as one of MaxAttempts,
+// and discarded responses are drained and closed. Field scenarios S08, S10-S12
+// and S15 (SCENARIOS.md); S24, jitter at the cap, is in retry_test.go.
+
+package idem
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func always503(_ int, w http.ResponseWriter, _ *http.Request) {
+	reply(w, http.StatusServiceUnavailable)
+}
+
+func TestS10_CancelDuringBackoff(t *testing.T) {
+	checkGoroutines(t)
+	// Real clock: the first backoff wait is 5-15 s unless cancel wakes it.
+	opts := &Options{InitialInterval: 10 * time.Second, MaxInterval: time.Minute}
+	tr, _, srv := newScenario(t, opts, always503)
+	clk := newSignalClock(realClock{})
+	tr.clock = clk
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now() // before the cancel, so elapsed >= 100 ms whatever the load
+	// The caller cancels at 100 ms, and in the backoff wait: on a loaded
+	// machine the first attempt alone can take longer than 100 ms, so the
+	// cancel waits for the wait to begin rather than for a fixed delay.
+	go func() {
+		select {
+		case <-clk.sleeping:
+			time.AfterFunc(time.Until(start.Add(100*time.Millisecond)), cancel)
+		case <-ctx.Done():
+		}
+	}()
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+	elapsed := time.Since(start)
+
+	require.Nil(t, resp)
+	require.ErrorIs(t, err, context.Canceled)
+	perr := pendingErr(t, err)
+	require.GreaterOrEqual(t, elapsed, 100*time.Millisecond)
+	// The shortest wait the backoff could draw is 5 s: returning well before
+	// it means cancel woke the wait, however busy the machine.
+	require.Less(t, elapsed, 4*time.Second, "cancel did not wake the wait")
+
+	srv.Close() // waits for any attempt in flight; none can start after it
+	require.Equal(t, 1, srv.count(), "no attempt after cancel")
+	require.Equal(t, 1, perr.Attempts)
+
+	rec := onlyRecord(t, tr)
+	require.Equal(t, StatePending, rec.State)
+	require.Equal(t, perr.Key, rec.Key)
+	require.Equal(t, 1, rec.Attempts)
+	require.NotEmpty(t, rec.Body, "a pending operation keeps its bytes for Resume")
+}
+
+func TestS11_WaitBeyondDeadline(t *testing.T) {
+	t.Parallel()
+	// beyondDeadline compares ctx.Deadline with the Transport's clock, so the
+	// deadline is set on the fake clock's time (which started at real time).
+	withDeadline := func(t *testing.T, clk *fakeClock, d time.Duration) context.Context {
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(d))
+		t.Cleanup(cancel)
+		return ctx
+	}
+
+	t.Run("Retry-After 10 s, deadline 5 s", func(t *testing.T) {
+		tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusServiceUnavailable, "Retry-After", "10")
+		})
+		ctx := withDeadline(t, clk, 5*time.Second)
+		start := time.Now()
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+		require.Less(t, time.Since(start), time.Second)
+		require.Nil(t, resp)
+		perr := pendingErr(t, err)
+		require.Empty(t, clk.Sleeps(), "gave up only after sleeping")
+		reqs := srv.requests()
+		require.Len(t, reqs, 1)
+		require.True(t, perr.NextAttempt.Equal(reqs[0].At.Add(10*time.Second)), "NextAttempt %v", perr.NextAttempt)
+		require.Equal(t, StatePending, onlyRecord(t, tr).State)
+	})
+
+	t.Run("backoff 10 s or more, deadline 5 s", func(t *testing.T) {
+		opts := &Options{InitialInterval: 20 * time.Second, MaxInterval: time.Minute}
+		tr, clk, srv := newScenario(t, opts, always503)
+		ctx := withDeadline(t, clk, 5*time.Second)
+		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+		pendingErr(t, err)
+		require.Empty(t, clk.Sleeps())
+		require.Equal(t, 1, srv.count())
+	})
+
+	t.Run("unjournaled: the last response, no sleep", func(t *testing.T) {
+		tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusServiceUnavailable, "Retry-After", "10")
+		})
+		ctx := withDeadline(t, clk, 5*time.Second)
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, "").WithContext(ctx))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		drain(t, resp)
+		require.Empty(t, clk.Sleeps())
+		require.Equal(t, 1, srv.count())
+	})
+
+	t.Run("waits that fit are taken, the one that does not is not", func(t *testing.T) {
+		tr, clk, srv := newScenario(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusServiceUnavailable, "Retry-After", "2")
+		})
+		ctx := withDeadline(t, clk, 5*time.Second)
+		_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload).WithContext(ctx))
+		pendingErr(t, err)
+		// At 0 s and 2 s a 2 s wait ends before the deadline; at 4 s it would not.
+		require.Equal(t, []time.Duration{2 * time.Second, 2 * time.Second}, clk.Sleeps())
+		require.Equal(t, 3, srv.count())
+	})
+}
+
+func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodGet} {
+		t.Run(method, func(t *testing.T) {
+			checkGoroutines(t)
+			// Tiny waits: were the loop to go on after the deadline, it would
+			// burst attempts.
+			opts := &Options{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxAttempts: 100}
+			arrived := make(chan struct{}, 1)
+			tr, clk, srv := newScenario(t, opts, func(_ int, w http.ResponseWriter, r *http.Request) {
+				select {
+				case arrived <- struct{}{}:
+				default:
+				}
+				select {
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+				reply(w, http.StatusServiceUnavailable)
+			})
+
+			// The deadline is 30 ms away on the Transport's clock and passes
+			// while the first attempt is at the server: a real 30 ms timer
+			// could pass before a loaded machine sent the attempt at all.
+			ctx := newManualDeadline(t, clk.Now().Add(30*time.Millisecond))
+			go func() {
+				select {
+				case <-arrived:
+					ctx.pass()
+				case <-ctx.Done():
+				}
+			}()
+			start := time.Now()
+			resp, err := tr.RoundTrip(newRequest(t, method, srv.URL, payload).WithContext(ctx))
+			elapsed := time.Since(start)
+
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Less(t, elapsed, time.Second)
+			srv.Close() // waits for any attempt in flight; none can start after it
+			require.Equal(t, 1, srv.count(), "attempts after the deadline")
+			if method == http.MethodPost {
+				perr := pendingErr(t, err)
+				require.Equal(t, 1, perr.Attempts)
+				require.Equal(t, StatePending, onlyRecord(t, tr).State)
+			}
+		})
+	}
+}
+
+func TestS15_AlwaysUnavailable(t *testing.T) {
+	t.Parallel()
+	// 503 and 429 alternate: each counts as an attempt.
+	unavailable := func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n%2 == 0 {
+			reply(w, http.StatusTooManyRequests)
+			return
+		}
+		reply(w, http.StatusServiceUnavailable)
+	}
+	for _, n := range []int{1, 3, 6} {
+		lastStatus := http.StatusServiceUnavailable
+		if n%2 == 0 {
+			lastStatus = http.StatusTooManyRequests
+		}
+		t.Run(fmt.Sprintf("POST/MaxAttempts=%d", n), func(t *testing.T) {
+			tr, clk, srv := newScenario(t, &Options{MaxAttempts: n}, unavailable)
+			resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
+			require.Nil(t, resp)
+			perr := pendingErr(t, err)
+			require.Equal(t, n, srv.count())
+			require.Equal(t, n, perr.Attempts)
+			require.Equal(t, lastStatus, perr.LastStatus)
+			require.Len(t, clk.Sleeps(), n-1, "no sleep after the last attempt")
+			sameKey(t, srv.requests())
+
+			rec := onlyRecord(t, tr)
+			require.Equal(t, StatePending, rec.State)
+			require.Equal(t, n, rec.Attempts)
+		})
+		t.Run(fmt.Sprintf("GET/MaxAttempts=%d", n), func(t *testing.T) {
+			tr, clk, srv := newScenario(t, &Options{MaxAttempts: n}, unavailable)
+			resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, ""))
+			require.NoError(t, err)
+			require.Equal(t, lastStatus, resp.StatusCode)
+			require.Equal(t, http.StatusText(lastStatus), string(drain(t, resp)), "the last body is the caller's to read")
+			require.Equal(t, n, srv.count())
+			require.Len(t, clk.Sleeps(), n-1)
+			recs, err := tr.bolt().Records()
+			require.NoError(t, err)
+			require.Empty(t, recs, "GET is not journaled")
+		})
+	}
+}
+
+func TestS08_DiscardedBodiesDrained(t *testing.T) {
+	checkGoroutines(t)
+	filler := strings.Repeat("x", 1<<10) // below the drain bound: the connection can be reused
+	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n%3 != 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, filler)
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	// S08 is about connections, not durability: skip the fsyncs that would
+	// make 1,000 journaled calls take seconds under -race.
+	boltDB(tr.bolt()).NoSync = true
+	// Two failures in three is an outage to the retry budget, which would
+	// (rightly) stop retrying after a while; S08 needs every retry made.
+	tr.budget = newBudget(RetryBudget{Disabled: true})
+	tracker := &bodyTracker{base: tr.cfg.Base}
+	tr.cfg.Base = tracker
+	call := func() {
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		drain(t, resp)
+	}
+
+	call() // warm up: one connection open and idle
+	goroutines := runtime.NumGoroutine()
+
+	const calls = 1000
+	for i := 0; i < calls; i++ {
+		call()
+	}
+
+	require.Equal(t, 3*(calls+1), srv.count())
+	bodies := tracker.tracked()
+	require.Len(t, bodies, 3*(calls+1))
+	for i, b := range bodies {
+		require.Equal(t, int32(1), b.closes.Load(), "body %d (status %d) closes", i, b.status)
+		require.True(t, b.eof.Load(), "body %d (status %d) not drained", i, b.status)
+	}
+	require.Len(t, clk.Sleeps(), 2*(calls+1))
+	// An undrained or unclosed body costs its connection: thousands of them.
+	require.LessOrEqual(t, srv.conns.Load(), int64(2), "connections opened for %d attempts", srv.count())
+	after := waitGoroutines(goroutines+2, 2*time.Second)
+	require.LessOrEqual(t, after, goroutines+2, "goroutines grew from %d", goroutines)
+
+	recs, err := tr.bolt().Records()
+	require.NoError(t, err)
+	require.Len(t, recs, calls+1)
+	for _, rec := range recs {
+		require.Equal(t, StateSettled, rec.State)
+		require.Equal(t, 3, rec.Attempts)
+	}
+}
