@@ -15,7 +15,7 @@ import (
 // afresh, call after call and from many goroutines at once: a pooled hash
 // comes back keyed and empty, never holding an earlier call's credentials.
 func TestCredentialTagPooledHash(t *testing.T) {
-	j, _ := testJournal(t)
+	j := memStore(t)
 	want := func(creds []byte) string {
 		m := hmac.New(sha256.New, j.IdentityKey())
 		m.Write([]byte(credentialTagContext))

@@ -111,8 +111,8 @@ func TestKeyExpiryReportsWhatReconcilingNeeds(t *testing.T) {
 func TestKeyExpiryBeforeNextAttempt(t *testing.T) {
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable, RetryAfter: "7200"})
-	j, _ := testJournal(t)
-	tr, clk := transportOn(t, j, Options{KeyTTL: time.Hour}, wire, time.Time{})
+	j := memStore(t)
+	tr, clk := transportOver(t, j, Options{KeyTTL: time.Hour}, wire, time.Time{})
 	ctx := WithOperationID(context.Background(), "order-23/charge")
 	req, _ := paymentRequest(t, ctx, srv.URL, "order-23", 2300)
 	_, err := tr.RoundTrip(req)

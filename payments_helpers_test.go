@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -129,12 +130,19 @@ func synthetic(r *http.Request, status int) *http.Response {
 	}
 }
 
-// transportOn builds a Transport over j that sends through base, with a fake
-// clock that starts at start (the zero time means now).
+// transportOn builds a Transport over the bbolt journal j that sends through
+// base, with a fake clock that starts at start (the zero time means now).
 func transportOn(tb testing.TB, j *Journal, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
 	tb.Helper()
+	return transportOver(tb, j, opts, base, start)
+}
+
+// transportOver is transportOn over any Store: memStore(tb) for a test that
+// needs no file.
+func transportOver(tb testing.TB, s journal.Store, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
+	tb.Helper()
 	opts.Base = base
-	tr, err := NewTransport(j, &opts)
+	tr, err := NewTransport(s, &opts)
 	require.NoError(tb, err)
 	clk := newFakeClock()
 	if !start.IsZero() {
