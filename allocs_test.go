@@ -17,7 +17,7 @@ import (
 // A credential tag costs one allocation (its hex string) once the journal's
 // keyed hash is pooled; hmac.New alone cost five.
 func TestCredentialTagAllocs(t *testing.T) {
-	j, _ := testJournal(t)
+	j := memStore(t)
 	creds := []byte("h\x0dAuthorization\x01\x0cBearer tok-1")
 	g := newTagger(j.IdentityKey())
 	g.tag(creds) // fills the pool
@@ -30,7 +30,7 @@ func TestCredentialTagAllocs(t *testing.T) {
 // identity and no representation headers: the binding stays on the call's
 // stack.
 func TestBindingAllocs(t *testing.T) {
-	tr, _ := testTransport(t, nil)
+	tr, _ := memTransport(t, nil)
 	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/payments", nil)
 	require.NoError(t, err)
 	rec := new(Record) // written before bindings: no tag to compute
@@ -53,7 +53,7 @@ func TestAttemptAllocs(t *testing.T) {
 		resp.Body = http.NoBody
 		return resp, nil
 	})
-	tr, _ := testTransport(t, &Options{Base: base})
+	tr, _ := memTransport(t, &Options{Base: base})
 	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1/payments", nil)
 	require.NoError(t, err)
 	o := &op{req: req, limits: limits{maxAttempts: 1, attemptTimeout: time.Minute}}

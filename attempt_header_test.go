@@ -57,7 +57,7 @@ func TestAttemptHeaderCountsAttemptsWithoutChangingTheOperation(t *testing.T) {
 }
 
 func TestAttemptHeaderOnResumeAndUnjournaled(t *testing.T) {
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n <= 2 {
 			reply(w, http.StatusBadGateway)
 			return
@@ -81,7 +81,7 @@ func TestAttemptHeaderOnResumeAndUnjournaled(t *testing.T) {
 }
 
 func TestDisableAttemptHeader(t *testing.T) {
-	tr, _, srv := newScenario(t, &Options{DisableAttemptHeader: true}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, _, srv := memScenario(t, &Options{DisableAttemptHeader: true}, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusCreated)
 	})
 	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{}`))

@@ -32,8 +32,8 @@ func TestBodyTooLargeRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wire := newWireLog(t)
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
 			body := &countingBody{Reader: bytes.NewReader(bytes.Repeat([]byte("x"), tc.size))}
 			method := http.MethodPost
 			if strings.HasPrefix(tc.name, "PUT") {
@@ -55,8 +55,8 @@ func TestBodyTooLargeRefused(t *testing.T) {
 
 	t.Run("announced over the limit: nothing read", func(t *testing.T) {
 		wire := newWireLog(t)
-		j, _ := testJournal(t)
-		tr, _ := transportOn(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
+		j := memStore(t)
+		tr, _ := transportOver(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
 		big := &countingReader{n: 64 << 20}
 		body := &countingBody{Reader: big}
 		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:9/payments", body)
@@ -73,8 +73,8 @@ func TestBodyTooLargeRefused(t *testing.T) {
 	t.Run("exactly at the limit", func(t *testing.T) {
 		wire := newWireLog(t)
 		wire.intercept = func(r *http.Request, _ string) (*http.Response, error) { return synthetic(r, http.StatusCreated), nil }
-		j, _ := testJournal(t)
-		tr, _ := transportOn(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
+		j := memStore(t)
+		tr, _ := transportOver(t, j, Options{MaxBodyBytes: limit}, wire, time.Time{})
 		body := &countingBody{Reader: bytes.NewReader(bytes.Repeat([]byte("x"), limit))}
 		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:9/payments", body)
 		require.NoError(t, err)

@@ -67,7 +67,7 @@ func TestRetryBudgetOutageAmplification(t *testing.T) {
 	payments := startPayments(t, nil)
 	front := newOutageFront(t, payments)
 	front.down.Store(true)
-	tr, clk := transportOn(t, fastJournal(t), Options{}, front.Client().Transport, time.Time{})
+	tr, clk := transportOver(t, memStore(t), Options{}, front.Client().Transport, time.Time{})
 	host := strings.TrimPrefix(front.URL, "http://")
 
 	var refs []string
@@ -108,7 +108,7 @@ func TestRetryBudgetOutageAmplification(t *testing.T) {
 	require.LessOrEqual(t, amp, 1.10)
 	require.GreaterOrEqual(t, amp, 1.09, "retries still flow at Ratio")
 	require.Greater(t, float64(reqA)/float64(firstA), 1.10, "the burst allowed retries")
-	n, err := pendingCount(tr.bolt())
+	n, err := pendingCount(tr.journal)
 	require.NoError(t, err)
 	require.Equal(t, len(refs), n, "every call is pending")
 
@@ -118,7 +118,7 @@ func TestRetryBudgetOutageAmplification(t *testing.T) {
 	clk.Advance(time.Hour) // past every next-attempt time
 	passes, deniedOutcomes := 0, 0
 	for ; passes < 40; passes++ {
-		if n, err := pendingCount(tr.bolt()); err == nil && n == 0 {
+		if n, err := pendingCount(tr.journal); err == nil && n == 0 {
 			break
 		}
 		clk.Advance(probeEvery)
@@ -162,7 +162,7 @@ func TestRetryBudgetConcurrentNothingLost(t *testing.T) {
 		srv.Handler().ServeHTTP(w, r)
 	})
 	front.down.Store(true)
-	tr, clk := transportOn(t, fastJournal(t), Options{RetryBudget: RetryBudget{Burst: 5}},
+	tr, clk := transportOver(t, memStore(t), Options{RetryBudget: RetryBudget{Burst: 5}},
 		front.Client().Transport, time.Time{})
 
 	const ops, workers = 400, 20
@@ -201,7 +201,7 @@ func TestRetryBudgetConcurrentNothingLost(t *testing.T) {
 	front.down.Store(false)
 
 	for pass := 0; pass < 60; pass++ {
-		if n, err := pendingCount(tr.bolt()); err == nil && n == 0 {
+		if n, err := pendingCount(tr.journal); err == nil && n == 0 {
 			break
 		}
 		clk.Advance(time.Minute)
@@ -211,7 +211,7 @@ func TestRetryBudgetConcurrentNothingLost(t *testing.T) {
 			}
 		}))
 	}
-	n, err := pendingCount(tr.bolt())
+	n, err := pendingCount(tr.journal)
 	require.NoError(t, err)
 	require.Zero(t, n, "everything settled")
 	l := srv.Ledger()

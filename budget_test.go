@@ -120,7 +120,7 @@ func TestBudgetHost(t *testing.T) {
 // An unsent retry gives its token back: a call whose context ends during
 // the backoff wait.
 func TestRetryBudgetUndoOnCancelledWait(t *testing.T) {
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 3, RetryBudget: RetryBudget{Burst: 2}},
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 3, RetryBudget: RetryBudget{Burst: 2}},
 		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusServiceUnavailable) })
 	ctx, cancel := context.WithCancel(context.Background())
 	clk.onSleep = func(time.Duration) { cancel() }

@@ -93,7 +93,7 @@ func runClassRow(t *testing.T, row classRow) {
 	if env.opts != nil {
 		env.opts(opts)
 	}
-	tr, _ := testTransport(t, opts)
+	tr, _ := memTransport(t, opts)
 	t.Cleanup(tr.CloseIdleConnections)
 	method, body := env.method, env.body
 	if method == "" {
@@ -124,7 +124,7 @@ func runClassRow(t *testing.T, row classRow) {
 	}
 	switch row.end {
 	case 0:
-		recs, rerr := tr.bolt().Records()
+		recs, rerr := listRecords(tr.journal)
 		require.NoError(t, rerr)
 		require.Empty(t, recs)
 	case StateFailed:
@@ -136,7 +136,7 @@ func runClassRow(t *testing.T, row classRow) {
 		require.NoError(t, err)
 	}
 	if row.end != 0 {
-		rec := onlyRecord(t, tr)
+		rec := onlyRecordIn(t, tr.journal)
 		require.Equal(t, row.end.String(), rec.State.String(), "err: %v", err)
 		if row.attempts > 0 {
 			require.Equal(t, row.attempts, rec.Attempts)

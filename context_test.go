@@ -30,7 +30,7 @@ func TestCallOptionsRefusedBeforeAnythingIsWritten(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, _, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) { reply(w, http.StatusCreated) })
+			tr, _, srv := memScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) { reply(w, http.StatusCreated) })
 			body := &countingBody{Reader: strings.NewReader(`{"a":1}`)}
 			req, err := http.NewRequestWithContext(tc.ctx(context.Background()), http.MethodPost, srv.URL, body)
 			require.NoError(t, err)
@@ -39,7 +39,7 @@ func TestCallOptionsRefusedBeforeAnythingIsWritten(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalidRequest)
 			require.True(t, strings.HasPrefix(err.Error(), "idem: "), err.Error())
 			require.Zero(t, srv.count(), "nothing sent")
-			recs, err := tr.bolt().Records()
+			recs, err := listRecords(tr.journal)
 			require.NoError(t, err)
 			require.Empty(t, recs, "nothing written")
 			require.EqualValues(t, 1, body.closes.Load(), "body closed exactly once")
@@ -48,7 +48,7 @@ func TestCallOptionsRefusedBeforeAnythingIsWritten(t *testing.T) {
 }
 
 func TestWithMaxAttemptsOverridesOptions(t *testing.T) {
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 6}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 6}, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})
 	req := newRequest(t, http.MethodPost, srv.URL, `{"a":1}`)
@@ -71,7 +71,7 @@ func TestWithMaxAttemptsOverridesOptions(t *testing.T) {
 // own deadline still has time.
 func TestWithAttemptTimeoutIsPerAttempt(t *testing.T) {
 	t.Parallel()
-	tr, _, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, _, srv := memScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			select { // slower than the attempt timeout
 			case <-r.Context().Done():
@@ -94,14 +94,14 @@ func TestWithAttemptTimeoutIsPerAttempt(t *testing.T) {
 	require.Less(t, time.Since(start), 4*time.Second)
 	require.Equal(t, 2, srv.count())
 	sameKey(t, srv.requests())
-	require.Equal(t, 2, onlyRecord(t, tr).Attempts)
+	require.Equal(t, 2, onlyRecordIn(t, tr.journal).Attempts)
 }
 
 // A POST WithoutJournal is not written down, but its retries within the call
 // carry one in-memory key, so a retry after a lost response is safe.
 func TestWithoutJournalRetriesWithAnInMemoryKey(t *testing.T) {
 	t.Parallel()
-	tr, _, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, _, srv := memScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 { // the server acts, then the connection drops
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
@@ -121,7 +121,7 @@ func TestWithoutJournalRetriesWithAnInMemoryKey(t *testing.T) {
 	require.Len(t, reqs, 2)
 	sameKey(t, reqs)
 	sameBytes(t, reqs[0].Body, reqs[1].Body)
-	recs, err := tr.bolt().Records()
+	recs, err := listRecords(tr.journal)
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing journaled")
 
@@ -131,14 +131,14 @@ func TestWithoutJournalRetriesWithAnInMemoryKey(t *testing.T) {
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Equal(t, "caller-key-1", srv.requests()[2].Header.Get(DefaultKeyHeader))
-	recs, err = tr.bolt().Records()
+	recs, err = listRecords(tr.journal)
 	require.NoError(t, err)
 	require.Empty(t, recs, "WithKey does not override WithoutJournal")
 }
 
 // WithoutJournal lets a body over MaxBodyBytes through, sent once.
 func TestWithoutJournalAllowsALargeBodyOnce(t *testing.T) {
-	tr, _, srv := newScenario(t, &Options{MaxBodyBytes: 16}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, _, srv := memScenario(t, &Options{MaxBodyBytes: 16}, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})
 	big := strings.Repeat("x", 100)
@@ -159,7 +159,7 @@ func TestWithoutJournalAllowsALargeBodyOnce(t *testing.T) {
 
 // Per-call limits on Resume's context apply to every operation it sends.
 func TestResumeHonoursCallLimitsOnItsContext(t *testing.T) {
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})
 	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{"a":1}`))

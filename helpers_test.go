@@ -1,11 +1,14 @@
-// Test helpers shared by the package's tests: a fake clock, a journal in a
-// temporary directory, and a body that counts its Close calls.
+// Test helpers shared by the package's tests: a fake clock, journals (in
+// memory by default, bbolt in a temporary directory where a test needs the
+// file), Transports over them, and a body that counts its Close calls.
 
 package idem
 
 import (
 	"context"
 	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/memjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -115,26 +120,115 @@ func (c *fakeClock) Sleeps() []time.Duration {
 	return append([]time.Duration(nil), c.sleeps...)
 }
 
-// testJournal opens a journal in a fresh temporary directory, closed at the
-// end of the test.
+// testJournal opens a bbolt journal in a fresh temporary directory, closed
+// at the end of the test. The directory is on a RAM file system when there
+// is one (ramDir): the engine and its file, without the disk's fsync, which
+// no test within one process can observe. Tests of the disk itself (crashes,
+// a full disk, permissions) open their own path.
 func testJournal(tb testing.TB) (*Journal, string) {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "idem.journal")
+	path := filepath.Join(ramDir(tb), "idem.journal")
 	j, err := OpenJournal(path, nil)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { j.Close() })
 	return j, path
 }
 
-// testTransport builds a Transport over a fresh journal with a fake clock.
-func testTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
+// ramDir returns a fresh directory under /dev/shm when there is one, removed
+// at the end of the test, and t.TempDir() otherwise.
+func ramDir(tb testing.TB) string {
+	tb.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "idem-test-"); err == nil {
+			tb.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return tb.TempDir()
+}
+
+// memStore is a fresh in-memory journal (journal/memjournal), closed at the
+// end of the test: the Store for Transport tests that need no file, so that
+// they pay no fsync.
+func memStore(tb testing.TB) *memjournal.Store {
+	tb.Helper()
+	s := memjournal.New()
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// memTransport builds a Transport over a fresh in-memory journal with a fake
+// clock: the default for Transport tests. A test that needs the bbolt file
+// (its bytes, a reopen, a crash, the Journal's own methods) uses
+// boltTransport.
+func memTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
+	tb.Helper()
+	return transportWith(tb, memStore(tb), opts)
+}
+
+// boltTransport builds a Transport over a fresh bbolt journal (testJournal)
+// with a fake clock, and returns the journal too.
+func boltTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock, *Journal) {
 	tb.Helper()
 	j, _ := testJournal(tb)
-	tr, err := NewTransport(j, opts)
+	tr, clk := transportWith(tb, j, opts)
+	return tr, clk, j
+}
+
+// testTransport is boltTransport without the journal. newScenario
+// (scenarios_helpers_test.go) builds on it, and its callers read the bbolt
+// journal through tr.bolt(); a new test that needs no file uses memTransport.
+func testTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
+	tb.Helper()
+	tr, clk, _ := boltTransport(tb, opts)
+	return tr, clk
+}
+
+// memScenario is newScenario over an in-memory journal: a Transport with a
+// fake clock that sends to a fresh recording server (unless opts has a
+// Base).
+func memScenario(tb testing.TB, opts *Options, reply func(n int, w http.ResponseWriter, r *http.Request)) (*Transport, *fakeClock, *recordingServer) {
+	tb.Helper()
+	return scenarioOver(tb, memStore(tb), opts, reply)
+}
+
+// scenarioOver is newScenario over s.
+func scenarioOver(tb testing.TB, s journal.Store, opts *Options, reply func(n int, w http.ResponseWriter, r *http.Request)) (*Transport, *fakeClock, *recordingServer) {
+	tb.Helper()
+	tr, clk := transportWith(tb, s, opts)
+	srv := newRecordingServer(tb, clk, reply)
+	if tr.cfg.Base == nil {
+		tr.cfg.Base = srv.base()
+	}
+	return tr, clk, srv
+}
+
+// transportWith builds a Transport over s with a fake clock.
+func transportWith(tb testing.TB, s journal.Store, opts *Options) (*Transport, *fakeClock) {
+	tb.Helper()
+	tr, err := NewTransport(s, opts)
 	require.NoError(tb, err)
 	clk := newFakeClock()
 	tr.clock = clk
 	return tr, clk
+}
+
+// recordLister is a Store that lists every record: the bbolt Journal and
+// the in-memory Store both do.
+type recordLister interface {
+	Records() ([]*Record, error)
+}
+
+// listRecords lists every record in s, pending first.
+func listRecords(s journal.Store) ([]*Record, error) { return s.(recordLister).Records() }
+
+// onlyRecordIn returns the single record in s.
+func onlyRecordIn(tb testing.TB, s journal.Store) *Record {
+	tb.Helper()
+	recs, err := listRecords(s)
+	require.NoError(tb, err)
+	require.Len(tb, recs, 1)
+	return recs[0]
 }
 
 // countingBody is a request body that counts its Close calls.
@@ -148,5 +242,6 @@ func (b *countingBody) Close() error {
 	return nil
 }
 
-// bolt is the Transport's journal as the bbolt Journal it is in these tests.
+// bolt is the Transport's journal as the bbolt Journal it is in tests that
+// built it with boltTransport, testTransport or testJournal.
 func (t *Transport) bolt() *Journal { return t.journal.(*Journal) }

@@ -97,8 +97,8 @@ func TestIdentityDeclaredSurvivesTokenRefresh(t *testing.T) {
 // query parameter) is other credentials: refused, as the safe default.
 func TestIdentityUndeclaredRefusesFreshCredentials(t *testing.T) {
 	pay, base, rt := paymentsOver(t, false)
-	j, _ := testJournal(t)
-	tr, clk := transportOn(t, j, Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}, rt, time.Time{})
+	j := memStore(t)
+	tr, clk := transportOver(t, j, Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}, rt, time.Time{})
 	call := func(auth, query string) (*http.Response, error) {
 		ctx := WithOperationID(context.Background(), "order-7/charge")
 		req := tenantPayment(t, ctx, base, "order-7", auth)
@@ -174,8 +174,8 @@ func TestIdentityDeclaredIsChecked(t *testing.T) {
 func TestIdentityConcurrentTenants(t *testing.T) {
 	t.Parallel()
 	pay, base, rt := paymentsOver(t, true)
-	j, _ := testJournal(t)
-	tr, _ := transportOn(t, j, Options{}, rt, time.Time{})
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, rt, time.Time{})
 	ctx := WithOperationID(context.Background(), "order-9/charge")
 	errs := make([]error, 2)
 	var wg sync.WaitGroup

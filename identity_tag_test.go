@@ -16,7 +16,7 @@ import (
 // comes back keyed and empty, never holding an earlier call's credentials.
 func TestCredentialTagPooledHash(t *testing.T) {
 	t.Parallel()
-	j, _ := testJournal(t)
+	j := memStore(t)
 	want := func(creds []byte) string {
 		m := hmac.New(sha256.New, j.IdentityKey())
 		m.Write([]byte(credentialTagContext))

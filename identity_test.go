@@ -111,8 +111,8 @@ func TestIdentitySettledNotReplayedUnderOtherCredentials(t *testing.T) {
 		t.Run(map[bool]string{false: "within-KeyTTL", true: "past-KeyTTL"}[past], func(t *testing.T) {
 			t.Parallel()
 			pay, base, rt := paymentsOver(t, false)
-			j, _ := testJournal(t)
-			tr, clk := transportOn(t, j, Options{}, rt, time.Time{})
+			j := memStore(t)
+			tr, clk := transportOver(t, j, Options{}, rt, time.Time{})
 			ctx := WithOperationID(context.Background(), "order-2/charge")
 			resp, err := tr.RoundTrip(tenantPayment(t, ctx, base, "order-2", tokenAcme))
 			require.NoError(t, err)
@@ -135,8 +135,8 @@ func TestIdentitySettledNotReplayedUnderOtherCredentials(t *testing.T) {
 // A caller's own Idempotency-Key is bound the same way.
 func TestIdentityCallerKeyUnderOtherCredentials(t *testing.T) {
 	pay, base, rt := paymentsOver(t, false)
-	j, _ := testJournal(t)
-	tr, _ := transportOn(t, j, Options{}, rt, time.Time{})
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, rt, time.Time{})
 	call := func(token string) (*http.Response, error) {
 		req := tenantPayment(t, context.Background(), base, "order-3", token)
 		req.Header.Set(DefaultKeyHeader, "shared-key-3")

@@ -132,7 +132,7 @@ func TestResponseInfo(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tr, clk, srv := newScenario(t, tc.opts, func(n int, w http.ResponseWriter, r *http.Request) {
+			tr, clk, srv := memScenario(t, tc.opts, func(n int, w http.ResponseWriter, r *http.Request) {
 				switch {
 				case r.URL.Path == "/redirect":
 					w.Header().Set("Location", "/payments")

@@ -82,8 +82,8 @@ func FuzzTransportKey(f *testing.F) {
 		wire.intercept = func(r *http.Request, _ string) (*http.Response, error) {
 			return synthetic(r, http.StatusCreated), nil
 		}
-		j := fastJournal(t)
-		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+		j := memStore(t)
+		tr, _ := transportOver(t, j, Options{}, wire, time.Time{})
 		ctx := context.Background()
 		hasKey, hasOp := how&1 == 0 || how&4 != 0, how&2 != 0
 		if hasOp {

@@ -73,8 +73,8 @@ func TestInvalidCallerKeyRefused(t *testing.T) {
 			wire.intercept = func(r *http.Request, _ string) (*http.Response, error) {
 				return synthetic(r, http.StatusCreated), nil
 			}
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{}, wire, time.Time{})
 			req, body := paymentRequest(t, context.Background(), "http://127.0.0.1:9", "order-k", 1)
 			req.Method = tt.method
 			req = tt.set(req)
@@ -103,15 +103,15 @@ func TestCallerKeyLimitsAccepted(t *testing.T) {
 		wire.intercept = func(r *http.Request, _ string) (*http.Response, error) {
 			return synthetic(r, http.StatusCreated), nil
 		}
-		j, _ := testJournal(t)
-		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+		j := memStore(t)
+		tr, _ := transportOver(t, j, Options{}, wire, time.Time{})
 		req, _ := paymentRequest(t, context.Background(), "http://127.0.0.1:9", "order-k", 1)
 		req.Header.Set("Idempotency-Key", key)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err, "%q", key)
 		resp.Body.Close()
 		wire.requireOneKey(t, key)
-		require.Equal(t, key, onlyRecordOf(t, j).Key)
+		require.Equal(t, key, onlyRecordIn(t, j).Key)
 	}
 }
 

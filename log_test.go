@@ -188,7 +188,7 @@ func TestLoggerNilIsSilentAndLevelsAreHonoured(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tr, _, srv := newScenario(t, &Options{Logger: logger, MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, _, srv := memScenario(t, &Options{Logger: logger, MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})
 	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{}`))
@@ -197,7 +197,7 @@ func TestLoggerNilIsSilentAndLevelsAreHonoured(t *testing.T) {
 	require.NotContains(t, out, "idem: retrying", "Info records are below the handler's level")
 	require.Contains(t, out, "idem: operation left pending")
 
-	quiet, _, srv2 := newScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) {
+	quiet, _, srv2 := memScenario(t, nil, func(n int, w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})
 	require.Nil(t, quiet.cfg.Logger)

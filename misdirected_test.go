@@ -56,7 +56,7 @@ func TestMisdirectedRetriedOnNewConnection(t *testing.T) {
 
 			var mu sync.Mutex
 			var got []Attempt
-			tr, _ := testTransport(t, &Options{Base: base, Classifier: func(a Attempt) Class {
+			tr, _ := memTransport(t, &Options{Base: base, Classifier: func(a Attempt) Class {
 				mu.Lock()
 				defer mu.Unlock()
 				got = append(got, a)
@@ -78,7 +78,7 @@ func TestMisdirectedRetriedOnNewConnection(t *testing.T) {
 				require.Equal(t, 2, resp.ProtoMajor)
 			}
 
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, 2, rec.Attempts)
 			require.Equal(t, int64(2), requests.Load(), "net/http does not retry a 421 itself; idem retries it once")
@@ -108,12 +108,12 @@ func TestMisdirectedTwiceIsFinal(t *testing.T) {
 		t.Cleanup(srv.Close)
 		roots := x509.NewCertPool()
 		roots.AddCert(srv.Certificate())
-		tr, clk := testTransport(t, &Options{Base: tlsBase(t, roots)})
+		tr, clk := memTransport(t, &Options{Base: tlsBase(t, roots)})
 		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
 		require.Equal(t, http.StatusText(http.StatusMisdirectedRequest), string(drain(t, resp)), "the second 421 is the caller's")
-		rec := onlyRecord(t, tr)
+		rec := onlyRecordIn(t, tr.journal)
 		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, http.StatusMisdirectedRequest, rec.Status)
 		require.Equal(t, 2, rec.Attempts)

@@ -67,7 +67,7 @@ func (o *recordingObserver) gauge() int {
 
 func TestObserverSeesAttemptsRetriesAndSettle(t *testing.T) {
 	obs := &recordingObserver{}
-	tr, _, srv := newScenario(t, &Options{Observer: obs}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, _, srv := memScenario(t, &Options{Observer: obs}, func(n int, w http.ResponseWriter, r *http.Request) {
 		switch n {
 		case 1:
 			reply(w, http.StatusServiceUnavailable, "Retry-After", "1")
@@ -111,7 +111,7 @@ func TestObserverPendingGaugeAcrossGiveUpResumeExpiryAndClose(t *testing.T) {
 	obs := &recordingObserver{}
 	fail := true
 	var mu sync.Mutex
-	tr, clk, srv := newScenario(t, &Options{Observer: obs, MaxAttempts: 1, KeyTTL: time.Hour}, func(n int, w http.ResponseWriter, r *http.Request) {
+	tr, clk, srv := memScenario(t, &Options{Observer: obs, MaxAttempts: 1, KeyTTL: time.Hour}, func(n int, w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if fail {

@@ -17,8 +17,8 @@ import (
 
 func TestWithOperationIDSequentialCallsReplay(t *testing.T) {
 	srv, wire := startPayments(t, nil), newWireLog(t)
-	j, _ := testJournal(t)
-	tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, wire, time.Time{})
 	ctx := WithOperationID(context.Background(), "order-4827/charge")
 
 	var bodies []string
@@ -32,7 +32,7 @@ func TestWithOperationIDSequentialCallsReplay(t *testing.T) {
 	}
 	require.Equal(t, bodies[0], bodies[1], "the second call gets the stored payment")
 
-	rec := onlyRecordOf(t, j)
+	rec := onlyRecordIn(t, j)
 	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, "order-4827/charge", rec.OperationID)
 	require.Len(t, wire.sent(), 2)
@@ -46,8 +46,8 @@ func TestWithOperationIDConcurrentCallsCollapse(t *testing.T) {
 	// The first request to arrive is answered late, so the others are sure to
 	// be waiting while it runs.
 	srv.Script(testserver.Fault{Kind: testserver.FaultSlowResponse, Delay: 50 * time.Millisecond})
-	j, _ := testJournal(t)
-	tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, wire, time.Time{})
 	ctx := WithOperationID(context.Background(), "order-77/charge")
 
 	const calls = 8
@@ -84,7 +84,7 @@ func TestWithOperationIDConcurrentCallsCollapse(t *testing.T) {
 	require.Equal(t, 1, first, "one call ran the operation")
 	require.Equal(t, calls-1, replayed, "the others got its stored result")
 
-	rec := onlyRecordOf(t, j)
+	rec := onlyRecordIn(t, j)
 	require.Equal(t, StateSettled, rec.State)
 	wire.requireOneKey(t, rec.Key)
 	require.Equal(t, 1, srv.Ledger().Effects["order-77"])
@@ -92,15 +92,15 @@ func TestWithOperationIDConcurrentCallsCollapse(t *testing.T) {
 
 func TestWithOperationIDSettledPastKeyTTL(t *testing.T) {
 	srv, wire := startPayments(t, nil), newWireLog(t)
-	j, _ := testJournal(t)
-	tr, clk := transportOn(t, j, Options{KeyTTL: time.Hour}, wire, time.Time{})
+	j := memStore(t)
+	tr, clk := transportOver(t, j, Options{KeyTTL: time.Hour}, wire, time.Time{})
 	ctx := WithOperationID(context.Background(), "order-9/charge")
 
 	req, _ := paymentRequest(t, ctx, srv.URL, "order-9", 900)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	drain(t, resp)
-	rec := onlyRecordOf(t, j)
+	rec := onlyRecordIn(t, j)
 
 	// The server may have forgotten the key by now: a resend could pay twice.
 	clk.Advance(time.Hour + time.Minute)
@@ -117,7 +117,7 @@ func TestWithOperationIDSettledPastKeyTTL(t *testing.T) {
 
 	require.Len(t, wire.sent(), 1, "nothing sent")
 	require.Equal(t, 1, srv.Ledger().Requests)
-	require.Equal(t, StateSettled, onlyRecordOf(t, j).State)
+	require.Equal(t, StateSettled, onlyRecordIn(t, j).State)
 }
 
 func TestWithOperationIDPendingPastKeyTTL(t *testing.T) {
@@ -161,8 +161,8 @@ func TestWithOperationIDPendingPastKeyTTL(t *testing.T) {
 
 func TestWithOperationIDDifferentRequestRefused(t *testing.T) {
 	srv, wire := startPayments(t, nil), newWireLog(t)
-	j, _ := testJournal(t)
-	tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, wire, time.Time{})
 	ctx := WithOperationID(context.Background(), "order-11/charge")
 	req, _ := paymentRequest(t, ctx, srv.URL, "order-11", 1100)
 	resp, err := tr.RoundTrip(req)

@@ -10,12 +10,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -129,12 +128,19 @@ func synthetic(r *http.Request, status int) *http.Response {
 	}
 }
 
-// transportOn builds a Transport over j that sends through base, with a fake
-// clock that starts at start (the zero time means now).
+// transportOn builds a Transport over the bbolt journal j that sends through
+// base, with a fake clock that starts at start (the zero time means now).
 func transportOn(tb testing.TB, j *Journal, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
 	tb.Helper()
+	return transportOver(tb, j, opts, base, start)
+}
+
+// transportOver is transportOn over any Store: memStore(tb) for a test that
+// needs no file.
+func transportOver(tb testing.TB, s journal.Store, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
+	tb.Helper()
 	opts.Base = base
-	tr, err := NewTransport(j, &opts)
+	tr, err := NewTransport(s, &opts)
 	require.NoError(tb, err)
 	clk := newFakeClock()
 	if !start.IsZero() {
@@ -172,20 +178,11 @@ func pendingErr(tb testing.TB, err error) *PendingError {
 	return perr
 }
 
-// fastJournal is testJournal on a RAM file system when there is one
-// (/dev/shm), for tests about concurrency rather than durability: there an
-// fsync costs nothing, so a thousand commits do not dominate the run.
+// fastJournal is testJournal without the path: a bbolt journal on a RAM
+// file system when there is one, for tests about concurrency rather than
+// durability.
 func fastJournal(tb testing.TB) *Journal {
 	tb.Helper()
-	dir := tb.TempDir()
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		if shm, err := os.MkdirTemp("/dev/shm", "idem-test-"); err == nil {
-			tb.Cleanup(func() { os.RemoveAll(shm) })
-			dir = shm
-		}
-	}
-	j, err := OpenJournal(filepath.Join(dir, "idem.journal"), nil)
-	require.NoError(tb, err)
-	tb.Cleanup(func() { j.Close() })
+	j, _ := testJournal(tb)
 	return j
 }

@@ -20,7 +20,7 @@ func TestDefaultBaseChecksProxyConnect(t *testing.T) {
 	ca := newTestCA(t, "idem CA")
 	srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{ca.issue(t, false, time.Now().Add(time.Hour))}}, false,
 		func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
-	tr, clk := testTransport(t, nil)
+	tr, clk := memTransport(t, nil)
 	t.Cleanup(tr.CloseIdleConnections)
 	own, ok := tr.base().(*http.Transport)
 	require.True(t, ok, "a clone of http.DefaultTransport")
@@ -37,7 +37,7 @@ func TestDefaultBaseChecksProxyConnect(t *testing.T) {
 	var perr *ProxyConnectError
 	require.ErrorAs(t, err, &perr)
 	require.Equal(t, http.StatusProxyAuthRequired, perr.StatusCode)
-	rec := onlyRecord(t, tr)
+	rec := onlyRecordIn(t, tr.journal)
 	require.Equal(t, StateFailed, rec.State)
 	require.Equal(t, 1, rec.Attempts)
 	require.Empty(t, clk.Sleeps())
@@ -45,7 +45,7 @@ func TestDefaultBaseChecksProxyConnect(t *testing.T) {
 
 func TestCallerBaseNotModified(t *testing.T) {
 	base := &http.Transport{}
-	tr, _ := testTransport(t, &Options{Base: base})
+	tr, _ := memTransport(t, &Options{Base: base})
 	require.Same(t, base, tr.base())
 	require.Nil(t, base.OnProxyConnectResponse)
 }

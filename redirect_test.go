@@ -149,8 +149,8 @@ func TestRedirectChainIsOneOperation(t *testing.T) {
 			for _, keying := range []string{"minted", "op", "header"} {
 				t.Run(fmt.Sprintf("%s/%d/%s", p.name, status, keying), func(t *testing.T) {
 					f := startFront(t, p.h2)
-					j, _ := testJournal(t)
-					tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+					j := memStore(t)
+					tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 					c := &http.Client{Transport: tr}
 					ref := fmt.Sprintf("r-%d-%s", status, keying)
 					resp, err := c.Do(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), ref, keying))
@@ -166,7 +166,7 @@ func TestRedirectChainIsOneOperation(t *testing.T) {
 					require.Equal(t, ref, pmt.Reference)
 
 					require.Equal(t, 1, f.pay.Ledger().Effects[ref])
-					rec := onlyRecord(t, tr)
+					rec := onlyRecordIn(t, tr.journal)
 					require.Equal(t, StateSettled, rec.State)
 					require.Equal(t, map[int]int{307: 201, 308: 201, 303: 303}[status], rec.Status)
 					for _, h := range f.seen() {
@@ -206,8 +206,8 @@ func TestRedirectStatusTable(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			f := startFront(t, false)
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 			c := &http.Client{Transport: tr}
 			resp, err := c.Do(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, tc.status), "r", "op"))
 			require.NoError(t, err)
@@ -216,7 +216,7 @@ func TestRedirectStatusTable(t *testing.T) {
 			hits := f.seen()
 			require.Len(t, hits, 2)
 			require.Equal(t, tc.hop, hits[1].Method)
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, tc.settled, rec.Status)
 			require.Equal(t, f.URL+fmt.Sprintf("/%d/payments", tc.status), rec.URL, "URL stays the operation's identity")
@@ -240,8 +240,8 @@ func TestErrKeyReuseMeansNothingSent(t *testing.T) {
 	for _, status := range []int{301, 302, 303, 307, 308} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			f := startFront(t, false)
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 			c := &http.Client{Transport: tr}
 			resp, err := c.Do(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), "r", "op"))
 			if errors.Is(err, ErrKeyReuse) {
@@ -272,8 +272,8 @@ func TestRedirectNotFollowed(t *testing.T) {
 	for _, how := range []string{"check-redirect", "no-getbody"} {
 		t.Run(how, func(t *testing.T) {
 			f := startFront(t, false)
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 			c := &http.Client{Transport: tr}
 			req := payment(t, f.URL+"/307/payments", "r", "op")
 			if how == "check-redirect" {
@@ -285,7 +285,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			require.NoError(t, err)
 			drain(t, resp)
 			require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.Equal(t, StatePending, rec.State)
 			require.Equal(t, f.URL+"/payments", rec.Location)
 			require.Equal(t, 0, f.pay.Ledger().Effects["r"])
@@ -300,7 +300,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			require.Equal(t, []string{rec.Key}, hits[1].Keys)
 			require.Equal(t, hits[0].Body, hits[1].Body)
 			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
-			require.Equal(t, StateSettled, onlyRecord(t, tr).State)
+			require.Equal(t, StateSettled, onlyRecordIn(t, tr.journal).State)
 		})
 	}
 }
@@ -318,18 +318,18 @@ func TestResumeFollowsRedirect(t *testing.T) {
 	for _, status := range []int{307, 308} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			f := startFront(t, true)
-			j, _ := testJournal(t)
-			down, _ := transportOn(t, j, Options{MaxAttempts: 1}, offline{}, time.Time{})
+			j := memStore(t)
+			down, _ := transportOver(t, j, Options{MaxAttempts: 1}, offline{}, time.Time{})
 			_, err := down.RoundTrip(payment(t, fmt.Sprintf("%s/%d/payments", f.URL, status), "r", "op"))
 			pendingErr(t, err)
 
-			tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
+			tr, clk := transportOver(t, j, Options{}, f.base(), time.Time{})
 			clk.Advance(time.Minute)
 			outs := resumeAll(t, tr)
 			require.Len(t, outs, 1)
 			require.NoError(t, outs[0].Err)
 			require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, f.URL+"/payments", rec.Location)
 			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
@@ -347,14 +347,14 @@ func TestResumeFollowsRedirect(t *testing.T) {
 func TestRedirectLimit(t *testing.T) {
 	t.Parallel()
 	f := startFront(t, false)
-	j, _ := testJournal(t)
-	tr, clk := transportOn(t, j, Options{}, f.base(), time.Time{})
+	j := memStore(t)
+	tr, clk := transportOver(t, j, Options{}, f.base(), time.Time{})
 	c := &http.Client{Transport: tr}
 	_, err := c.Do(payment(t, f.URL+"/loop/0", "r", "op"))
 	require.Error(t, err)
 	require.NotErrorIs(t, err, ErrKeyReuse)
 	require.Len(t, f.seen(), 10)
-	rec := onlyRecord(t, tr)
+	rec := onlyRecordIn(t, tr.journal)
 	require.Equal(t, StatePending, rec.State)
 	require.Equal(t, f.URL+"/loop/10", rec.Location)
 	for _, h := range f.seen() {
@@ -368,7 +368,7 @@ func TestRedirectLimit(t *testing.T) {
 	require.ErrorIs(t, perr, errTooManyRedirects)
 	require.Equal(t, clk.Now().Add(DefaultMaxInterval), perr.NextAttempt)
 	require.Len(t, f.seen(), 20)
-	rec = onlyRecord(t, tr)
+	rec = onlyRecordIn(t, tr.journal)
 	require.Equal(t, StatePending, rec.State)
 	require.Equal(t, f.URL+"/loop/20", rec.Location)
 }
@@ -383,8 +383,8 @@ func TestRedirectHopRewritten(t *testing.T) {
 	for _, how := range []string{"body", "method"} {
 		t.Run(how, func(t *testing.T) {
 			f := startFront(t, false)
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 			c := &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 				if how == "method" {
 					req.Method, req.Body, req.GetBody, req.ContentLength = http.MethodGet, nil, nil, 0
@@ -402,7 +402,7 @@ func TestRedirectHopRewritten(t *testing.T) {
 			require.NoError(t, tr.Resume(context.Background(), nil))
 			require.Equal(t, 1, f.pay.Ledger().Effects["r"])
 			require.Equal(t, 0, f.pay.Ledger().Effects["other"])
-			require.Equal(t, StateSettled, onlyRecord(t, tr).State)
+			require.Equal(t, StateSettled, onlyRecordIn(t, tr.journal).State)
 		})
 	}
 }
@@ -415,8 +415,8 @@ func TestRedirectToAnotherHost(t *testing.T) {
 	t.Parallel()
 	t.Run("followed", func(t *testing.T) {
 		f := startFront(t, false)
-		j, _ := testJournal(t)
-		tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+		j := memStore(t)
+		tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 		c := &http.Client{Transport: tr}
 		req := payment(t, f.URL+"/far/payments", "r", "op")
 		req.Header.Set("Authorization", "Bearer secret-1")
@@ -434,13 +434,13 @@ func TestRedirectToAnotherHost(t *testing.T) {
 	})
 	t.Run("resumed", func(t *testing.T) {
 		f := startFront(t, false)
-		j, _ := testJournal(t)
+		j := memStore(t)
 		var sawHost []string
 		opts := Options{PrepareResume: func(r *http.Request) error {
 			sawHost = append(sawHost, r.URL.Hostname())
 			return nil
 		}}
-		tr, _ := transportOn(t, j, opts, f.base(), time.Time{})
+		tr, _ := transportOver(t, j, opts, f.base(), time.Time{})
 		c := &http.Client{Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		req := payment(t, f.URL+"/far/payments", "r", "op")
@@ -448,7 +448,7 @@ func TestRedirectToAnotherHost(t *testing.T) {
 		resp, err := c.Do(req)
 		require.NoError(t, err)
 		drain(t, resp)
-		rec := onlyRecord(t, tr)
+		rec := onlyRecordIn(t, tr.journal)
 		require.Equal(t, StatePending, rec.State)
 		require.Empty(t, rec.Dropped)
 		require.True(t, strings.HasPrefix(rec.Location, "http://localhost:"), rec.Location)
@@ -527,8 +527,8 @@ func TestRedirectJournaledGet(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.method, tc.status), func(t *testing.T) {
 			f := startFront(t, true)
-			j, _ := testJournal(t)
-			tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+			j := memStore(t)
+			tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 			c := &http.Client{Transport: tr}
 			ctx := WithOperationID(context.Background(), "look/r")
 			req, err := http.NewRequestWithContext(ctx, tc.method, fmt.Sprintf("%s/%d/payments", f.URL, tc.status), nil)
@@ -537,7 +537,7 @@ func TestRedirectJournaledGet(t *testing.T) {
 			require.NoError(t, err)
 			drain(t, resp)
 			require.Equal(t, http.StatusBadRequest, resp.StatusCode) // the list wants a reference
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.Equal(t, StateSettled, rec.State)
 			require.Equal(t, tc.settled, rec.Status)
 			require.Equal(t, tc.location, rec.Location != "")
@@ -558,14 +558,14 @@ func TestRedirectJournaledGet(t *testing.T) {
 // on the response's Request, not its Body. The chain is still one operation.
 func TestRedirectWithClientTimeout(t *testing.T) {
 	f := startFront(t, false)
-	j, _ := testJournal(t)
-	tr, _ := transportOn(t, j, Options{}, f.base(), time.Time{})
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
 	c := &http.Client{Transport: tr, Timeout: time.Minute}
 	resp, err := c.Do(payment(t, f.URL+"/307/payments", "r", "minted"))
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	rec := onlyRecord(t, tr)
+	rec := onlyRecordIn(t, tr.journal)
 	require.Equal(t, http.StatusCreated, rec.Status)
 	require.Equal(t, 1, f.pay.Ledger().Effects["r"])
 	for _, h := range f.seen() {
@@ -639,15 +639,15 @@ func TestRedirectRecallGoesToLocation(t *testing.T) {
 	for _, keying := range []string{"op", "header"} {
 		t.Run(keying, func(t *testing.T) {
 			f := startFailover(t, "127.0.0.1", "/payments")
-			j, _ := testJournal(t)
+			j := memStore(t)
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
-			tr, clk := transportOn(t, j, Options{MaxAttempts: 1}, base, time.Time{})
+			tr, clk := transportOver(t, j, Options{MaxAttempts: 1}, base, time.Time{})
 			c := &http.Client{Transport: tr}
 			f.region.Script(testserver.Fault{Kind: testserver.FaultLostResponse})
 			_, err := c.Do(payment(t, f.front.URL+"/payments", "r", keying))
 			pendingErr(t, err)
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.Equal(t, StatePending, rec.State)
 			require.True(t, strings.HasSuffix(rec.Location, "/payments"), rec.Location)
 
@@ -663,7 +663,7 @@ func TestRedirectRecallGoesToLocation(t *testing.T) {
 			hits, _ := f.hits()
 			require.Len(t, hits, 2)
 			require.Equal(t, hits[0].Keys, hits[1].Keys)
-			require.Equal(t, StateSettled, onlyRecord(t, tr).State)
+			require.Equal(t, StateSettled, onlyRecordIn(t, tr.journal).State)
 		})
 	}
 }
@@ -675,16 +675,16 @@ func TestRedirectRecallGoesToLocation(t *testing.T) {
 // primary: a second payment.
 func TestRedirectRecallSettledGoesToLocation(t *testing.T) {
 	f := startFailover(t, "127.0.0.1", "/payments")
-	j, _ := testJournal(t)
+	j := memStore(t)
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	tr, _ := transportOn(t, j, Options{}, base, time.Time{})
+	tr, _ := transportOver(t, j, Options{}, base, time.Time{})
 	c := &http.Client{Transport: tr}
 	resp, err := c.Do(payment(t, f.front.URL+"/payments", "r", "op"))
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	require.Equal(t, StateSettled, onlyRecord(t, tr).State)
+	require.Equal(t, StateSettled, onlyRecordIn(t, tr.journal).State)
 
 	f.maintenance.Store(false)
 	resp, err = c.Do(payment(t, f.front.URL+"/payments", "r", "op"))
@@ -709,10 +709,10 @@ func TestRedirectRecallCredentials(t *testing.T) {
 	}{{"127.0.0.1", "Bearer secret-1"}, {"localhost", ""}} {
 		t.Run(c.host, func(t *testing.T) {
 			f := startFailover(t, c.host, "/payments")
-			j, _ := testJournal(t)
+			j := memStore(t)
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
-			tr, clk := transportOn(t, j, Options{MaxAttempts: 1}, base, time.Time{})
+			tr, clk := transportOver(t, j, Options{MaxAttempts: 1}, base, time.Time{})
 			client := &http.Client{Transport: tr}
 			call := func() (*http.Response, error) {
 				req := payment(t, f.front.URL+"/payments", "r", "op")
@@ -759,10 +759,10 @@ func TestRedirectRecallSensitiveQuery(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := startFailover(t, c.host, c.path)
-			j, _ := testJournal(t)
+			j := memStore(t)
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
-			tr, clk := transportOn(t, j, Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}, base, time.Time{})
+			tr, clk := transportOver(t, j, Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}, base, time.Time{})
 			client := &http.Client{Transport: tr}
 			call := func() (*http.Response, error) {
 				return client.Do(payment(t, f.front.URL+"/payments?token=from-caller", "r", "op"))
@@ -770,7 +770,7 @@ func TestRedirectRecallSensitiveQuery(t *testing.T) {
 			f.region.Script(testserver.Fault{Kind: testserver.FaultLostResponse})
 			_, err := call()
 			pendingErr(t, err)
-			rec := onlyRecord(t, tr)
+			rec := onlyRecordIn(t, tr.journal)
 			require.NotContains(t, rec.Location, "from-")
 
 			f.maintenance.Store(false)
@@ -780,7 +780,7 @@ func TestRedirectRecallSensitiveQuery(t *testing.T) {
 			if c.query == "-" {
 				require.ErrorIs(t, pendingErr(t, err), ErrSensitiveQueryMissing)
 				require.Len(t, hits, 1)
-				require.Equal(t, StatePending, onlyRecord(t, tr).State)
+				require.Equal(t, StatePending, onlyRecordIn(t, tr.journal).State)
 				return
 			}
 			require.NoError(t, err)
@@ -811,10 +811,10 @@ func TestRedirectHopGoesWhereRecordIs(t *testing.T) {
 			w.WriteHeader(http.StatusTemporaryRedirect)
 		}))
 		t.Cleanup(entry.Close)
-		j, _ := testJournal(t)
+		j := memStore(t)
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		tr, clk := transportOn(t, j, Options{MaxAttempts: 1}, base, time.Time{})
+		tr, clk := transportOver(t, j, Options{MaxAttempts: 1}, base, time.Time{})
 		moved, err := tr.RoundTrip(payment(t, entry.URL+"/pay", "r", "op"))
 		require.NoError(t, err)
 		drain(t, moved)
@@ -838,10 +838,10 @@ func TestRedirectHopGoesWhereRecordIs(t *testing.T) {
 	t.Run("settled-elsewhere", func(t *testing.T) {
 		f := startFailover(t, "127.0.0.1", "/payments")
 		f.maintenance.Store(false)
-		j, _ := testJournal(t)
+		j := memStore(t)
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
-		tr, _ := transportOn(t, j, Options{}, base, time.Time{})
+		tr, _ := transportOver(t, j, Options{}, base, time.Time{})
 		c := &http.Client{Transport: tr}
 		resp, err := c.Do(payment(t, f.front.URL+"/payments", "r", "op"))
 		require.NoError(t, err)

@@ -99,7 +99,7 @@ func TestRepresentationIsFingerprinted(t *testing.T) {
 
 // Codings and media types are normalized as RFC 9110 says they compare.
 func TestRepresentationNormalized(t *testing.T) {
-	tr, _ := testTransport(t, &Options{SensitiveHeaders: []string{"Content-Encoding"}})
+	tr, _ := memTransport(t, &Options{SensitiveHeaders: []string{"Content-Encoding"}})
 	for _, c := range []struct {
 		h      http.Header
 		ct, ce string
@@ -116,7 +116,7 @@ func TestRepresentationNormalized(t *testing.T) {
 		require.Equal(t, c.ct, ct, "%v", c.h)
 		require.Equal(t, c.ce, ce, "%v", c.h)
 	}
-	tr, _ = testTransport(t, nil)
+	tr, _ = memTransport(t, nil)
 	_, ce := tr.representation(http.Header{"Content-Encoding": {"GZIP, br", " deflate"}})
 	require.Equal(t, "gzip,br,deflate", ce)
 }

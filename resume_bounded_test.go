@@ -64,7 +64,7 @@ func TestResumeBoundedByDeadline(t *testing.T) {
 func TestResumeCanceledReturnsPromptly(t *testing.T) {
 	t.Parallel()
 	tr, clk := downPending(t, &Options{ResumeConcurrency: 1}, 3)
-	before, err := tr.bolt().Records()
+	before, err := listRecords(tr.journal)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	clk.onSleep = func(time.Duration) { cancel() } // the process is told to stop mid-wait
@@ -74,7 +74,7 @@ func TestResumeCanceledReturnsPromptly(t *testing.T) {
 	require.ErrorIs(t, outs[0].Err, context.Canceled)
 	var pe *PendingError
 	require.True(t, errors.As(outs[0].Err, &pe))
-	after, err := tr.bolt().Records()
+	after, err := listRecords(tr.journal)
 	require.NoError(t, err)
 	require.Len(t, after, 3)
 	for i, r := range after {

@@ -24,16 +24,17 @@ func TestResumeSkipsOperationNoLongerDue(t *testing.T) {
 	srv := newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusCreated)
 	})
-	tr, clk := testTransport(t, &Options{Base: srv.base()})
+	tr, clk := memTransport(t, &Options{Base: srv.base()})
 	rec := pendingRecord("a")
 	rec.URL, rec.Body, rec.Created = srv.URL+"/payments", []byte(`{"amount":700}`), clk.Now()
-	require.NoError(t, insertRec(tr.bolt(), rec, true))
-	page, err := pendingAfter(tr.bolt(), 0, 10)
+	rec.BodySHA256 = bodySum(rec.Body) // as a write-ahead has it
+	require.NoError(t, insertRec(tr.journal, rec, true))
+	page, err := pendingAfter(tr.journal, 0, 10)
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 
 	rec.Attempts, rec.NextAttempt = 1, clk.Now().Add(time.Minute)
-	require.NoError(t, saveRec(tr.bolt(), rec))
+	require.NoError(t, saveRec(tr.journal, rec))
 	lim, err := tr.cfg.callLimits(context.Background())
 	require.NoError(t, err)
 	resp, err := tr.resume(context.Background(), page[0], lim, false)
@@ -69,7 +70,7 @@ func TestConcurrentResumePassesSendOnce(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{http.StatusCreated, http.StatusServiceUnavailable} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, ResumeConcurrency: 3},
+			tr, clk, srv := scenarioOver(t, fastJournal(t), &Options{MaxAttempts: 1, ResumeConcurrency: 3},
 				func(_ int, w http.ResponseWriter, _ *http.Request) {
 					reply(w, status, "Retry-After", "60")
 				})
@@ -98,7 +99,7 @@ func TestConcurrentResumePassesSendOnce(t *testing.T) {
 // committed: it sends exactly the due ones, each once.
 func TestResumePagesWithUncommittedChanges(t *testing.T) {
 	t.Parallel()
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, ResumeConcurrency: 16},
+	tr, clk, srv := scenarioOver(t, fastJournal(t), &Options{MaxAttempts: 1, ResumeConcurrency: 16},
 		func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
 	const n = 2*resumePage + 37
 	var recs []*Record

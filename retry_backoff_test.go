@@ -43,7 +43,7 @@ func (b *recordingBackoff) asked() []int {
 func TestBackoffOptionShapesWaits(t *testing.T) {
 	t.Parallel()
 	b := &recordingBackoff{f: func(n int) time.Duration { return time.Duration(n) * 100 * time.Millisecond }}
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 4, Backoff: b.backoff}, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 4, Backoff: b.backoff}, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusServiceUnavailable)
 	})
 	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("backoff-1", 1)))
@@ -102,7 +102,7 @@ func TestBackoffOptionClamped(t *testing.T) {
 func TestBackoffOptionRetryAfterFirst(t *testing.T) {
 	t.Parallel()
 	b := &recordingBackoff{f: constBackoff(50 * time.Millisecond)}
-	tr, clk, srv := newScenario(t, &Options{Backoff: b.backoff}, func(n int, w http.ResponseWriter, _ *http.Request) {
+	tr, clk, srv := memScenario(t, &Options{Backoff: b.backoff}, func(n int, w http.ResponseWriter, _ *http.Request) {
 		switch n {
 		case 1:
 			reply(w, http.StatusServiceUnavailable, "Retry-After", "2")
@@ -118,7 +118,7 @@ func TestBackoffOptionRetryAfterFirst(t *testing.T) {
 	require.Equal(t, []time.Duration{2 * time.Second, 50 * time.Millisecond}, clk.Sleeps())
 	require.Equal(t, []int{2}, b.asked(), "asked only for the wait the server did not choose")
 
-	tr, clk, srv = newScenario(t, &Options{Backoff: b.backoff}, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	tr, clk, srv = memScenario(t, &Options{Backoff: b.backoff}, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusServiceUnavailable, "Retry-After", "3600")
 	})
 	start := clk.Now()

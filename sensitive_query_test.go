@@ -48,7 +48,7 @@ func TestSensitiveQueryFingerprint(t *testing.T) {
 	// operation, and the server gets that call's token on the wire; a change
 	// to another parameter is another request. (With no identity declared,
 	// a fresh token is other credentials: identity_test.go.)
-	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}},
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}},
 		func(n int, w http.ResponseWriter, _ *http.Request) {
 			if n == 1 {
 				reply(w, http.StatusServiceUnavailable)

@@ -99,8 +99,8 @@ func FuzzTransportResponse(f *testing.F) {
 		before := runtime.NumGoroutine()
 		srv := startRawServer(t, first, rest, mode&1 != 0, mode&2 != 0)
 		base := &http.Transport{}
-		j := fastJournal(t)
-		tr, clk := transportOn(t, j, Options{MaxAttempts: fuzzMaxAttempts, AttemptTimeout: time.Second}, base, time.Time{})
+		j := memStore(t)
+		tr, clk := transportOver(t, j, Options{MaxAttempts: fuzzMaxAttempts, AttemptTimeout: time.Second}, base, time.Time{})
 		start := clk.Now()
 		ctx := context.Background()
 		if mode&4 != 0 {

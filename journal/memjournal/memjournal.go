@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -228,6 +229,28 @@ func (s *Store) page(after uint64) ([]*journal.Record, error) {
 		page[k] = clone(s.recs[seq], false)
 	}
 	return page, nil
+}
+
+// Records returns a copy of every record, bodies included: the pending ones
+// first, then the settled, failed and expired ones not yet pruned, each group
+// in Seq order, as boltjournal.Journal.Records lists them. It is for
+// inspection (a test, a listing), not part of journal.Store.
+func (s *Store) Records() ([]*journal.Record, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, journal.ErrClosed
+	}
+	seqs := slices.Sorted(maps.Keys(s.recs))
+	recs := make([]*journal.Record, 0, len(seqs))
+	for _, pending := range []bool{true, false} {
+		for _, seq := range seqs {
+			if rec := s.recs[seq]; (rec.State == journal.StatePending) == pending {
+				recs = append(recs, clone(rec, true))
+			}
+		}
+	}
+	return recs, nil
 }
 
 // PendingCount returns how many operations are pending (journal.Store).
