@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -119,15 +120,31 @@ func (c *fakeClock) Sleeps() []time.Duration {
 	return append([]time.Duration(nil), c.sleeps...)
 }
 
-// testJournal opens a journal in a fresh temporary directory, closed at the
-// end of the test.
+// testJournal opens a bbolt journal in a fresh temporary directory, closed
+// at the end of the test. The directory is on a RAM file system when there
+// is one (ramDir): the engine and its file, without the disk's fsync, which
+// no test within one process can observe. Tests of the disk itself (crashes,
+// a full disk, permissions) open their own path.
 func testJournal(tb testing.TB) (*Journal, string) {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "idem.journal")
+	path := filepath.Join(ramDir(tb), "idem.journal")
 	j, err := OpenJournal(path, nil)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { j.Close() })
 	return j, path
+}
+
+// ramDir returns a fresh directory under /dev/shm when there is one, removed
+// at the end of the test, and t.TempDir() otherwise.
+func ramDir(tb testing.TB) string {
+	tb.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "idem-test-"); err == nil {
+			tb.Cleanup(func() { os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return tb.TempDir()
 }
 
 // memStore is a fresh in-memory journal (journal/memjournal), closed at the
@@ -149,8 +166,8 @@ func memTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
 	return transportWith(tb, memStore(tb), opts)
 }
 
-// boltTransport builds a Transport over a fresh bbolt journal in a temporary
-// directory (testJournal) with a fake clock, and returns the journal too.
+// boltTransport builds a Transport over a fresh bbolt journal (testJournal)
+// with a fake clock, and returns the journal too.
 func boltTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock, *Journal) {
 	tb.Helper()
 	j, _ := testJournal(tb)
@@ -175,8 +192,7 @@ func memScenario(tb testing.TB, opts *Options, reply func(n int, w http.Response
 	return scenarioOver(tb, memStore(tb), opts, reply)
 }
 
-// scenarioOver is newScenario over s: fastJournal(tb) for a test about the
-// bbolt journal's concurrency rather than its durability.
+// scenarioOver is newScenario over s.
 func scenarioOver(tb testing.TB, s journal.Store, opts *Options, reply func(n int, w http.ResponseWriter, r *http.Request)) (*Transport, *fakeClock, *recordingServer) {
 	tb.Helper()
 	tr, clk := transportWith(tb, s, opts)
