@@ -30,7 +30,8 @@
 //
 // # Durability
 //
-// Create returns once the row is committed and its WAL flushed, as does
+// Create returns once the row is committed and its WAL flushed (the
+// Creates of the moment share one INSERT and one commit), as does
 // an Update with journal.Durable, or any Update that leaves the operation
 // pending. A Deferred Update to a final state (a settle) commits without
 // waiting for the flush (synchronous_commit off for that transaction

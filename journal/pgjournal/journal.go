@@ -28,7 +28,8 @@ type Journal struct {
 	holder string // this Journal's identity in leased rows, random per Open
 	idKey  []byte
 
-	claims journal.Claims
+	claims  journal.Claims
+	creates creates // the queue of write-aheads (create.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests
 	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)

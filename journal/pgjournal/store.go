@@ -12,7 +12,6 @@ import (
 
 	"github.com/idem-go/idem/journal"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var _ journal.Store = (*Journal)(nil)
@@ -23,9 +22,10 @@ var _ journal.Store = (*Journal)(nil)
 // stands.
 var ErrFenced = errors.New("pgjournal: operation taken over by another instance (lease lost)")
 
-// Create writes rec, a new pending operation, in one committed statement,
-// and leases it to this Journal (journal.Store).
-func (j *Journal) Create(ctx context.Context, rec *journal.Record) error {
+// Create writes rec, a new pending operation, and leases it to this
+// Journal (journal.Store). The Creates of the moment share one INSERT and
+// one commit (create.go); ctx is not watched once rec is queued.
+func (j *Journal) Create(_ context.Context, rec *journal.Record) error {
 	if err := j.check(); err != nil {
 		return err
 	}
@@ -36,25 +36,12 @@ func (j *Journal) Create(ctx context.Context, rec *journal.Record) error {
 	if err != nil {
 		return err
 	}
-	var opID *string
-	if rec.OperationID != "" {
-		opID = &rec.OperationID
-	}
-	var seq, epoch int64
-	err = j.pool.QueryRow(ctx, j.sql(`INSERT INTO {s}.operations
-			(namespace, key, caller_key, operation_id, state, record, body, updated, holder, leased_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + $10::interval)
-		RETURNING seq, epoch`),
-		j.opts.Namespace, rec.Key, rec.CallerKey, opID, int16(rec.State), data, bodyOf(rec), rec.Updated,
-		j.holder, j.opts.Lease).Scan(&seq, &epoch)
-	if err != nil {
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" {
+	if err := j.create(rec, data); err != nil {
+		if err == journal.ErrDuplicate {
 			return fmt.Errorf("%w: %s is already in the journal", journal.ErrDuplicate, journal.NameOf(rec))
 		}
-		return j.fail("create", err)
+		return err
 	}
-	journal.SetRef(rec, journal.Ref{Seq: uint64(seq), Part: int(epoch)})
-	j.noteLease(journal.NameOf(rec), lease{seq: seq, epoch: epoch})
 	return nil
 }
 
