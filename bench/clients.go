@@ -21,9 +21,11 @@ import (
 
 // client is one row of a table.
 type client struct {
-	name    string
-	do      func(ctx context.Context) error
-	journal *idem.Journal // set for journaled rows: commits/op comes from its Stats
+	name string
+	do   func(ctx context.Context) error
+	// commits, set for journaled rows, returns the journal's commits and
+	// write-aheads so far: commits/op is their ratio over a window.
+	commits func() (commits, writeAheads uint64)
 	// writeAheads times the journaled rows' write-ahead commits, as
 	// idem's Observer reports them.
 	writeAheads *writeAheadTimes
@@ -79,7 +81,7 @@ func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc i
 		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
-		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), journal: ic.Journal(), writeAheads: wa},
+		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), commits: boltCommits(ic.Journal()), writeAheads: wa},
 	}}
 	if postgres != "" {
 		row, closePG, err := postgresRow(ctx, postgres, tuned, maxConc, url)
@@ -155,4 +157,12 @@ func (w *writeAheadTimes) take() histogram {
 	h := w.hist
 	w.hist = histogram{}
 	return h
+}
+
+// boltCommits reads commits and write-aheads from the bbolt journal's Stats.
+func boltCommits(j *idem.Journal) func() (uint64, uint64) {
+	return func() (uint64, uint64) {
+		st := j.Stats()
+		return st.Commits, st.WriteAheads
+	}
 }

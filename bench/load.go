@@ -11,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/idem-go/idem"
 )
 
 // sample is what one window measured.
@@ -66,9 +64,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var js0 idem.JournalStats
-	if cl.journal != nil {
-		js0 = cl.journal.Stats()
+	var commits0, writeAheads0 uint64
+	if cl.commits != nil {
+		commits0, writeAheads0 = cl.commits()
 	}
 	if cl.writeAheads != nil {
 		cl.writeAheads.take() // this window's only
@@ -103,9 +101,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	wg.Wait()
 	s.elapsed = time.Since(start)
 	runtime.ReadMemStats(&after)
-	if cl.journal != nil {
-		js1 := cl.journal.Stats()
-		s.commits, s.writeAheads = js1.Commits-js0.Commits, js1.WriteAheads-js0.WriteAheads
+	if cl.commits != nil {
+		commits1, writeAheads1 := cl.commits()
+		s.commits, s.writeAheads = commits1-commits0, writeAheads1-writeAheads0
 	}
 	if cl.writeAheads != nil {
 		s.writeAhead = cl.writeAheads.take()

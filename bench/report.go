@@ -48,7 +48,8 @@ func (r *report) header(srv *child, dir string) {
 		cfg.warmup(), cfg.d, cfg.rounds)
 	r.printf("             rotating. Every figure is the median over rounds. p50/p99: of every request in that round.\n")
 	r.printf("             allocs/req and B/req: runtime.MemStats Mallocs and TotalAlloc deltas over the window ÷ requests,\n")
-	r.printf("             this process only (client side). commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads.\n")
+	r.printf("             this process only (client side). commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads\n")
+	r.printf("             (for %s: pgjournal's Stats, the transactions that wait for PostgreSQL's WAL flush).\n", pgRow)
 }
 
 func (r *report) level(lvl *levelResult) {
@@ -58,7 +59,7 @@ func (r *report) level(lvl *levelResult) {
 	for i, row := range r.rows {
 		ss := lvl.byClient[i]
 		commits := "-"
-		if row.journal != nil {
+		if row.commits != nil {
 			commits = fmt.Sprintf("%.3f", over(ss, (*sample).commitsPerOp))
 		}
 		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s\n", row.name,

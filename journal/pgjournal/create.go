@@ -113,6 +113,10 @@ func (j *Journal) insert(batch []*pendingCreate) {
 			err = rows.Err()
 		}
 	}
+	if err == nil {
+		j.stats.commits.Add(1)
+		j.stats.writeAheads.Add(uint64(len(written)))
+	}
 	for _, p := range batch {
 		if err != nil {
 			p.done <- j.fail("create", err)

@@ -78,5 +78,6 @@ func (j *Journal) flush(ctx context.Context) error {
 		j.mu.Unlock()
 		return j.fail("flush", err)
 	}
+	j.stats.commits.Add(1)
 	return nil
 }

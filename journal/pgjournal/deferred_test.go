@@ -46,3 +46,25 @@ func TestDeferredSettleIsFlushedSoon(t *testing.T) {
 		}
 	}
 }
+
+// Stats counts the write-ahead and the commits that wait for the flush:
+// the create's batch and the flush, not the deferred settle itself.
+func TestStatsCountsWaitingCommits(t *testing.T) {
+	a, _, _ := pair(t)
+	rec := pendingRec(t, "order-7")
+	before := a.Stats()
+	claimCreate(t, a, rec) // no row yet: the claim writes nothing
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, rec, journal.Deferred); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := a.Stats()
+	if got.WriteAheads-before.WriteAheads != 1 || got.Commits-before.Commits != 2 {
+		t.Fatalf("Stats went from %+v to %+v: want 1 write-ahead and 2 waiting commits (the insert, the flush)", before, got)
+	}
+}

@@ -30,6 +30,7 @@ type Journal struct {
 
 	claims  journal.Claims
 	creates creates // the queue of write-aheads (create.go)
+	stats   stats   // Stats (stats.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests
 	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)

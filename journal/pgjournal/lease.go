@@ -102,6 +102,7 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 		return false, nil // leased by another live instance
 	}
 	l := lease{seq: *seq, epoch: *epoch}
+	j.stats.commits.Add(1)
 	j.noteLease(name, l)
 	return true, nil
 }
@@ -132,6 +133,7 @@ func (j *Journal) unlease(ctx context.Context, l lease) error {
 	if err != nil {
 		return j.fail("release lease", err)
 	}
+	j.stats.commits.Add(1)
 	return nil
 }
 
@@ -178,6 +180,7 @@ func (j *Journal) renew(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, j.fail("renew leases", err)
 	}
+	j.stats.commits.Add(1)
 	return tag.RowsAffected(), nil
 }
 

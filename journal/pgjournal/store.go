@@ -123,6 +123,9 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 		return j.fail("update", err)
 	}
 	if tag.RowsAffected() == 1 {
+		if d != journal.Deferred || rec.State == journal.StatePending {
+			j.stats.commits.Add(1) // execDeferred's commit does not wait for the flush
+		}
 		if rec.State != journal.StatePending {
 			j.forgetLease(journal.NameOf(rec)) // released by this write: Release has nothing to do
 		}
