@@ -60,6 +60,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	if err != nil {
 		return nil, err
 	}
+	if pool == nil {
+		return nil, errNilPool
+	}
 	if err := Migrate(ctx, pool, &c); err != nil {
 		return nil, err
 	}

@@ -50,6 +50,10 @@ type Options struct {
 	local func() time.Time // the local clock; nil means time.Now (tests skew it)
 }
 
+// errNilPool is what Open and Migrate return for a nil pool, rather than
+// panicking on its first use.
+var errNilPool = fmt.Errorf("%w: nil *pgxpool.Pool", journal.ErrInvalidOptions)
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func (o *Options) resolved() (Options, error) {
