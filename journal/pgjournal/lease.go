@@ -74,6 +74,12 @@ func (j *Journal) Release(name journal.Name) {
 // lease ran out, bumps its epoch, which fences the writes of the one
 // before.
 func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error) {
+	if j.check() != nil {
+		// Closed: claims are this process's alone (journal.Store); a lease
+		// taken now would be neither renewed nor given up, and would keep
+		// other instances off the row for a whole Lease.
+		return true, nil
+	}
 	// A key names an operation without an ID (journal.NameOf), whether the
 	// caller chose it or idem minted it: both are leased while sent.
 	cond, arg := `operation_id = $2`, name.OperationID
