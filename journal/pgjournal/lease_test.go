@@ -256,3 +256,40 @@ func TestFinalUpdateReleasesLease(t *testing.T) {
 	b.Release(journal.NameOf(rec))
 	a.Release(journal.NameOf(rec))
 }
+
+// An instance whose Claim found no row (claimed in its process only) and
+// whose Get then finds the row another instance created and leases
+// meanwhile cannot change it: the row is at the epoch it read, but the
+// lease is the other's.
+func TestUpdateOfAnotherLiveInstancesRowIsFenced(t *testing.T) {
+	a, b, _ := pair(t)
+	rec := pendingRec(t, "order-6")
+	name := journal.NameOf(rec)
+	if err := a.Claim(bg, name); err != nil { // no row yet: in a's process only
+		t.Fatal(err)
+	}
+	defer a.Release(name)
+	claimCreate(t, b, rec) // b writes it, leased to b, and is sending it
+	defer b.Release(name)
+	seen, err := a.Get(bg, name)
+	if err != nil || seen == nil {
+		t.Fatalf("Get: %v, %v", seen, err)
+	}
+	if _, err := journal.Apply(seen, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, seen, journal.Deferred); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a's settle of a row b leases: %v, want ErrFenced", err)
+	}
+	got, err := b.Reload(bg, rec)
+	if err != nil || got == nil || got.State != journal.StatePending {
+		t.Fatalf("after a's write the row is %+v (%v), want b's pending operation untouched", got, err)
+	}
+	// b's own outcome is written.
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(bg, rec, journal.Durable); err != nil {
+		t.Fatalf("b's settle: %v", err)
+	}
+}
