@@ -6,6 +6,7 @@ package pgjournal
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idem-go/idem/journal"
 )
@@ -17,5 +18,34 @@ func TestOpenNilPool(t *testing.T) {
 	}
 	if err := Migrate(bg, nil, nil); !errors.Is(err, journal.ErrInvalidOptions) {
 		t.Fatalf("Migrate(nil pool) = %v; want ErrInvalidOptions", err)
+	}
+}
+
+// A retry or a failure whose error text holds a NUL (a base RoundTripper's
+// error may quote a server's bytes) is written: jsonb refuses \u0000, and
+// without the replacement the write failed every time, losing the attempt
+// count and the backoff of a pending operation, and leaving a failed one
+// pending.
+func TestErrorTextWithNUL(t *testing.T) {
+	a, _, _ := pair(t)
+	for _, ev := range []journal.Event{journal.EventRetry, journal.EventFail} {
+		rec := pendingRec(t, "nul-"+ev.String())
+		claimCreate(t, a, rec)
+		if _, err := journal.Apply(rec, ev, journal.Change{Now: time.Now(), Status: 502,
+			Next: time.Now().Add(time.Minute), Error: "proxy: bad header \"a\x00b\""}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Update(bg, rec, journal.Durable); err != nil {
+			t.Fatalf("%v with a NUL in its error: %v", ev, err)
+		}
+		got, err := a.Reload(bg, rec)
+		if err != nil || got == nil {
+			t.Fatalf("Reload: %v, %v", got, err)
+		}
+		if got.State != rec.State || got.Attempts != rec.Attempts || got.LastError != "proxy: bad header \"a\uFFFDb\"" {
+			t.Fatalf("after %v: state %v, attempts %d, error %q; want %v, %d, the NUL replaced",
+				ev, got.State, got.Attempts, got.LastError, rec.State, rec.Attempts)
+		}
+		a.Release(journal.NameOf(rec))
 	}
 }
