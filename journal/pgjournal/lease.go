@@ -170,6 +170,8 @@ func (j *Journal) heartbeat() {
 
 // renew extends, to now() + Lease, every lease this Journal still holds at
 // the epoch it took it, in one statement, and returns how many it renewed.
+// A lease given up (leased_until NULL) by a final Update or a Release that
+// ran while renew was under way stays given up.
 func (j *Journal) renew(ctx context.Context) (int64, error) {
 	j.mu.Lock()
 	seqs, epochs := columnsOf(j.leases)
@@ -179,7 +181,8 @@ func (j *Journal) renew(ctx context.Context) (int64, error) {
 	}
 	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations o SET leased_until = now() + $3::interval
 		FROM unnest($2::bigint[], $4::bigint[]) AS l(seq, epoch)
-		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $5`),
+		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $5
+			AND o.leased_until IS NOT NULL`),
 		j.opts.Namespace, seqs, j.opts.Lease, epochs, j.holder)
 	if err != nil {
 		return 0, j.fail("renew leases", err)
