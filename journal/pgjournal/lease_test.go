@@ -293,3 +293,38 @@ func TestUpdateOfAnotherLiveInstancesRowIsFenced(t *testing.T) {
 		t.Fatalf("b's settle: %v", err)
 	}
 }
+
+// A renewal that read the Journal's leases just before a final Update or a
+// Release gave one up, and runs just after, does not take that row again:
+// it would stay leased to an instance that forgot it, keeping every other
+// instance off it for a whole Lease. The interleaving is replayed by
+// putting the given-up lease back where renew reads it.
+func TestRenewDoesNotRetakeAGivenUpLease(t *testing.T) {
+	a, b, _ := pair(t)
+	for _, settle := range []bool{true, false} {
+		rec := pendingRec(t, map[bool]string{true: "settled", false: "released"}[settle])
+		name := journal.NameOf(rec)
+		claimCreate(t, a, rec)
+		a.mu.Lock()
+		seen := a.leases[name] // what the heartbeat's renew read
+		a.mu.Unlock()
+		if settle {
+			if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Update(bg, rec, journal.Deferred); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.Release(name)
+		a.noteLease(name, seen)
+		if n, err := a.renew(bg); err != nil || n != 0 {
+			t.Fatalf("settle %v: renew took %d given-up leases again (%v), want 0", settle, n, err)
+		}
+		a.forgetLease(name)
+		if !b.TryClaim(name) {
+			t.Fatalf("settle %v: b cannot claim the row a gave up", settle)
+		}
+		b.Release(name)
+	}
+}
