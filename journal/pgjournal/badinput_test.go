@@ -5,6 +5,8 @@ package pgjournal
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +49,30 @@ func TestErrorTextWithNUL(t *testing.T) {
 				ev, got.State, got.Attempts, got.LastError, rec.State, rec.Attempts)
 		}
 		a.Release(journal.NameOf(rec))
+	}
+}
+
+// A namespace PostgreSQL cannot store or index is invalid options, not a
+// database error at Open or at the first Create; quotes, unicode and SQL
+// in one are only text.
+func TestOddNamespaces(t *testing.T) {
+	pool := testPool(t)
+	schema := testSchema(t, pool)
+	for _, ns := range []string{"a\x00b", "\xff\xfe", strings.Repeat("n", 256)} {
+		if j, err := Open(bg, pool, &Options{Schema: schema, Namespace: ns}); !errors.Is(err, journal.ErrInvalidOptions) {
+			t.Errorf("Open with Namespace %.20q: %v, %v; want ErrInvalidOptions", ns, j, err)
+			if j != nil {
+				j.Close()
+			}
+		}
+	}
+	for i, ns := range []string{`a"b'c\`, "ünï😀", "x'; DROP TABLE operations; --", strings.Repeat("é", 127)} {
+		j := openTest(t, pool, Options{Schema: schema, Namespace: ns})
+		rec := pendingRec(t, fmt.Sprintf("op-%d", i))
+		claimCreate(t, j, rec)
+		j.Release(journal.NameOf(rec))
+		if got, err := j.Get(bg, journal.NameOf(rec)); err != nil || got == nil || got.Key != rec.Key {
+			t.Errorf("Namespace %.20q: Get = %v, %v; want the record written", ns, got, err)
+		}
 	}
 }
