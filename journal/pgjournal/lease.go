@@ -19,6 +19,16 @@ func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 	if err := j.claims.Claim(ctx, name); err != nil {
 		return err
 	}
+	if err := j.awaitLease(ctx, name); err != nil {
+		j.claims.Release(name)
+		return err
+	}
+	return nil
+}
+
+// awaitLease takes name's row lease, waiting while another live instance
+// holds it, until ctx ends.
+func (j *Journal) awaitLease(ctx context.Context, name journal.Name) error {
 	wait := min(j.opts.Lease/4, 250*time.Millisecond)
 	for {
 		ok, err := j.takeLease(ctx, name)
@@ -29,7 +39,6 @@ func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 			err = ctx.Err()
 		}
 		if err != nil {
-			j.claims.Release(name)
 			return err
 		}
 		select {
@@ -59,6 +68,7 @@ func (j *Journal) Release(name journal.Name) {
 	j.mu.Lock()
 	l, ok := j.leases[name]
 	delete(j.leases, name)
+	delete(j.noRow, name)
 	j.mu.Unlock()
 	if ok {
 		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
@@ -103,6 +113,9 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 	case err != nil:
 		return false, j.fail("lease", err)
 	case seq == nil && !exists:
+		j.mu.Lock()
+		j.noRow[name] = struct{}{} // Get takes the lease if another instance writes the row meanwhile
+		j.mu.Unlock()
 		return true, nil // no row: the claim in this process is all there is
 	case seq == nil:
 		return false, nil // leased by another live instance
@@ -117,6 +130,7 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 func (j *Journal) noteLease(name journal.Name, l lease) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	delete(j.noRow, name)
 	if j.leases != nil {
 		j.leases[name] = l
 	}

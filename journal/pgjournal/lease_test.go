@@ -259,8 +259,9 @@ func TestFinalUpdateReleasesLease(t *testing.T) {
 
 // An instance whose Claim found no row (claimed in its process only) and
 // whose Get then finds the row another instance created and leases
-// meanwhile cannot change it: the row is at the epoch it read, but the
-// lease is the other's.
+// meanwhile waits in Get for that lease, as Claim would have, and cannot
+// change the row: it is at the epoch it read, but the lease is the
+// other's.
 func TestUpdateOfAnotherLiveInstancesRowIsFenced(t *testing.T) {
 	a, b, _ := pair(t)
 	rec := pendingRec(t, "order-6")
@@ -270,27 +271,39 @@ func TestUpdateOfAnotherLiveInstancesRowIsFenced(t *testing.T) {
 	}
 	defer a.Release(name)
 	claimCreate(t, b, rec) // b writes it, leased to b, and is sending it
-	defer b.Release(name)
-	seen, err := a.Get(bg, name)
-	if err != nil || seen == nil {
-		t.Fatalf("Get: %v, %v", seen, err)
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	seen, err := a.Get(ctx, name)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a's Get of a row b created after a's Claim and leases: %v, %v; want to wait for b's lease", seen, err)
 	}
-	if _, err := journal.Apply(seen, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
+	late := *rec // the row as a would have read it
+	if _, err := journal.Apply(&late, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Update(bg, seen, journal.Deferred); !errors.Is(err, ErrFenced) {
+	if err := a.Update(bg, &late, journal.Deferred); !errors.Is(err, ErrFenced) {
 		t.Fatalf("a's settle of a row b leases: %v, want ErrFenced", err)
 	}
 	got, err := b.Reload(bg, rec)
 	if err != nil || got == nil || got.State != journal.StatePending {
 		t.Fatalf("after a's write the row is %+v (%v), want b's pending operation untouched", got, err)
 	}
-	// b's own outcome is written.
+	// b's own outcome is written; once b gives the row up, a's Get takes it.
 	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Update(bg, rec, journal.Durable); err != nil {
 		t.Fatalf("b's settle: %v", err)
+	}
+	b.Release(name)
+	ctx, cancel = context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	seen, err = a.Get(ctx, name)
+	if err != nil || seen == nil || seen.State != journal.StateSettled || seen.Status != 201 {
+		t.Fatalf("a's Get after b settled: %+v, %v; want b's settled 201", seen, err)
+	}
+	if b.TryClaim(name) {
+		t.Fatal("b claimed the row a's Get leased")
 	}
 }
 

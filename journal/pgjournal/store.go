@@ -81,7 +81,27 @@ func (j *Journal) Get(ctx context.Context, name journal.Name) (*journal.Record, 
 		q = `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND key = $2 AND caller_key`
 		arg = name.Key
 	}
+	rec, err := j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+	if err != nil || rec == nil || journal.NameOf(rec) != name || !j.claimedWithoutRow(name) {
+		return rec, err
+	}
+	// This process claimed name while it had no row, and another instance
+	// wrote the row since (its Create raced this one's Claim): take the
+	// row's lease as Claim would have, waiting while that instance sends
+	// it, and read it again, so that the two never send it at once.
+	if err := j.awaitLease(ctx, name); err != nil {
+		return nil, err
+	}
 	return j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+}
+
+// claimedWithoutRow reports whether this process claimed name while it
+// had no row, and has not leased one for it since.
+func (j *Journal) claimedWithoutRow(name journal.Name) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.noRow[name]
+	return ok
 }
 
 // Reload returns the newest state of rec, with its body, or nil
