@@ -95,3 +95,38 @@ func TestResumeOnThreeInstancesSendsEachOnce(t *testing.T) {
 		}
 	}
 }
+
+// Two instances call with one new operation ID at the same instant, 30
+// times: the key is never in flight twice at once. (The Claim of one could
+// find no row, the other's Create then write it, and the first's Get find
+// it and send it alongside: 5 of 30 rounds overlapped before Get waited
+// for the other's lease.) The loser of the race for the write-ahead may
+// get an error, nothing sent.
+func TestTwoInstancesCallingOneNewOperationNeverOverlap(t *testing.T) {
+	pool, schema := fleetPool(t)
+	opts := &pgjournal.Options{Schema: schema, Namespace: "calls"}
+	a, b := newInstance(t, pool, opts), newInstance(t, pool, opts)
+	kc := &keyCounter{inFlight: map[string]int{}, total: map[string]int{}}
+	srv := httptest.NewServer(kc)
+	t.Cleanup(srv.Close)
+	for i := range 30 {
+		var wg sync.WaitGroup
+		for _, in := range []*instance{a, b} {
+			wg.Go(func() {
+				resp, _ := in.tr.RoundTrip(chargeRequest(t, srv.URL, fmt.Sprintf("call-%d", i), "100"))
+				if resp != nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	if kc.maxInFlight != 1 {
+		t.Fatalf("a key was in flight %d times at once, want 1", kc.maxInFlight)
+	}
+	if len(kc.total) != 30 {
+		t.Fatalf("%d keys reached the server, want 30 (one per operation)", len(kc.total))
+	}
+}
