@@ -14,7 +14,9 @@
 // An operation is leased to one instance while it sends it: Create leases
 // the row it writes, and Claim (or TryClaim) leases an existing row, both
 // on the database's clock (leased_until = now() + Options.Lease); a
-// running Journal renews its leases every Lease/3. Any instance takes over
+// running Journal renews its leases every Lease/3. A name claimed while it
+// had no row, whose row another instance then wrote, is leased by Get,
+// which waits for it as Claim does. Any instance takes over
 // a row whose lease ran out, whatever its identity, and bumps the row's
 // epoch as it does. Every Update is conditional on the epoch its record was
 // read with: an instance that stalled past its lease (a GC pause, a frozen

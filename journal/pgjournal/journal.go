@@ -38,7 +38,8 @@ type Journal struct {
 	retention atomic.Int64 // Options.Retention, raised by KeepAtLeast, in nanoseconds
 
 	mu         sync.Mutex
-	leases     map[journal.Name]lease // the rows this Journal leases
+	leases     map[journal.Name]lease    // the rows this Journal leases
+	noRow      map[journal.Name]struct{} // names claimed here while they had no row (lease.go)
 	closed     bool
 	unflushed  bool        // a deferred update may not be durable yet (deferred.go)
 	flushTimer *time.Timer // the scheduled flush, if any
@@ -62,11 +63,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	if err != nil {
 		return nil, err
 	}
+	if pool == nil {
+		return nil, errNilPool
+	}
 	if err := Migrate(ctx, pool, &c); err != nil {
 		return nil, err
 	}
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
-		holder: uuid.NewString(), leases: map[journal.Name]lease{}, stop: make(chan struct{}), local: c.local}
+		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{}, stop: make(chan struct{}), local: c.local}
 	if j.idKey, err = j.loadIdentityKey(ctx); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,16 @@ func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 	if err := j.claims.Claim(ctx, name); err != nil {
 		return err
 	}
+	if err := j.awaitLease(ctx, name); err != nil {
+		j.claims.Release(name)
+		return err
+	}
+	return nil
+}
+
+// awaitLease takes name's row lease, waiting while another live instance
+// holds it, until ctx ends.
+func (j *Journal) awaitLease(ctx context.Context, name journal.Name) error {
 	wait := min(j.opts.Lease/4, 250*time.Millisecond)
 	for {
 		ok, err := j.takeLease(ctx, name)
@@ -29,7 +39,6 @@ func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 			err = ctx.Err()
 		}
 		if err != nil {
-			j.claims.Release(name)
 			return err
 		}
 		select {
@@ -59,6 +68,7 @@ func (j *Journal) Release(name journal.Name) {
 	j.mu.Lock()
 	l, ok := j.leases[name]
 	delete(j.leases, name)
+	delete(j.noRow, name)
 	j.mu.Unlock()
 	if ok {
 		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
@@ -74,6 +84,12 @@ func (j *Journal) Release(name journal.Name) {
 // lease ran out, bumps its epoch, which fences the writes of the one
 // before.
 func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error) {
+	if j.check() != nil {
+		// Closed: claims are this process's alone (journal.Store); a lease
+		// taken now would be neither renewed nor given up, and would keep
+		// other instances off the row for a whole Lease.
+		return true, nil
+	}
 	// A key names an operation without an ID (journal.NameOf), whether the
 	// caller chose it or idem minted it: both are leased while sent.
 	cond, arg := `operation_id = $2`, name.OperationID
@@ -97,6 +113,9 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 	case err != nil:
 		return false, j.fail("lease", err)
 	case seq == nil && !exists:
+		j.mu.Lock()
+		j.noRow[name] = struct{}{} // Get takes the lease if another instance writes the row meanwhile
+		j.mu.Unlock()
 		return true, nil // no row: the claim in this process is all there is
 	case seq == nil:
 		return false, nil // leased by another live instance
@@ -112,6 +131,7 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 func (j *Journal) noteLease(name journal.Name, l lease) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	delete(j.noRow, name)
 	if j.leases != nil {
 		j.leases[name] = l
 	}
@@ -166,6 +186,8 @@ func (j *Journal) heartbeat() {
 
 // renew extends, to now() + Lease, every lease this Journal still holds at
 // the epoch it took it, in one statement, and returns how many it renewed.
+// A lease given up (leased_until NULL) by a final Update or a Release that
+// ran while renew was under way stays given up.
 func (j *Journal) renew(ctx context.Context) (int64, error) {
 	j.mu.Lock()
 	seqs, epochs := columnsOf(j.leases)
@@ -175,7 +197,8 @@ func (j *Journal) renew(ctx context.Context) (int64, error) {
 	}
 	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations o SET leased_until = now() + $3::interval
 		FROM unnest($2::bigint[], $4::bigint[]) AS l(seq, epoch)
-		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $5`),
+		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $5
+			AND o.leased_until IS NOT NULL`),
 		j.opts.Namespace, seqs, j.opts.Lease, epochs, j.holder)
 	if err != nil {
 		return 0, j.fail("renew leases", err)

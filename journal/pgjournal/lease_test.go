@@ -256,3 +256,88 @@ func TestFinalUpdateReleasesLease(t *testing.T) {
 	b.Release(journal.NameOf(rec))
 	a.Release(journal.NameOf(rec))
 }
+
+// An instance whose Claim found no row (claimed in its process only) and
+// whose Get then finds the row another instance created and leases
+// meanwhile waits in Get for that lease, as Claim would have, and cannot
+// change the row: it is at the epoch it read, but the lease is the
+// other's.
+func TestUpdateOfAnotherLiveInstancesRowIsFenced(t *testing.T) {
+	a, b, _ := pair(t)
+	rec := pendingRec(t, "order-6")
+	name := journal.NameOf(rec)
+	if err := a.Claim(bg, name); err != nil { // no row yet: in a's process only
+		t.Fatal(err)
+	}
+	defer a.Release(name)
+	claimCreate(t, b, rec) // b writes it, leased to b, and is sending it
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	seen, err := a.Get(ctx, name)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a's Get of a row b created after a's Claim and leases: %v, %v; want to wait for b's lease", seen, err)
+	}
+	late := *rec // the row as a would have read it
+	if _, err := journal.Apply(&late, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, &late, journal.Deferred); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a's settle of a row b leases: %v, want ErrFenced", err)
+	}
+	got, err := b.Reload(bg, rec)
+	if err != nil || got == nil || got.State != journal.StatePending {
+		t.Fatalf("after a's write the row is %+v (%v), want b's pending operation untouched", got, err)
+	}
+	// b's own outcome is written; once b gives the row up, a's Get takes it.
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(bg, rec, journal.Durable); err != nil {
+		t.Fatalf("b's settle: %v", err)
+	}
+	b.Release(name)
+	ctx, cancel = context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	seen, err = a.Get(ctx, name)
+	if err != nil || seen == nil || seen.State != journal.StateSettled || seen.Status != 201 {
+		t.Fatalf("a's Get after b settled: %+v, %v; want b's settled 201", seen, err)
+	}
+	if b.TryClaim(name) {
+		t.Fatal("b claimed the row a's Get leased")
+	}
+}
+
+// A renewal that read the Journal's leases just before a final Update or a
+// Release gave one up, and runs just after, does not take that row again:
+// it would stay leased to an instance that forgot it, keeping every other
+// instance off it for a whole Lease. The interleaving is replayed by
+// putting the given-up lease back where renew reads it.
+func TestRenewDoesNotRetakeAGivenUpLease(t *testing.T) {
+	a, b, _ := pair(t)
+	for _, settle := range []bool{true, false} {
+		rec := pendingRec(t, map[bool]string{true: "settled", false: "released"}[settle])
+		name := journal.NameOf(rec)
+		claimCreate(t, a, rec)
+		a.mu.Lock()
+		seen := a.leases[name] // what the heartbeat's renew read
+		a.mu.Unlock()
+		if settle {
+			if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Update(bg, rec, journal.Deferred); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.Release(name)
+		a.noteLease(name, seen)
+		if n, err := a.renew(bg); err != nil || n != 0 {
+			t.Fatalf("settle %v: renew took %d given-up leases again (%v), want 0", settle, n, err)
+		}
+		a.forgetLease(name)
+		if !b.TryClaim(name) {
+			t.Fatalf("settle %v: b cannot claim the row a gave up", settle)
+		}
+		b.Release(name)
+	}
+}

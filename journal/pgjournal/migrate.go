@@ -29,6 +29,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if pool == nil {
+		return errNilPool
+	}
 	schema := pgx.Identifier{c.Schema}.Sanitize()
 	tx, err := pool.Begin(ctx)
 	if err != nil {

@@ -5,7 +5,9 @@ package pgjournal
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idem-go/idem/journal"
 )
@@ -29,8 +31,9 @@ type Options struct {
 	Schema string
 
 	// Namespace names this journal among those sharing the tables: the
-	// instances of one service share one namespace. "" means
-	// DefaultNamespace.
+	// instances of one service share one namespace. Any UTF-8 text without
+	// NUL, at most 255 bytes (PostgreSQL's text refuses NUL and invalid
+	// UTF-8, and its indexes long entries). "" means DefaultNamespace.
 	Namespace string
 
 	// Lease is how long an operation stays leased to the instance sending
@@ -49,6 +52,10 @@ type Options struct {
 
 	local func() time.Time // the local clock; nil means time.Now (tests skew it)
 }
+
+// errNilPool is what Open and Migrate return for a nil pool, rather than
+// panicking on its first use.
+var errNilPool = fmt.Errorf("%w: nil *pgxpool.Pool", journal.ErrInvalidOptions)
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
@@ -75,6 +82,9 @@ func (o *Options) resolved() (Options, error) {
 	switch {
 	case !identifier.MatchString(c.Schema):
 		return c, fmt.Errorf("%w: Schema %q is not a plain identifier", journal.ErrInvalidOptions, c.Schema)
+	case len(c.Namespace) > 255 || !utf8.ValidString(c.Namespace) || strings.ContainsRune(c.Namespace, 0):
+		return c, fmt.Errorf("%w: Namespace %q is not UTF-8 text without NUL of at most 255 bytes",
+			journal.ErrInvalidOptions, c.Namespace[:min(len(c.Namespace), 64)])
 	case c.Retention < 0:
 		return c, fmt.Errorf("%w: Retention %v is negative", journal.ErrInvalidOptions, c.Retention)
 	case c.Lease < time.Second:

@@ -47,9 +47,10 @@ func NewOutbox(j *Journal, p Preparer) *Outbox { return &Outbox{j: j, p: p} }
 // operation inside tx, the caller's pgx transaction, and returns its
 // record. Nothing is sent now: after tx commits, a Transport's Resume on
 // any instance sends it (Run calls one at once). Enqueueing again an
-// operation ID the journal holds with the same request (method, URL, body)
-// returns the stored record and adds nothing; with another request it
-// fails with journal.ErrDuplicate. Other errors: ErrNoOperationID, the
+// operation ID the journal holds with the same request (method, URL, body,
+// and the caller's idempotency key, if it sets one) returns the stored
+// record and adds nothing; with another request it fails with
+// journal.ErrDuplicate. Other errors: ErrNoOperationID, the
 // Preparer's (for idem: ErrInvalidRequest, ErrInvalidKey,
 // ErrBodyTooLarge), or the database's; tx is then the caller's to roll
 // back. The outcome is read afterwards with Journal.Get by the operation
@@ -108,7 +109,10 @@ func (o *Outbox) enqueue(ctx context.Context, query queryRow, req *http.Request)
 	if err != nil {
 		return nil, j.fail("enqueue", err)
 	}
-	if stored.OperationID != rec.OperationID || stored.Fingerprint() != rec.Fingerprint() {
+	// The caller's key is part of the request, as for a call (idem's
+	// ErrKeyReuse): the stored operation is sent under its own key.
+	if stored.OperationID != rec.OperationID || stored.Fingerprint() != rec.Fingerprint() ||
+		rec.CallerKey && stored.Key != rec.Key {
 		return nil, fmt.Errorf("%w: %s is already in the journal for another request", journal.ErrDuplicate, journal.NameOf(rec))
 	}
 	return stored, nil

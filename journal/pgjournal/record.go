@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -39,12 +40,15 @@ type recordJSON struct {
 }
 
 // encode returns rec's jsonb column. A settled record keeps no headers.
+// A NUL in LastError, an error's free text (a base RoundTripper may quote
+// a server's bytes), becomes U+FFFD: jsonb refuses \u0000, and the write
+// of a retry or a failure would fail with it, every time.
 func encode(rec *journal.Record) ([]byte, error) {
 	r := recordJSON{Method: rec.Method, URL: rec.URL, Host: rec.Host, Header: rec.Header,
 		Dropped: rec.Dropped, DroppedQuery: rec.DroppedQuery, Identity: rec.Identity,
 		CredentialTag: rec.CredentialTag, ContentType: rec.ContentType, ContentEncoding: rec.ContentEncoding,
 		BodySHA256: rec.BodySHA256, Created: rec.Created, Attempts: rec.Attempts, LastAttempt: rec.LastAttempt,
-		NextAttempt: rec.NextAttempt, Status: rec.Status, LastError: rec.LastError,
+		NextAttempt: rec.NextAttempt, Status: rec.Status, LastError: strings.ReplaceAll(rec.LastError, "\x00", "\uFFFD"),
 		EncryptionKeyID: rec.EncryptionKeyID, Location: rec.Location}
 	if rec.State == journal.StateSettled {
 		r.Header = nil

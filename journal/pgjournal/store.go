@@ -68,7 +68,27 @@ func (j *Journal) Get(ctx context.Context, name journal.Name) (*journal.Record, 
 		q = `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND key = $2 AND caller_key`
 		arg = name.Key
 	}
+	rec, err := j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+	if err != nil || rec == nil || journal.NameOf(rec) != name || !j.claimedWithoutRow(name) {
+		return rec, err
+	}
+	// This process claimed name while it had no row, and another instance
+	// wrote the row since (its Create raced this one's Claim): take the
+	// row's lease as Claim would have, waiting while that instance sends
+	// it, and read it again, so that the two never send it at once.
+	if err := j.awaitLease(ctx, name); err != nil {
+		return nil, err
+	}
 	return j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+}
+
+// claimedWithoutRow reports whether this process claimed name while it
+// had no row, and has not leased one for it since.
+func (j *Journal) claimedWithoutRow(name journal.Name) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.noRow[name]
+	return ok
 }
 
 // Reload returns the newest state of rec, with its body, or nil
@@ -95,7 +115,10 @@ func (j *Journal) readOne(_ context.Context, what string, row pgx.Row) (*journal
 
 // Update writes rec's new state in one committed statement, whatever d
 // asks (journal.Store), if rec's row is still at the epoch rec was read
-// with: else ErrFenced, or journal.ErrGone if the row was pruned.
+// with and no other live instance leases it: else ErrFenced, or
+// journal.ErrGone if the row was pruned. (A row another instance created
+// between this one's Claim, which found none, and its Get is at the epoch
+// Get read, yet the other's.)
 func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Durability) error {
 	if err := j.check(); err != nil {
 		return err
@@ -117,8 +140,9 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 		SET state = $3::smallint, record = $4, updated = $5,
 			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END,
 			leased_until = CASE WHEN $3::smallint = 1 THEN leased_until END
-		WHERE namespace = $1 AND seq = $2 AND epoch = $7`),
-		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part))
+		WHERE namespace = $1 AND seq = $2 AND epoch = $7
+			AND (holder = $8 OR leased_until IS NULL OR leased_until < now())`),
+		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder)
 	if err != nil {
 		return j.fail("update", err)
 	}
@@ -139,6 +163,9 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 		return fmt.Errorf("%w: pgjournal %s/%s: record %d", journal.ErrGone, j.opts.Schema, j.opts.Namespace, ref.Seq)
 	case err != nil:
 		return j.fail("update", err)
+	}
+	if epoch == int64(ref.Part) {
+		return fmt.Errorf("%w: record %d is leased by another live instance", ErrFenced, ref.Seq)
 	}
 	return fmt.Errorf("%w: record %d read at epoch %d, now %d", ErrFenced, ref.Seq, ref.Part, epoch)
 }
