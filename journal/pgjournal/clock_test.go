@@ -13,7 +13,7 @@ import (
 // skewed is a local clock off by d.
 func skewed(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
 
-func TestNowIsTheDatabasesClock(t *testing.T) {
+func TestS30NowIsTheDatabasesClock(t *testing.T) {
 	pool := testPool(t)
 	opts := Options{Schema: testSchema(t, pool), Namespace: namespace(t)}
 	ahead, behind := opts, opts
