@@ -1,10 +1,14 @@
-// This file builds a new operation's record: for RoundTrip's write-ahead
-// (transport.go), and for Prepare, which hands it to a Store that writes it
-// by its own means, such as a transactional outbox (journal/pgjournal).
+// This file builds and writes a new operation's record: for RoundTrip's
+// write-ahead (transport.go), which a fleet's shared Store may find already
+// written by another instance, and for Prepare, which hands the record to
+// a Store that writes it by its own means, such as a transactional outbox
+// (journal/pgjournal).
 
 package idem
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -85,4 +89,27 @@ func (t *Transport) newRecord(req *http.Request, key string, callerKey bool, opI
 func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
 	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
 	return fingerprint(method(req), u, sum)
+}
+
+// writeAheadOrFind writes the record of a new operation named name, or,
+// when a Store shared with other instances (a fleet's) already holds one
+// by that name, written since this call looked, returns that record to go
+// on with, as a second call would (existed true).
+func (t *Transport) writeAheadOrFind(ctx context.Context, req *http.Request, name journal.Name, key string,
+	hasKey bool, opID string, buf []byte, sum string, call *binding) (rec *Record, existed bool, err error) {
+	rec = t.newRecord(req, key, hasKey, opID, buf, sum, call)
+	werr := t.writeAhead(ctx, rec)
+	if werr == nil {
+		return rec, false, nil
+	}
+	if errors.Is(werr, journal.ErrDuplicate) && (hasKey || opID != "") {
+		found, err := t.journal.Get(ctx, name)
+		if err != nil {
+			return nil, false, err
+		}
+		if found != nil && journal.NameOf(found) == name {
+			return found, true, nil
+		}
+	}
+	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
 }

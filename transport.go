@@ -271,10 +271,11 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	sum := bodySum(buf)
 	existed := rec != nil
 	if !existed {
-		rec = t.newRecord(req, key, hasKey, opID, buf, sum, &call)
-		if err := t.writeAhead(ctx, rec); err != nil {
-			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
+		if rec, existed, err = t.writeAheadOrFind(ctx, req, name, key, hasKey, opID, buf, sum, &call); err != nil {
+			return nil, err
 		}
+	}
+	if !existed {
 		t.crash(crashWriteAhead)
 	} else if err := t.admit(rec, &call, name); err != nil {
 		return nil, err

@@ -100,8 +100,9 @@ func TestResumeOnThreeInstancesSendsEachOnce(t *testing.T) {
 // times: the key is never in flight twice at once. (The Claim of one could
 // find no row, the other's Create then write it, and the first's Get find
 // it and send it alongside: 5 of 30 rounds overlapped before Get waited
-// for the other's lease.) The loser of the race for the write-ahead may
-// get an error, nothing sent.
+// for the other's lease.) Both calls succeed: the loser of the race for
+// the write-ahead goes on with the winner's record, as a second call
+// would.
 func TestTwoInstancesCallingOneNewOperationNeverOverlap(t *testing.T) {
 	pool, schema := fleetPool(t)
 	opts := &pgjournal.Options{Schema: schema, Namespace: "calls"}
@@ -113,10 +114,12 @@ func TestTwoInstancesCallingOneNewOperationNeverOverlap(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, in := range []*instance{a, b} {
 			wg.Go(func() {
-				resp, _ := in.tr.RoundTrip(chargeRequest(t, srv.URL, fmt.Sprintf("call-%d", i), "100"))
-				if resp != nil {
-					resp.Body.Close()
+				resp, err := in.tr.RoundTrip(chargeRequest(t, srv.URL, fmt.Sprintf("call-%d", i), "100"))
+				if err != nil {
+					t.Errorf("call-%d: %v", i, err)
+					return
 				}
+				resp.Body.Close()
 			})
 		}
 		wg.Wait()
