@@ -17,9 +17,6 @@ type (
 	// use. Close it when done.
 	Journal = boltjournal.Journal
 
-	// JournalStats counts a Journal's writes since it was opened.
-	JournalStats = boltjournal.Stats
-
 	// Keyring holds the keys that seal what the journal stores of each
 	// request (JournalOptions.Encryption); see boltjournal.Keyring.
 	Keyring = boltjournal.Keyring

@@ -22,7 +22,7 @@ type sample struct {
 	hist     histogram     // latency of each successful request
 
 	mallocs, bytes       uint64    // runtime.MemStats Mallocs and TotalAlloc deltas
-	commits, writeAheads uint64    // idem JournalStats deltas (journaled rows)
+	commits, writeAheads uint64    // journal Stats deltas (journaled rows)
 	writeAhead           histogram // each write-ahead commit (journaled rows)
 }
 
