@@ -188,28 +188,7 @@ func (s *Store) Flush(context.Context) error {
 // Each page reads the newest state; the lock is not held while the caller
 // runs.
 func (s *Store) Pending(ctx context.Context, after uint64) iter.Seq2[*journal.Record, error] {
-	return func(yield func(*journal.Record, error) bool) {
-		for {
-			if err := ctx.Err(); err != nil {
-				yield(nil, err)
-				return
-			}
-			page, err := s.page(after)
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, rec := range page {
-				if !yield(rec, nil) {
-					return
-				}
-			}
-			if len(page) < pageSize {
-				return
-			}
-			after = journal.RefOf(page[len(page)-1]).Seq
-		}
-	}
+	return journal.Pages(ctx, after, pageSize, s.page)
 }
 
 // page copies out up to pageSize pending records above after.

@@ -185,28 +185,12 @@ const pendingPage = 256
 // leases, without their bodies, in seq order, a page at a time
 // (journal.Store).
 func (j *Journal) Pending(ctx context.Context, after uint64) iter.Seq2[*journal.Record, error] {
-	return func(yield func(*journal.Record, error) bool) {
+	return journal.Pages(ctx, after, pendingPage, func(after uint64) ([]*journal.Record, error) {
 		if err := j.check(); err != nil {
-			yield(nil, err)
-			return
+			return nil, err
 		}
-		for {
-			page, err := j.pendingPage(ctx, int64(after))
-			if err != nil {
-				yield(nil, err)
-				return
-			}
-			for _, rec := range page {
-				if !yield(rec, nil) {
-					return
-				}
-			}
-			if len(page) < pendingPage {
-				return
-			}
-			after = journal.RefOf(page[len(page)-1]).Seq
-		}
-	}
+		return j.pendingPage(ctx, int64(after))
+	})
 }
 
 func (j *Journal) pendingPage(ctx context.Context, after int64) ([]*journal.Record, error) {
