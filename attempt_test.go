@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,7 +25,7 @@ func always503(_ int, w http.ResponseWriter, _ *http.Request) {
 }
 
 func TestS10_CancelDuringBackoff(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	// Real clock: the first backoff wait is 5-15 s unless cancel wakes it.
 	opts := &Options{InitialInterval: 10 * time.Second, MaxInterval: time.Minute}
 	tr, _, srv := newScenario(t, opts, always503)
@@ -132,7 +133,7 @@ func TestS11_WaitBeyondDeadline(t *testing.T) {
 func TestS12_DeadlineShorterThanAttempt(t *testing.T) {
 	for _, method := range []string{http.MethodPost, http.MethodGet} {
 		t.Run(method, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Check(t)
 			// Tiny waits: were the loop to go on after the deadline, it would
 			// burst attempts.
 			opts := &Options{InitialInterval: time.Millisecond, MaxInterval: time.Millisecond, MaxAttempts: 100}
@@ -224,7 +225,7 @@ func TestS15_AlwaysUnavailable(t *testing.T) {
 }
 
 func TestS08_DiscardedBodiesDrained(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	filler := strings.Repeat("x", 1<<10) // below the drain bound: the connection can be reused
 	tr, clk, srv := newScenario(t, nil, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n%3 != 0 {
@@ -267,7 +268,7 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 	require.Len(t, clk.Sleeps(), 2*(calls+1))
 	// An undrained or unclosed body costs its connection: thousands of them.
 	require.LessOrEqual(t, srv.conns.Load(), int64(2), "connections opened for %d attempts", srv.count())
-	after := waitGoroutines(goroutines+2, 2*time.Second)
+	after := leakcheck.Wait(goroutines+2, 2*time.Second)
 	require.LessOrEqual(t, after, goroutines+2, "goroutines grew from %d", goroutines)
 
 	recs, err := tr.bolt().Records()

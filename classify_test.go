@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -209,7 +210,7 @@ func TestS09_LostResponse(t *testing.T) {
 func TestS13_UntrustedCertificate(t *testing.T) {
 	for _, method := range []string{http.MethodPost, http.MethodGet} {
 		t.Run(method, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Check(t)
 			var conns, handled atomic.Int64
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				handled.Add(1)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -92,7 +93,7 @@ func TestClockStepBackCallWaitsOnlyTheChosenWait(t *testing.T) {
 // The background resumer of the restarted process wakes for the operation
 // 2 s after the step, not at its poll interval or an hour later.
 func TestClockStepBackResumerWakesAtTheChosenWait(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tr, srv, pe := giveUpOnRetryAfter(t)
 	tr.cfg.ResumeInterval = time.Hour
 	tr2, clk := restartAt(t, tr, pe.NextAttempt.Add(-time.Hour))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +26,7 @@ import (
 // later passes say nothing of it. Its sealed part is left intact: with the
 // key back it still opens.
 func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	f := newSealedFixture(t)
 	ka, kb := newKey32(t), newKey32(t)
 	onlyA := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}

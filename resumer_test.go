@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -93,7 +94,7 @@ func countState(tb testing.TB, j *Journal, s State) int {
 // every one of them without a restart, exactly once, and Close leaves no
 // goroutine behind.
 func TestResumerSettlesPendingWhenServerComesBack(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	addr := freeAddr(t)
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
@@ -158,14 +159,14 @@ func TestResumerSettlesPendingWhenServerComesBack(t *testing.T) {
 	require.NoError(t, c.Close())
 	srv.Close()
 	base.CloseIdleConnections()
-	// checkGoroutines' cleanup proves nothing is left.
+	// leakcheck.Check's cleanup proves nothing is left.
 }
 
 // A server's Retry-After far beyond MaxRetryAfter leaves the operation
 // pending with that time; the resumer sends it then, not before, and not at
 // its (long) poll interval.
 func TestResumerWakesAtRetryAfter(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tr, clk, srv := newScenario(t, &Options{ResumeInterval: time.Hour}, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			reply(w, http.StatusServiceUnavailable, "Retry-After", "600")
@@ -204,7 +205,7 @@ func TestResumerWakesAtRetryAfter(t *testing.T) {
 // An operation that a call leaves pending after the resumer went to sleep
 // wakes it at the operation's next-attempt time, not at the next poll.
 func TestResumerWakesWhenACallLeavesPending(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	tr, clk, srv := newScenario(t, &Options{ResumeInterval: time.Hour, MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			reply(w, http.StatusBadGateway)
@@ -236,7 +237,7 @@ func TestResumerWakesWhenACallLeavesPending(t *testing.T) {
 // An operation the resumer could not send (PrepareResume failed) is tried
 // again at the next poll, ResumeInterval later, not in a tight loop.
 func TestResumerRetriesUnsendableAtInterval(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	var prepares atomic.Int32
 	tr, clk, srv := newScenario(t, &Options{ResumeInterval: time.Minute, MaxAttempts: 1,
 		PrepareResume: func(r *http.Request) error {
@@ -279,7 +280,7 @@ func TestResumerRetriesUnsendableAtInterval(t *testing.T) {
 func TestResumerStops(t *testing.T) {
 	for _, how := range []string{"ctx", "stop", "close", "stop-then-close"} {
 		t.Run(how, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Check(t)
 			c, err := Open(filepath.Join(t.TempDir(), "j"), &Options{ResumeInterval: time.Hour})
 			require.NoError(t, err)
 			defer c.Close()
@@ -305,7 +306,7 @@ func TestResumerStops(t *testing.T) {
 }
 
 func TestStartResumerAfterCloseStartsNothing(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	c, err := Open(filepath.Join(t.TempDir(), "j"), nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
@@ -339,7 +340,7 @@ func TestCloseWaitsForResumesThenLeavesThemPending(t *testing.T) {
 		{"too slow", 5 * time.Second, 300 * time.Millisecond, StatePending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
+			leakcheck.Check(t)
 			arrived := make(chan struct{}, 1)
 			tr, _, srv := newScenario(t, &Options{MaxAttempts: 1, CloseTimeout: tc.close},
 				func(n int, w http.ResponseWriter, r *http.Request) {
@@ -382,7 +383,7 @@ func TestCloseWaitsForResumesThenLeavesThemPending(t *testing.T) {
 // An operation in flight in a call is never sent by the resumer at the same
 // time.
 func TestResumerSkipsOperationsInFlight(t *testing.T) {
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	var inFlight, maxInFlight atomic.Int32
 	release := make(chan struct{})
 	tr, clk, srv := newScenario(t, &Options{ResumeInterval: time.Minute}, func(n int, w http.ResponseWriter, r *http.Request) {

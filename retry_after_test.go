@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,7 +110,7 @@ func TestS02_RetryAfterBeyondCap(t *testing.T) {
 	})
 
 	t.Run("cancellation wakes a wait at once", func(t *testing.T) {
-		checkGoroutines(t)
+		leakcheck.Check(t)
 		// Real clock: a 5 s Retry-After, within the default cap, really waits.
 		tr, _, srv := newScenario(t, nil, always("5"))
 		clk := newSignalClock(realClock{})

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/internal/leakcheck"
 )
 
 // rawServer accepts connections on 127.0.0.1:0; for each it reads one request (all of
@@ -197,7 +199,7 @@ func FuzzTransportResponse(f *testing.F) {
 
 		// No goroutine (so no connection, no unclosed body) outlives the call.
 		j.Close()
-		if n := waitGoroutines(before, 2*time.Second); n > before {
+		if n := leakcheck.Wait(before, 2*time.Second); n > before {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("goroutines: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
 		}

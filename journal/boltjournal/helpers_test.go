@@ -165,32 +165,3 @@ func peakDuring(f func()) float64 {
 	<-done
 	return float64(peak.Load()) - float64(base)
 }
-
-// checkGoroutines fails the test if, after its cleanups, more goroutines run
-// than when it started. Call it first so its cleanup runs last.
-func checkGoroutines(tb testing.TB) {
-	tb.Helper()
-	before := runtime.NumGoroutine()
-	tb.Cleanup(func() {
-		tb.Helper()
-		now := waitGoroutines(before, 2*time.Second)
-		if now > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			tb.Errorf("goroutines: %d before the test, %d after\n%s", before, now, buf)
-		}
-	})
-}
-
-// waitGoroutines waits up to limit for the goroutine count to drop to want
-// and returns the last count: goroutines exit asynchronously.
-func waitGoroutines(want int, limit time.Duration) int {
-	deadline := time.Now().Add(limit)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= want || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,7 +39,7 @@ func TestWarmCacheSkipsSmallFiles(t *testing.T) {
 
 func TestCloseStopsWarmingCache(t *testing.T) {
 	path := grownJournal(t, 1<<30)
-	checkGoroutines(t)
+	leakcheck.Check(t)
 	j, err := Open(path, nil)
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
