@@ -159,21 +159,8 @@ func TestS26SurvivorsFinishAKilledInstancesOperations(t *testing.T) {
 	srv.ReleaseHolds() // the held requests now complete: their responses are lost with the worker
 
 	// Two survivors, new instances with identities of their own (S27).
-	var survivors []*idem.Transport
-	var journals []*pgjournal.Journal
-	for range 2 {
-		j, err := pgjournal.Open(context.Background(), pool, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { j.Close() })
-		tr, err := idem.NewTransport(j, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		survivors, journals = append(survivors, tr), append(journals, j)
-	}
-	if left, err := journals[0].PendingCount(context.Background()); err != nil || left != n {
+	survivors := []*instance{newInstance(t, pool, opts), newInstance(t, pool, opts)}
+	if left, err := survivors[0].j.PendingCount(context.Background()); err != nil || left != n {
 		t.Fatalf("after the kill the journal holds %d pending operations (%v), want the dead instance's %d", left, err, n)
 	}
 	var (
@@ -183,9 +170,9 @@ func TestS26SurvivorsFinishAKilledInstancesOperations(t *testing.T) {
 	)
 	for deadline := killed.Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var wg sync.WaitGroup
-		for _, tr := range survivors {
+		for _, in := range survivors {
 			wg.Go(func() {
-				err := tr.Resume(context.Background(), func(o idem.Outcome) {
+				err := in.tr.Resume(context.Background(), func(o idem.Outcome) {
 					if o.Response != nil {
 						o.Response.Body.Close()
 					}
@@ -206,7 +193,7 @@ func TestS26SurvivorsFinishAKilledInstancesOperations(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		left, err := journals[0].PendingCount(context.Background())
+		left, err := survivors[0].j.PendingCount(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

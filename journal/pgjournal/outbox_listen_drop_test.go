@@ -2,7 +2,6 @@ package pgjournal_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -20,23 +19,7 @@ func TestOutboxRunRecoversItsListenConnection(t *testing.T) {
 	enqueuer, sender := newInstance(t, pool, opts), newInstance(t, pool, opts)
 	srv := testserver.NewServer(nil)
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	woke := make(chan struct{}, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- sender.ob.Run(ctx, time.Hour, func(ctx context.Context) error {
-			err := sender.resume(t)(ctx)
-			woke <- struct{}{}
-			return err
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("Run returned %v, want context.Canceled", err)
-		}
-	})
-	<-woke // the first pass, at once
+	woke := runOutbox(t, sender)
 	var killed int
 	err := pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name = $1 AND query LIKE 'LISTEN%'`, schema).Scan(&killed)

@@ -223,23 +223,7 @@ func TestOutboxRunWakesOnCommit(t *testing.T) {
 	enqueuer, sender := newInstance(t, pool, opts), newInstance(t, pool, opts)
 	srv := testserver.NewServer(nil)
 	t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	woke := make(chan struct{}, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- sender.ob.Run(ctx, time.Hour, func(ctx context.Context) error {
-			err := sender.resume(t)(ctx)
-			woke <- struct{}{}
-			return err
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("Run returned %v, want context.Canceled", err)
-		}
-	})
-	<-woke // the first pass, at once
+	woke := runOutbox(t, sender)
 	for i, ref := range []string{"woken-1", "woken-2"} {
 		tx, err := pool.Begin(context.Background())
 		if err != nil {
@@ -260,4 +244,29 @@ func TestOutboxRunWakesOnCommit(t *testing.T) {
 			t.Fatalf("%s after the wake-up: %+v, want settled", ref, got)
 		}
 	}
+}
+
+// runOutbox runs in's Outbox.Run, with an hour's poll, until t ends, and
+// returns a channel that receives after each of its sends; the first (at
+// once, before any commit) has been received already.
+func runOutbox(t *testing.T, in *instance) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	woke := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- in.ob.Run(ctx, time.Hour, func(ctx context.Context) error {
+			err := in.resume(t)(ctx)
+			woke <- struct{}{}
+			return err
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	})
+	<-woke // the first pass, at once
+	return woke
 }
