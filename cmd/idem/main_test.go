@@ -69,7 +69,9 @@ func TestDemoProvesExactlyOnceThroughKills(t *testing.T) {
 	bin := idemBinary(t)
 	out, err := runIdem(t, bin, 2*time.Minute, "demo", "-n", "60", "-kills", "3", "-kill-within", "800ms", "-seed", "9")
 	require.NoError(t, err, out)
-	require.Regexp(t, `SIGKILLs of the sending process\s+3\s+3\b`, out)
+	// The plain worker may finish before its last kill on a fast run; idem's,
+	// slower by its journal, is killed all three times.
+	require.Regexp(t, `SIGKILLs of the sending process\s+[1-3]\s+3\b`, out)
 	require.Regexp(t, `made exactly once\s+\d+\s+60\b`, out)
 	require.Regexp(t, `made twice or more \(charged again\)\s+[1-9]\d*\s+0\b`, out, "the plain client must charge twice")
 	require.Regexp(t, `never made\s+\d+\s+0\b`, out)
