@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/memjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -611,4 +612,41 @@ func TestCloseLeavesCallsInFlightPending(t *testing.T) {
 	require.Equal(t, http.StatusCreated, outs[0].Response.StatusCode)
 	require.Equal(t, rec.Key, outs[0].Record.Key)
 	require.Equal(t, map[string]int{"order-5": 1}, p.srv.Ledger().Effects)
+}
+
+// A Transport over a Store of one's own (memjournal here, PostgreSQL in a
+// fleet) runs a background resumer too: it finishes what a call left
+// pending, and stops with stop.
+func TestTransportStartResumer(t *testing.T) {
+	t.Parallel()
+	p := newPayments(t)
+	store := memjournal.New()
+	t.Cleanup(func() { store.Close() })
+	tr, err := idem.NewTransport(store, fastOptions(t))
+	require.NoError(t, err)
+	p.srv.Script(testserver.Fault{Kind: testserver.FaultStatus, Status: http.StatusServiceUnavailable})
+	ctx := idem.WithMaxAttempts(idem.WithOperationID(context.Background(), "order-9/charge"), 1)
+	_, err = (&http.Client{Transport: tr}).Do(p.payment(t, ctx, "order-9"))
+	var pe *idem.PendingError
+	require.ErrorAs(t, err, &pe)
+
+	outs := make(chan idem.Outcome, 8)
+	stop := tr.StartResumer(context.Background(), func(o idem.Outcome) {
+		if o.Response != nil {
+			o.Response.Body.Close()
+		}
+		outs <- o
+	})
+	select {
+	case out := <-outs:
+		require.NoError(t, out.Err)
+		require.Equal(t, http.StatusCreated, out.Response.StatusCode)
+		require.Equal(t, pe.Key, out.Record.Key)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumer reported nothing within 10s")
+	}
+	stop()
+	stop()
+	require.Equal(t, map[string]int{"order-9": 1}, p.srv.Ledger().Effects)
+	require.Empty(t, outs, "one outcome for one operation")
 }

@@ -1,7 +1,7 @@
 // This file holds the background resumer: a goroutine that runs Resume's
 // passes (resume.go) as pending operations come due, for a long-running
-// process that must not wait for its next restart. Client.StartResumer
-// (client.go) starts one; Client.Close stops it.
+// process that must not wait for its next restart. Client.StartResumer or
+// Transport.StartResumer starts one; Client.Close, ctx or stop stops it.
 
 package idem
 
@@ -49,7 +49,22 @@ const minResumeGap = 50 * time.Millisecond
 // Several resumers on one Client are safe but pointless: each operation is
 // sent by one at a time.
 func (c *Client) StartResumer(ctx context.Context, fn func(Outcome)) (stop func()) {
-	t := c.transport
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return func() {}
+	}
+	return c.transport.StartResumer(ctx, fn)
+}
+
+// StartResumer starts a background resumer on the Transport, as
+// Client.StartResumer does, for a Transport over a Store of your own (such
+// as a fleet's PostgreSQL journal, whose resumer is also what adopts the
+// operations of dead instances, at least every Options.ResumeInterval). It
+// runs until ctx ends or stop is called; call stop before closing the
+// Store. StartResumer panics if ctx carries an invalid WithMaxAttempts or
+// WithAttemptTimeout.
+func (t *Transport) StartResumer(ctx context.Context, fn func(Outcome)) (stop func()) {
 	lim, err := t.cfg.callLimits(ctx)
 	if err != nil {
 		panic("idem: StartResumer: " + err.Error())
@@ -57,14 +72,7 @@ func (c *Client) StartResumer(ctx context.Context, fn func(Outcome)) (stop func(
 	rctx, cancel := context.WithCancel(ctx)
 	r := &resumer{t: t, fn: fn, lim: lim, ctx: rctx, cancel: cancel,
 		quit: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		cancel()
-		return func() {}
-	}
 	t.resumers.add(r)
-	c.mu.Unlock()
 	go r.loop()
 	return func() { r.stop(t.cfg.CloseTimeout) }
 }
