@@ -1,0 +1,98 @@
+// This file holds what reads a journal without opening it: SchemaVersion
+// and Records, for tools that inspect a fleet's journal (the idem command's
+// "journal ls", "show" and "stats") without creating tables or taking
+// leases.
+
+package pgjournal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNoJournal is returned by Records when opts.Schema holds no journal
+// tables (Migrate never ran there).
+var ErrNoJournal = errors.New("pgjournal: no journal tables in this schema")
+
+// SchemaVersion returns the version of the journal tables in opts.Schema:
+// 0 if there are none, 1 for this pgjournal's schema.sql. It only reads.
+func SchemaVersion(ctx context.Context, pool *pgxpool.Pool, opts *Options) (int, error) {
+	c, err := opts.resolved()
+	if err != nil {
+		return 0, err
+	}
+	if pool == nil {
+		return 0, errNilPool
+	}
+	var v int
+	err = pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+pgx.Identifier{c.Schema}.Sanitize()+`.version`).Scan(&v)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined_table, invalid_schema_name
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pgjournal: schema version of %s: %w", c.Schema, err)
+	}
+	return v, nil
+}
+
+// inspectPage is how many rows Records reads at once.
+const inspectPage = 256
+
+// Records yields every operation of opts.Namespace, in any state, in
+// creation order, a page at a time; with bodies only if withBody (a body is
+// up to the Transport's MaxBodyBytes, 8 MiB by default). It only reads: it
+// creates no table and takes no lease, so a running fleet is undisturbed.
+// It yields ErrNoJournal if the schema holds no journal, and ends at the
+// first error, which it yields.
+func Records(ctx context.Context, pool *pgxpool.Pool, opts *Options, withBody bool) iter.Seq2[*journal.Record, error] {
+	return func(yield func(*journal.Record, error) bool) {
+		c, err := opts.resolved()
+		if err == nil && pool == nil {
+			err = errNilPool
+		}
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		switch v, err := SchemaVersion(ctx, pool, &c); {
+		case err != nil:
+			yield(nil, err)
+			return
+		case v == 0:
+			yield(nil, fmt.Errorf("%w: %s", ErrNoJournal, c.Schema))
+			return
+		}
+		q := `SELECT ` + columns
+		if withBody {
+			q += `, body`
+		}
+		q += ` FROM ` + pgx.Identifier{c.Schema}.Sanitize() + `.operations
+			WHERE namespace = $1 AND seq > $2 ORDER BY seq LIMIT $3`
+		page := func(after uint64) ([]*journal.Record, error) {
+			rows, err := pool.Query(ctx, q, c.Namespace, int64(after), inspectPage)
+			if err != nil {
+				return nil, fmt.Errorf("pgjournal: list %s/%s: %w", c.Schema, c.Namespace, err)
+			}
+			recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*journal.Record, error) {
+				return scanRecord(row, withBody)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("pgjournal: list %s/%s: %w", c.Schema, c.Namespace, err)
+			}
+			return recs, nil
+		}
+		for rec, err := range journal.Pages(ctx, 0, inspectPage, page) {
+			if !yield(rec, err) || err != nil {
+				return
+			}
+		}
+	}
+}
