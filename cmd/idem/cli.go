@@ -74,6 +74,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // missing or empty file for writing would make it a new journal, which a
 // command asked to read or prune must not do.
 func checkJournalFile(cmd, path string) error {
+	if isPostgres(path) {
+		return fmt.Errorf("%s: works on a journal file only, not on a PostgreSQL journal (%s)", cmd, displayName(path))
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -53,6 +54,11 @@ const journalUsage = `usage:
                                        commit's meta page is damaged as of the commit before
                                        it; reconcile with the server first: that commit may
                                        have held a write-ahead the server received
+
+FILE may also be a PostgreSQL journal (journal/pgjournal) for ls, show, stats,
+resume and prune: postgres://user@host:port/db?sslmode=disable&schema=S&namespace=N
+(schema and namespace default to idem and default; the rest goes to pgx). ls, show
+and stats only read it, while its fleet runs; no subcommand creates its tables.
 
 ls, show and stats open the file read-only; no subcommand creates a file or
 changes one that is not a journal. Flags may come before or after FILE.
@@ -121,9 +127,17 @@ func parseFile(fs *flag.FlagSet, args []string) (string, error) {
 }
 
 // readRecords reads every record of a journal opened read-only, so inspecting
-// never changes it. While an application holds the file it fails with
-// ErrJournalLocked within a second.
-func readRecords(cmd, path string) ([]*idem.Record, error) {
+// never changes it, with bodies if withBody. While an application holds a
+// file it fails with ErrJournalLocked within a second; a PostgreSQL journal
+// is read while its fleet runs.
+func readRecords(cmd, path string, withBody bool) ([]*idem.Record, error) {
+	if isPostgres(path) {
+		t, err := parsePostgres(path)
+		if err != nil {
+			return nil, usageError(cmd, "%v", err)
+		}
+		return t.records(context.Background(), withBody)
+	}
 	if err := checkJournalFile(cmd, path); err != nil {
 		return nil, err
 	}
@@ -193,7 +207,7 @@ func journalLs(args []string) error {
 	if f.states, err = parseStates(*state); err != nil {
 		return err
 	}
-	recs, err := readRecords(fs.Name(), file)
+	recs, err := readRecords(fs.Name(), file, false)
 	if err != nil {
 		return err
 	}
@@ -286,7 +300,7 @@ func journalShow(args []string) error {
 	if len(args) != 2 {
 		return usageError(fs.Name(), "want FILE and an ID, operation ID or key, got %d arguments", len(args))
 	}
-	recs, err := readRecords(fs.Name(), args[0])
+	recs, err := readRecords(fs.Name(), args[0], true)
 	if err != nil {
 		return err
 	}
@@ -308,20 +322,47 @@ func journalPrune(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkJournalFile(fs.Name(), file); err != nil {
+	if *retention < 0 {
+		return usageError(fs.Name(), "-retention must not be negative")
+	}
+	var n int
+	if isPostgres(file) {
+		n, err = prunePostgres(fs.Name(), file, *retention)
+	} else {
+		n, err = pruneFile(fs.Name(), file, *retention)
+	}
+	if err != nil {
 		return err
 	}
-	j, err := idem.OpenJournal(file, &idem.JournalOptions{Retention: *retention})
+	fmt.Printf("pruned %d record(s) from %s\n", n, displayName(file))
+	return nil
+}
+
+func pruneFile(cmd, file string, retention time.Duration) (int, error) {
+	if err := checkJournalFile(cmd, file); err != nil {
+		return 0, err
+	}
+	j, err := idem.OpenJournal(file, &idem.JournalOptions{Retention: retention})
 	if err != nil {
-		return openHint(err)
+		return 0, openHint(err)
 	}
 	defer j.Close()
-	n, err := j.Prune(*retention)
+	return j.Prune(retention)
+}
+
+func prunePostgres(cmd, arg string, retention time.Duration) (int, error) {
+	t, err := parsePostgres(arg)
 	if err != nil {
-		return err
+		return 0, usageError(cmd, "%v", err)
 	}
-	fmt.Printf("pruned %d record(s) from %s\n", n, file)
-	return nil
+	t.opts.Retention = max(retention, time.Nanosecond) // Open's own pruning must not use a longer one
+	pool, j, err := t.open(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	defer j.Close()
+	return j.Prune(retention)
 }
 
 func statusText(status int) string {

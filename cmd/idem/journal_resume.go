@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal"
 )
 
 // headerFlags collects repeated -H 'Name: value' flags. Values are never
@@ -89,9 +90,6 @@ func journalResume(args []string) error {
 	if *maxAttempts < 1 || *timeout <= 0 || *keyTTL <= 0 {
 		return usageError(fs.Name(), "-max-attempts, -timeout and -key-ttl must be positive")
 	}
-	if err := checkJournalFile(fs.Name(), file); err != nil {
-		return err
-	}
 	opts := &idem.Options{KeyTTL: *keyTTL, MaxAttempts: *maxAttempts,
 		PrepareResume: func(r *http.Request) error {
 			for k, vs := range headers {
@@ -102,21 +100,24 @@ func journalResume(args []string) error {
 			}
 			return nil
 		}}
-	// The journal and a Transport, not idem.Open: opening must not prune
-	// records the application's Retention would keep.
-	j, err := idem.OpenJournal(file, &idem.JournalOptions{OpenTimeout: time.Second})
-	if err != nil {
-		return openHint(err)
-	}
-	defer j.Close()
-	tr, err := idem.NewTransport(j, opts)
+	j, err := openForResume(fs.Name(), file)
 	if err != nil {
 		return err
 	}
-	notDue, next, due, err := listPending(j, time.Now())
+	defer j.close()
+	tr, err := idem.NewTransport(j.store, opts)
 	if err != nil {
 		return err
 	}
+	recs, err := j.records()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if c, ok := j.store.(journal.Clock); ok {
+		now = c.Now()
+	}
+	notDue, next, due := listPending(recs, now)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -150,8 +151,13 @@ func journalResume(args []string) error {
 		}
 		if len(due) > 0 {
 			// Resume reports one operation per host its retry budget held
-			// back, and leaves that host's others for a later pass.
-			fmt.Printf("not tried: %d (held back by the retry budget: their server is failing; run again later)\n", len(due))
+			// back, and leaves that host's others for a later pass; it also
+			// leaves what a running instance of a fleet leases.
+			why := "held back by the retry budget: their server is failing"
+			if isPostgres(file) {
+				why += ", or leased by a running instance"
+			}
+			fmt.Printf("not tried: %d (%s; run again later)\n", len(due), why)
 		}
 	}
 	if left := counts["pending"] + counts["expired"] + counts["not sent"] + len(due) + notDue; left > 0 {
@@ -163,11 +169,7 @@ func journalResume(args []string) error {
 // listPending counts the pending operations Resume will skip because their
 // next-attempt time has not come, with the earliest of those times, and
 // returns the IDs of the due ones, which Resume is to report.
-func listPending(j *idem.Journal, now time.Time) (int, time.Time, map[uint64]bool, error) {
-	recs, err := j.Records()
-	if err != nil {
-		return 0, time.Time{}, nil, err
-	}
+func listPending(recs []*idem.Record, now time.Time) (int, time.Time, map[uint64]bool) {
 	n, next, due := 0, time.Time{}, map[uint64]bool{}
 	for _, r := range recs {
 		switch {
@@ -181,7 +183,42 @@ func listPending(j *idem.Journal, now time.Time) (int, time.Time, map[uint64]boo
 			due[idem.RecordID(r)] = true
 		}
 	}
-	return n, next, due, nil
+	return n, next, due
+}
+
+// resumable is a journal opened for resume: a file, or a PostgreSQL
+// journal.
+type resumable struct {
+	store   journal.Store
+	records func() ([]*idem.Record, error)
+	close   func()
+}
+
+// openForResume opens the journal arg names for writing. A file is opened
+// as a journal and a Transport, not with idem.Open: opening must not prune
+// records the application's Retention would keep.
+func openForResume(cmd, arg string) (*resumable, error) {
+	if isPostgres(arg) {
+		t, err := parsePostgres(arg)
+		if err != nil {
+			return nil, usageError(cmd, "%v", err)
+		}
+		pool, j, err := t.open(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		return &resumable{store: j,
+			records: func() ([]*idem.Record, error) { return t.records(context.Background(), false) },
+			close:   func() { j.Close(); pool.Close() }}, nil
+	}
+	if err := checkJournalFile(cmd, arg); err != nil {
+		return nil, err
+	}
+	j, err := idem.OpenJournal(arg, &idem.JournalOptions{OpenTimeout: time.Second})
+	if err != nil {
+		return nil, openHint(err)
+	}
+	return &resumable{store: j, records: j.Records, close: func() { j.Close() }}, nil
 }
 
 func outcomeLine(o idem.Outcome) resumeLine {

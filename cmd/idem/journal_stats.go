@@ -15,8 +15,8 @@ import (
 
 // journalSummary is what stats prints; its JSON form is the -json output.
 type journalSummary struct {
-	File   string         `json:"file"`
-	Bytes  int64          `json:"bytes"`
+	File   string         `json:"file"`            // or a PostgreSQL journal, without password
+	Bytes  int64          `json:"bytes,omitempty"` // the file's size; none for PostgreSQL
 	Total  int            `json:"total"`
 	States map[string]int `json:"states"` // every state, zeros included
 
@@ -64,21 +64,29 @@ func journalStats(args []string) error {
 	if err != nil {
 		return err
 	}
-	recs, err := readRecords(fs.Name(), file)
+	recs, err := readRecords(fs.Name(), file, false)
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(file)
-	if err != nil {
-		return err
+	var size int64 // a PostgreSQL journal's tables are shared: no size of its own
+	if !isPostgres(file) {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return err
+		}
+		size = fi.Size()
 	}
-	s := summarize(file, fi.Size(), recs, time.Now())
+	s := summarize(displayName(file), size, recs, time.Now())
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	fmt.Printf("file          %s (%d bytes)\n", s.File, s.Bytes)
+	if isPostgres(file) {
+		fmt.Printf("journal       %s\n", s.File)
+	} else {
+		fmt.Printf("file          %s (%d bytes)\n", s.File, s.Bytes)
+	}
 	fmt.Printf("records       %d: %d pending, %d settled, %d expired, %d failed\n", s.Total,
 		s.States["pending"], s.States["settled"], s.States["expired"], s.States["failed"])
 	if p := s.OldestPending; p != nil {

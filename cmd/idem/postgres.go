@@ -1,0 +1,146 @@
+// This file lets the journal commands and chaos take a PostgreSQL journal
+// (journal/pgjournal) where they take a bbolt file: a postgres:// URL whose
+// schema and namespace query parameters name the journal, the rest going to
+// pgx as it is.
+
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/pgjournal"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgTarget is a PostgreSQL journal named on the command line.
+type pgTarget struct {
+	conn string // the URL for pgx, without schema and namespace
+	opts pgjournal.Options
+}
+
+// isPostgres reports whether arg names a PostgreSQL journal rather than a
+// file.
+func isPostgres(arg string) bool {
+	return strings.HasPrefix(arg, "postgres://") || strings.HasPrefix(arg, "postgresql://")
+}
+
+// parsePostgres reads a journal URL:
+// postgres://user@host:port/db?sslmode=disable&schema=S&namespace=N. schema
+// and namespace default to pgjournal's defaults; pgx gets the rest.
+func parsePostgres(arg string) (*pgTarget, error) {
+	u, err := url.Parse(arg)
+	if err != nil {
+		return nil, fmt.Errorf("journal URL: %w", err)
+	}
+	q := u.Query()
+	t := &pgTarget{opts: pgjournal.Options{Schema: q.Get("schema"), Namespace: q.Get("namespace")}}
+	q.Del("schema")
+	q.Del("namespace")
+	u.RawQuery = q.Encode()
+	t.conn = u.String()
+	if _, err := pgxpool.ParseConfig(t.conn); err != nil {
+		return nil, fmt.Errorf("journal URL: %w", err)
+	}
+	return t, nil
+}
+
+// String names the journal without the URL's password.
+func (t *pgTarget) String() string {
+	u, _ := url.Parse(t.conn)
+	u.User = url.User(u.User.Username())
+	u.RawQuery = ""
+	return fmt.Sprintf("%s schema %s namespace %q", u.Redacted(),
+		cmp.Or(t.opts.Schema, pgjournal.DefaultSchema), cmp.Or(t.opts.Namespace, pgjournal.DefaultNamespace))
+}
+
+// displayName is how messages name a journal argument: a file's path, or a
+// PostgreSQL journal without its password.
+func displayName(arg string) string {
+	if !isPostgres(arg) {
+		return arg
+	}
+	t, err := parsePostgres(arg)
+	if err != nil {
+		return "(an invalid postgres:// URL)"
+	}
+	return t.String()
+}
+
+// connect opens a pool and checks that the server answers within 5 s.
+func (t *pgTarget) connect(ctx context.Context) (*pgxpool.Pool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, t.conn)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, fmt.Errorf("%s: %w", t, err)
+	}
+	return pool, nil
+}
+
+// records reads every operation, pending first, then the finished ones,
+// each group oldest first, as a bbolt journal lists them. It only reads.
+func (t *pgTarget) records(ctx context.Context, withBody bool) ([]*idem.Record, error) {
+	pool, err := t.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	var recs []*idem.Record
+	for rec, err := range pgjournal.Records(ctx, pool, &t.opts, withBody) {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t, err)
+		}
+		recs = append(recs, rec)
+	}
+	slices.SortStableFunc(recs, func(a, b *idem.Record) int {
+		return boolOrder(a.State != idem.StatePending, b.State != idem.StatePending)
+	})
+	return recs, nil
+}
+
+// boolOrder orders false before true.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// open opens the journal for writing (prune, resume), refusing a schema
+// that holds none rather than creating one. Close the Journal, then the
+// pool.
+func (t *pgTarget) open(ctx context.Context) (*pgxpool.Pool, *pgjournal.Journal, error) {
+	pool, err := t.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := pgjournal.SchemaVersion(ctx, pool, &t.opts)
+	if err == nil && v == 0 {
+		err = pgjournal.ErrNoJournal
+	}
+	var j *pgjournal.Journal
+	if err == nil {
+		j, err = pgjournal.Open(ctx, pool, &t.opts)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("%s: %w", t, err)
+	}
+	return pool, j, nil
+}
