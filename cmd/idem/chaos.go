@@ -16,13 +16,26 @@ func runChaos(args []string) error {
 	fs := newFlags("chaos", "[flags]",
 		"Proves exactly-once at scale: many payments through the mixed fault plan, the worker\n"+
 			"SIGKILLed at many random moments. Exits non-zero unless every payment has exactly one\n"+
-			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.")
+			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.\n"+
+			"With -journal postgres://… and -workers N, N workers share a PostgreSQL journal: they\n"+
+			"are SIGKILLed at random, one is killed for good, -restart-db restarts the database once.")
 	cfg.register(fs)
+	fc := fleetConfig{workers: 1, lease: 2 * time.Second}
+	fs.IntVar(&fc.workers, "workers", fc.workers, "worker processes sharing the journal: 2 or more with a postgres:// -journal (a fleet: one is killed for good)")
+	fs.DurationVar(&fc.lease, "lease", fc.lease, "with a postgres:// -journal: the journal's lease, which bounds the time to adopt a dead worker's operations")
+	fs.StringVar(&fc.restartDB, "restart-db", "", "with a postgres:// -journal: a shell `command` that restarts PostgreSQL, run once half way through")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
+	}
+	if isPostgres(cfg.journal) {
+		fc.demoConfig = cfg
+		return runFleetChaos(fc)
+	}
+	if fc.workers != 1 || fc.restartDB != "" {
+		return usageError(fs.Name(), "-workers and -restart-db need a postgres:// -journal: a journal file has one writer")
 	}
 	return runProof("chaos", cfg)
 }

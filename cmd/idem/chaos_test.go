@@ -25,3 +25,35 @@ func TestChaosShort(t *testing.T) {
 	require.Contains(t, out, "300/300 payments made exactly once")
 	t.Log(out)
 }
+
+// TestChaosFleetShort is "idem chaos -journal postgres://… -workers 3" cut
+// down: three workers share a PostgreSQL journal, are SIGKILLed at random,
+// one for good, and the survivors adopt what the dead left, with its keys.
+// CI runs the full one, with a database restart (.ci/run).
+func TestChaosFleetShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for several seconds")
+	}
+	bin := idemBinary(t)
+	journalURL, _ := testPostgres(t)
+	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-journal", journalURL, "-workers", "3", "-n", "300",
+		"-concurrency", "8", "-kills", "5", "-kill-within", "800ms", "-lease", "1s", "-seed", "7")
+	require.NoError(t, err, out)
+	require.Regexp(t, `made exactly once\s+300\b`, out)
+	require.Regexp(t, `made twice or more\s+0\b`, out)
+	require.Regexp(t, `never made\s+0\b`, out)
+	require.Regexp(t, `SIGKILLs, then restarted\s+5\b`, out)
+	require.Regexp(t, `SIGKILLed for good\s+1\s+worker 3`, out)
+	require.Regexp(t, `adopted from dead processes\s+[1-9]\d*\s`, out, "a killed worker had payments in flight")
+	require.Contains(t, out, "300/300 payments made exactly once by 3 workers")
+	require.NotContains(t, out, "s3cret", "a password never shows")
+
+	// The same namespace again is refused: its operations would hide this
+	// run's payments.
+	out, err = runIdem(t, bin, time.Minute, "chaos", "-journal", journalURL, "-workers", "3")
+	require.Error(t, err)
+	require.Contains(t, out, "already holds 300 operations")
+	out, err = runIdem(t, bin, time.Minute, "chaos", "-workers", "3")
+	require.Error(t, err)
+	require.Contains(t, out, "need a postgres:// -journal")
+}

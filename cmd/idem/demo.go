@@ -67,7 +67,7 @@ func (cfg *demoConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.kills, "kills", cfg.kills, "SIGKILLs of the worker at random moments")
 	fs.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed for the fault plan and the kill times")
 	fs.StringVar(&cfg.faults, "faults", cfg.faults, "fault `mix`, e.g. lost=0.1,503=0.05 (\"default\": "+testserver.DefaultMix+")")
-	fs.StringVar(&cfg.journal, "journal", "", "journal `file`, which must not exist yet; kept after the run (default: a temporary file, deleted at the end)")
+	fs.StringVar(&cfg.journal, "journal", "", "journal `file`, which must not exist yet; kept after the run (default: a temporary file, deleted at the end); chaos also takes a postgres:// URL (see -workers)")
 	fs.DurationVar(&cfg.attemptTimeout, "attempt-timeout", cfg.attemptTimeout, "worker's per-attempt timeout")
 	fs.DurationVar(&cfg.killAfter, "kill-within", cfg.killAfter, "a killed worker lives a random time up to this")
 	fs.DurationVar(&cfg.budget, "timeout", cfg.budget, "give up after this long")
@@ -84,6 +84,9 @@ func runProof(name string, cfg demoConfig) error {
 	}
 	if _, err := testserver.ParsePlan(cfg.seed, cfg.faults); err != nil {
 		return usageError("idem "+name, "-faults: %v", err)
+	}
+	if isPostgres(cfg.journal) {
+		return usageError("idem "+name, "a postgres:// -journal is for idem chaos (a fleet of workers)")
 	}
 	if fi, err := os.Stat(cfg.journal); cfg.journal != "" && err == nil && fi.Size() > 0 {
 		// The worker skips what a journal shows settled, so an old journal

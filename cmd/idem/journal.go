@@ -356,7 +356,7 @@ func prunePostgres(cmd, arg string, retention time.Duration) (int, error) {
 		return 0, usageError(cmd, "%v", err)
 	}
 	t.opts.Retention = max(retention, time.Nanosecond) // Open's own pruning must not use a longer one
-	pool, j, err := t.open(context.Background())
+	pool, j, err := t.open(context.Background(), false)
 	if err != nil {
 		return 0, err
 	}

@@ -203,7 +203,7 @@ func openForResume(cmd, arg string) (*resumable, error) {
 		if err != nil {
 			return nil, usageError(cmd, "%v", err)
 		}
-		pool, j, err := t.open(context.Background())
+		pool, j, err := t.open(context.Background(), false)
 		if err != nil {
 			return nil, err
 		}

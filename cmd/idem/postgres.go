@@ -122,17 +122,19 @@ func boolOrder(a, b bool) int {
 	return 1
 }
 
-// open opens the journal for writing (prune, resume), refusing a schema
-// that holds none rather than creating one. Close the Journal, then the
-// pool.
-func (t *pgTarget) open(ctx context.Context) (*pgxpool.Pool, *pgjournal.Journal, error) {
+// open opens the journal for writing. Unless create is set (a chaos
+// worker), it refuses a schema that holds no journal rather than creating
+// one (prune, resume). Close the Journal, then the pool.
+func (t *pgTarget) open(ctx context.Context, create bool) (*pgxpool.Pool, *pgjournal.Journal, error) {
 	pool, err := t.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := pgjournal.SchemaVersion(ctx, pool, &t.opts)
-	if err == nil && v == 0 {
-		err = pgjournal.ErrNoJournal
+	if !create {
+		v, verr := pgjournal.SchemaVersion(ctx, pool, &t.opts)
+		if err = verr; err == nil && v == 0 {
+			err = pgjournal.ErrNoJournal
+		}
 	}
 	var j *pgjournal.Journal
 	if err == nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/pgjournal"
 )
 
 // workerCommand is the hidden subcommand the demo starts itself with.
@@ -47,6 +48,9 @@ func runWorker(args []string) error {
 	conc := fs.Int("concurrency", 8, "concurrent operations")
 	attemptTimeout := fs.Duration("attempt-timeout", time.Second, "per-attempt timeout")
 	plain := fs.Bool("plain", false, "send through a plain retrying net/http client instead of idem")
+	slot := fs.Int("slot", 0, "(fleet) this worker's number, from 0: where its walk through the payments starts")
+	workers := fs.Int("workers", 1, "(fleet) how many workers share the journal")
+	lease := fs.Duration("lease", pgjournal.DefaultLease, "(fleet) the PostgreSQL journal's lease")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +59,9 @@ func runWorker(args []string) error {
 	signal.Ignore(os.Interrupt)
 	if *plain {
 		return runPlainWorker(*url, *path, *n, *conc, *attemptTimeout)
+	}
+	if isPostgres(*path) {
+		return runFleetWorker(*path, *url, *n, *conc, *slot, *workers, *attemptTimeout, *lease)
 	}
 	c, err := idem.Open(*path, &idem.Options{
 		AttemptTimeout:  *attemptTimeout,
@@ -69,14 +76,14 @@ func runWorker(args []string) error {
 		return err
 	}
 	defer c.Close()
-	w := &worker{client: c, url: *url, out: newLineWriter(os.Stdout)}
+	w := &worker{client: c, http: c.HTTPClient(), url: *url, out: newLineWriter(os.Stdout)}
 	ctx := context.Background()
 	w.out.printf("phase resuming")
 	if err := w.resume(ctx); err != nil {
 		return err
 	}
 	w.out.printf("phase sending")
-	w.sendAll(ctx, *n, *conc)
+	w.sendAll(ctx, w.unsettled(*n), *conc)
 	w.out.printf("phase finishing")
 	// Whatever is still pending (a server Retry-After, attempts used up) is
 	// resumed until it settles; the deadline only keeps a broken run bounded.
@@ -99,29 +106,46 @@ func runWorker(args []string) error {
 }
 
 type worker struct {
-	client *idem.Client
+	client *idem.Client // nil for a fleet worker (worker_fleet.go)
+	http   *http.Client
 	url    string
 	out    *lineWriter
 }
 
 func (w *worker) resume(ctx context.Context) error {
-	return w.client.Resume(ctx, func(o idem.Outcome) {
-		var pe *idem.PendingError
-		switch {
-		case o.Response != nil:
-			w.out.printf("resumed %s %s", o.Record.OperationID, answerOf(o.Response, o.Record.Key))
-		case errors.As(o.Err, &pe):
-			w.out.printf("resumed %s pending", o.Record.OperationID)
-		case errors.Is(o.Err, idem.ErrKeyExpired):
-			w.out.printf("resumed %s expired", o.Record.OperationID)
-		default:
-			w.out.printf("resumed %s error %v", o.Record.OperationID, o.Err)
-		}
-	})
+	return w.client.Resume(ctx, w.report)
 }
 
-// sendAll sends every operation the journal does not show as settled.
-func (w *worker) sendAll(ctx context.Context, n, conc int) {
+// report prints one of Resume's outcomes.
+func (w *worker) report(o idem.Outcome) {
+	var pe *idem.PendingError
+	switch {
+	case o.Response != nil:
+		w.out.printf("resumed %s %s", o.Record.OperationID, answerOf(o.Response, o.Record.Key))
+	case errors.As(o.Err, &pe):
+		w.out.printf("resumed %s pending", o.Record.OperationID)
+	case errors.Is(o.Err, idem.ErrKeyExpired):
+		w.out.printf("resumed %s expired", o.Record.OperationID)
+	default:
+		w.out.printf("resumed %s error %v", o.Record.OperationID, o.Err)
+	}
+}
+
+// unsettled returns the payments of n that the journal does not show as
+// settled.
+func (w *worker) unsettled(n int) []int {
+	var ops []int
+	for i := range n {
+		if rec, err := w.client.Journal().Lookup(opID(i)); err == nil && rec != nil && rec.State == idem.StateSettled {
+			continue
+		}
+		ops = append(ops, i)
+	}
+	return ops
+}
+
+// sendAll sends the payments ops, conc at a time.
+func (w *worker) sendAll(ctx context.Context, ops []int, conc int) {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range max(conc, 1) {
@@ -131,10 +155,7 @@ func (w *worker) sendAll(ctx context.Context, n, conc int) {
 			}
 		})
 	}
-	for i := range n {
-		if rec, err := w.client.Journal().Lookup(opID(i)); err == nil && rec != nil && rec.State == idem.StateSettled {
-			continue
-		}
+	for _, i := range ops {
 		jobs <- i
 	}
 	close(jobs)
@@ -175,7 +196,7 @@ func (w *worker) send(ctx context.Context, i int) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", demoSecret)
-	resp, err := w.client.HTTPClient().Do(req)
+	resp, err := w.http.Do(req)
 	var pe *idem.PendingError
 	switch {
 	case err == nil:

@@ -49,7 +49,10 @@
 // the database's clock, so the created, due and expiry times of a fleet
 // agree whatever the instances' clocks say.
 //
+// Records and SchemaVersion read a journal without opening it, for tools
+// (the idem command's journal ls, show and stats take a postgres:// URL).
+//
 // Not yet: encryption at rest (journal records are stored in plaintext but
-// for sensitive headers, which are never written), and the idem command's
-// support for PostgreSQL journals. docs/fleet.md has the figures.
+// for sensitive headers, which are never written). docs/fleet.md has the
+// figures.
 package pgjournal
