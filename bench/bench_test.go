@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestSmoke(t *testing.T) {
-	cfg, err := parseFlags([]string{"-c", "1,4", "-d", "100ms", "-rounds", "1", "-resume", "200", "-dir", t.TempDir()})
+	cfg, err := parseFlags([]string{"-c", "1,4", "-d", "100ms", "-rounds", "1", "-resume", "200", "-server-delay", "1ms", "-dir", t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,22 +37,25 @@ func TestSmoke(t *testing.T) {
 	report := out.String()
 	t.Log("\n" + report)
 
-	for _, name := range []string{"net/http GET", "idem GET", "net/http POST", "retryablehttp POST", "idem POST"} {
+	for _, name := range []string{"net/http GET", "idem GET", "net/http POST", "retryablehttp POST", "idem POST", floorRow} {
 		rows := linesWithPrefix(report, name+" ")
 		if len(rows) != len(cfg.conc) {
 			t.Errorf("%d rows for %q, want one per concurrency (%d)", len(rows), name, len(cfg.conc))
 		}
 		for _, row := range rows {
 			f := strings.Fields(strings.TrimPrefix(row, name))
-			if len(f) != 6 {
-				t.Errorf("row %q: %d columns after the name, want 6", row, len(f))
+			if len(f) != 7 {
+				t.Errorf("row %q: %d columns after the name, want 7", row, len(f))
 				continue
 			}
 			if rps, err := strconv.ParseFloat(f[0], 64); err != nil || rps <= 0 {
 				t.Errorf("row %q: req/s %q is not a positive number", row, f[0])
 			}
-			if wantCommits := name == "idem POST"; wantCommits != (f[5] != "-") {
+			if wantCommits := name == "idem POST" || name == floorRow; wantCommits != (f[5] != "-") {
 				t.Errorf("row %q: commits/op %q", row, f[5])
+			}
+			if cpu, err := time.ParseDuration(strings.Replace(f[6], "µs", "us", 1)); runtime.GOOS == "linux" && (err != nil || cpu <= 0) {
+				t.Errorf("row %q: cpu/req %q is not a positive duration", row, f[6])
 			}
 		}
 	}
@@ -93,7 +96,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
-	for _, want := range []string{"added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
+	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
 		"peak HeapInuse", "the same 200 POSTs sent by plain net/http", "total run time"} {
 		if !strings.Contains(report, want) {

@@ -28,12 +28,14 @@ type child struct {
 	addr  string // 127.0.0.1:port
 }
 
-func startChild() (*child, error) {
+// startChild starts the server, which sleeps delay before answering each
+// /payments request.
+func startChild(delay time.Duration) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("server child: %w", err)
 	}
-	cmd := exec.Command(exe, serveArg)
+	cmd := exec.Command(exe, serveArg, delay.String())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

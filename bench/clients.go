@@ -35,11 +35,12 @@ type client struct {
 type clientSet struct {
 	rows    []client
 	idem    *idem.Client
+	floor   *floorTransport
 	closePG func() error // nil without -postgres
 }
 
 func (s *clientSet) close() error {
-	err := s.idem.Close()
+	err := errors.Join(s.idem.Close(), s.floor.Close())
 	if s.closePG != nil {
 		err = errors.Join(err, s.closePG())
 		s.closePG = nil
@@ -58,8 +59,9 @@ func tunedTransport(maxConc int) *http.Transport {
 	return t
 }
 
-// newClients opens the idem journal in dir and builds every row, in the
-// order of the tables; with a postgres URL, the PostgreSQL row last.
+// newClients opens the idem journal and the floor client's (floor.go) in
+// dir and builds every row, in the order of the tables; with a postgres
+// URL, the PostgreSQL row last.
 func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc int) (*clientSet, error) {
 	tuned := tunedTransport(maxConc)
 	plain := &http.Client{Transport: tuned}
@@ -74,19 +76,25 @@ func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc i
 		return nil, err
 	}
 	journaled := ic.HTTPClient()
+	floor, err := newFloor(filepath.Join(dir, "floor.journal"), tuned)
+	if err != nil {
+		ic.Close()
+		return nil, err
+	}
 
 	url := srv.url(pathPayments)
-	set := &clientSet{idem: ic, rows: []client{
+	set := &clientSet{idem: ic, floor: floor, rows: []client{
 		{name: "net/http GET", do: sender(plain, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), commits: boltCommits(ic.Journal()), writeAheads: wa},
+		{name: floorRow, do: sender(&http.Client{Transport: floor}, http.MethodPost, url, paymentBody, http.StatusCreated), commits: floor.stats},
 	}}
 	if postgres != "" {
 		row, closePG, err := postgresRow(ctx, postgres, tuned, maxConc, url)
 		if err != nil {
-			ic.Close()
+			set.close()
 			return nil, err
 		}
 		set.rows, set.closePG = append(set.rows, row), closePG

@@ -20,9 +20,10 @@ type config struct {
 	resume int           // pending operations for the resume figure; 0 skips it
 	// resumeBudget bounds the time spent making the resume backlog; 0 means none.
 	resumeBudget time.Duration
-	fsyncs       int    // samples for the fsync and bbolt commit figures
-	dir          string // parent of the temporary directory holding the journals
-	postgres     string // PostgreSQL URL for the idem-pg POST row; "" skips it
+	fsyncs       int           // samples for the fsync and bbolt commit figures
+	dir          string        // parent of the temporary directory holding the journals
+	postgres     string        // PostgreSQL URL for the idem-pg POST row; "" skips it
+	serverDelay  time.Duration // the server's think time per /payments request
 }
 
 // warmup is the unmeasured run before each measured window: it fills the
@@ -42,6 +43,7 @@ func parseFlags(args []string) (config, error) {
 	budget := fs.Duration("resume-budget", time.Minute, "stop making the resume backlog after this long and resume what was made (0: no limit)")
 	quick := fs.Bool("quick", false, "smoke run: -rounds 1 -d 300ms -resume 10000 (explicit flags win)")
 	postgres := fs.String("postgres", "", "PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test): adds the row "+pgRow+", idem over journal/pgjournal (empty: no such row)")
+	delay := fs.Duration("server-delay", 0, "the server's think time before answering each /payments request, as a remote API has (e.g. 20ms)")
 	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")
@@ -53,7 +55,7 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres}
+	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -76,6 +78,8 @@ func parseFlags(args []string) (config, error) {
 		return config{}, fmt.Errorf("-d %v: must be positive", cfg.d)
 	case cfg.rounds < 1:
 		return config{}, fmt.Errorf("-rounds %d: must be at least 1", cfg.rounds)
+	case *delay < 0:
+		return config{}, fmt.Errorf("-server-delay %v: must not be negative", *delay)
 	case cfg.resume < 0 || cfg.resumeBudget < 0:
 		return config{}, fmt.Errorf("-resume %d -resume-budget %v: must not be negative", cfg.resume, cfg.resumeBudget)
 	}

@@ -21,9 +21,10 @@ type sample struct {
 	elapsed  time.Duration // from the start until the last worker returned
 	hist     histogram     // latency of each successful request
 
-	mallocs, bytes       uint64    // runtime.MemStats Mallocs and TotalAlloc deltas
-	commits, writeAheads uint64    // journal Stats deltas (journaled rows)
-	writeAhead           histogram // each write-ahead commit (journaled rows)
+	mallocs, bytes       uint64        // runtime.MemStats Mallocs and TotalAlloc deltas
+	cpu                  time.Duration // this process's user + system CPU time over the window
+	commits, writeAheads uint64        // journal Stats deltas (journaled rows)
+	writeAhead           histogram     // each write-ahead commit (journaled rows)
 }
 
 func (s *sample) reqPerSec() float64 { return float64(s.requests) / s.elapsed.Seconds() }
@@ -71,6 +72,7 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	if cl.writeAheads != nil {
 		cl.writeAheads.take() // this window's only
 	}
+	cpu0 := processCPU()
 	start := time.Now()
 	for i := range workers {
 		w := &workers[i]
@@ -100,6 +102,7 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	stop.Store(true)
 	wg.Wait()
 	s.elapsed = time.Since(start)
+	s.cpu = processCPU() - cpu0
 	runtime.ReadMemStats(&after)
 	if cl.commits != nil {
 		commits1, writeAheads1 := cl.commits()

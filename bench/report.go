@@ -28,8 +28,8 @@ func (r *report) header(srv *child, dir string) {
 	fsDesc, ram := fileSystem(dir)
 	cfg := r.cfg
 	r.printf("idem client benchmark   %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
-	r.printf("  flags      -c %s -d %v -rounds %d -resume %d -resume-budget %v\n",
-		joinInts(cfg.conc), cfg.d, cfg.rounds, cfg.resume, cfg.resumeBudget)
+	r.printf("  flags      -c %s -d %v -rounds %d -resume %d -resume-budget %v -server-delay %v\n",
+		joinInts(cfg.conc), cfg.d, cfg.rounds, cfg.resume, cfg.resumeBudget, cfg.serverDelay)
 	r.printf("  machine    %s\n", machineLine())
 	r.printf("  journals   %s on %s\n", dir, fsDesc)
 	if ram {
@@ -44,30 +44,38 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("             (go-cleanhttp pooled: MaxIdleConnsPerHost GOMAXPROCS+1 = %d)\n", runtime.GOMAXPROCS(0)+1)
 	r.printf("  idem       idem.Open(journal above, Options{Base: the net/http transport}), defaults otherwise;\n")
 	r.printf("             GET is not journaled; each POST gets a random key, an fsynced write-ahead and a settle\n")
+	r.printf("  floor      the least a durable bbolt write-ahead client does (floor.go): one committer drains every\n")
+	r.printf("             queued put into one db.Update, no fixed delay; the POST waits for its put's commit; its\n")
+	r.printf("             settle is a delete riding the next commit, or flushed %v later; its own file, same directory\n", floorFlush)
+	if cfg.serverDelay > 0 {
+		r.printf("  think      the server sleeps %v before answering each /payments request (a remote API)\n", cfg.serverDelay)
+	}
 	r.printf("  method     per client and round: %v warm-up, then %v measured; %d interleaved round(s), the client order\n",
 		cfg.warmup(), cfg.d, cfg.rounds)
 	r.printf("             rotating. Every figure is the median over rounds. p50/p99: of every request in that round.\n")
 	r.printf("             allocs/req and B/req: runtime.MemStats Mallocs and TotalAlloc deltas over the window ÷ requests,\n")
-	r.printf("             this process only (client side). commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads\n")
+	r.printf("             this process only (client side); cpu/req: its getrusage user+system time ÷ requests.\n")
+	r.printf("             commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads\n")
 	r.printf("             (for %s: pgjournal's Stats, the transactions that wait for PostgreSQL's WAL flush).\n", pgRow)
 }
 
 func (r *report) level(lvl *levelResult) {
 	r.levels = append(r.levels, lvl)
 	r.printf("\nconcurrency %d\n", lvl.conc)
-	r.printf("%-20s %9s %9s %9s %11s %9s %11s\n", "client", "req/s", "p50", "p99", "allocs/req", "B/req", "commits/op")
+	r.printf("%-20s %9s %9s %9s %11s %9s %11s %9s\n", "client", "req/s", "p50", "p99", "allocs/req", "B/req", "commits/op", "cpu/req")
 	for i, row := range r.rows {
 		ss := lvl.byClient[i]
 		commits := "-"
 		if row.commits != nil {
 			commits = fmt.Sprintf("%.3f", over(ss, (*sample).commitsPerOp))
 		}
-		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s\n", row.name,
+		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s %9s\n", row.name,
 			over(ss, (*sample).reqPerSec),
 			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(ss, p99))),
 			over(ss, func(s *sample) float64 { return s.perReq(s.mallocs) }),
 			over(ss, func(s *sample) float64 { return s.perReq(s.bytes) }),
-			commits)
+			commits,
+			fmtDur(asDuration(over(ss, func(s *sample) float64 { return s.perReq(uint64(s.cpu)) }))))
 	}
 	for i, row := range r.rows {
 		var n uint64
@@ -86,6 +94,8 @@ func (r *report) level(lvl *levelResult) {
 
 // ratioDefs are the ratio lines: a ÷ b of req/s.
 var ratioDefs = [][2]string{
+	{"idem POST", floorRow},
+	{floorRow, "net/http POST"},
 	{"idem POST", "net/http POST"},
 	{"idem POST", "retryablehttp POST"},
 	{"idem GET", "net/http GET"},
@@ -95,7 +105,7 @@ var ratioDefs = [][2]string{
 
 func (r *report) ratios() {
 	r.printf("\nratios of req/s, measured in this run (x = a ratio; each the median over rounds of the per-round ratio)\n")
-	r.printf("%-40s", "")
+	r.printf("%-42s", "")
 	for _, lvl := range r.levels {
 		r.printf(" %8s", fmt.Sprintf("c=%d", lvl.conc))
 	}
@@ -105,7 +115,7 @@ func (r *report) ratios() {
 			continue // the PostgreSQL row without -postgres
 		}
 		a, b := rowIndex(r.rows, d[0]), rowIndex(r.rows, d[1])
-		r.printf("%-40s", "ratio "+d[0]+" ÷ "+d[1])
+		r.printf("%-42s", "ratio "+d[0]+" ÷ "+d[1])
 		for _, lvl := range r.levels {
 			x := paired(lvl.byClient[a], lvl.byClient[b], func(a, b *sample) float64 { return a.reqPerSec() / b.reqPerSec() })
 			r.printf(" %7.3fx", x)

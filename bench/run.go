@@ -20,7 +20,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := startChild()
+	srv, err := startChild(cfg.serverDelay)
 	if err != nil {
 		return err
 	}

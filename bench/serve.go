@@ -26,7 +26,8 @@ var created = []byte(`{"id":"pay_1"}`)
 
 // server is the child's handler. It is safe for concurrent use.
 type server struct {
-	held atomic.Bool
+	held  atomic.Bool
+	delay time.Duration // think time of /payments
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -45,6 +46,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
+	case pathPayments:
+		if s.delay > 0 {
+			time.Sleep(s.delay)
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if r.Method == http.MethodPost {
@@ -57,6 +62,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serves until its stdin closes: the parent closes it to stop the child, and
 // the kernel closes it if the parent dies.
 func serveChild() int {
+	var delay time.Duration
+	if len(os.Args) > 2 {
+		var err error
+		if delay, err = time.ParseDuration(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+			return 1
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench server:", err)
@@ -67,7 +80,7 @@ func serveChild() int {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
-	srv := &http.Server{Handler: &server{}, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: &server{delay: delay}, ReadHeaderTimeout: 10 * time.Second}
 	err = srv.Serve(ln)
 	fmt.Fprintln(os.Stderr, "bench server:", err)
 	return 1

@@ -1,0 +1,196 @@
+// This file holds the floor client: the least a durable bbolt write-ahead
+// client can do, measured in the same rounds as idem to judge idem against
+// the disk rather than against plain net/http. One committer goroutine
+// drains every queued write into one db.Update with no fixed delay; a POST
+// puts a small record (method, URL, content type, body) under a
+// time-ordered key and is not sent before that commit returned; its settle
+// is a delete that rides the next commit, or a flush about 10 ms later.
+
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+const floorRow = "floor POST"
+
+// floorFlush is how long a settle may wait for a write to ride along.
+const floorFlush = 10 * time.Millisecond
+
+var floorBucket = []byte("ops")
+
+// floorTransport is the floor client's RoundTripper. It is safe for
+// concurrent use.
+type floorTransport struct {
+	db   *bolt.DB
+	base http.RoundTripper
+	seq  atomic.Uint64
+
+	mu      sync.Mutex
+	puts    []floorPut
+	deletes [][]byte
+	wake    chan struct{} // one token: a put waits
+	armed   chan struct{} // one token: a first delete waits, flush within floorFlush
+	stop    chan struct{}
+	done    chan struct{}
+
+	commits, writeAheads atomic.Uint64
+	closeOnce            sync.Once
+	closeErr             error
+}
+
+type floorPut struct {
+	key, val []byte
+	done     chan error
+}
+
+func newFloor(path string, base http.RoundTripper) (*floorTransport, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(floorBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	f := &floorTransport{db: db, base: base, wake: make(chan struct{}, 1), armed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f.seq.Store(uint64(time.Now().UnixNano()))
+	go f.commitLoop()
+	return f, nil
+}
+
+func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		body, err = io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	key := binary.BigEndian.AppendUint64(nil, f.seq.Add(1))
+	var rec bytes.Buffer
+	rec.Grow(len(req.Method) + len(req.URL.String()) + 32 + len(body))
+	rec.WriteString(req.Method + "\n" + req.URL.String() + "\n" + req.Header.Get("Content-Type") + "\n")
+	rec.Write(body)
+	if err := f.put(key, rec.Bytes()); err != nil {
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.Header.Set("Idempotency-Key", hex.EncodeToString(key))
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	resp, err := f.base.RoundTrip(out)
+	if err == nil {
+		f.settle(key)
+	}
+	return resp, err
+}
+
+// put queues a write and waits for the commit that carries it.
+func (f *floorTransport) put(key, val []byte) error {
+	done := make(chan error, 1)
+	f.mu.Lock()
+	f.puts = append(f.puts, floorPut{key: key, val: val, done: done})
+	f.mu.Unlock()
+	poke(f.wake)
+	return <-done
+}
+
+// settle queues the delete of key for the next commit.
+func (f *floorTransport) settle(key []byte) {
+	f.mu.Lock()
+	f.deletes = append(f.deletes, key)
+	first := len(f.deletes) == 1
+	f.mu.Unlock()
+	if first {
+		poke(f.armed)
+	}
+}
+
+// poke puts the token in ch unless it is there.
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop commits whatever is queued, as soon as there is a put, or
+// floorFlush after a delete with no put to ride.
+func (f *floorTransport) commitLoop() {
+	defer close(f.done)
+	flush := time.NewTimer(time.Hour)
+	flush.Stop()
+	for {
+		select {
+		case <-f.wake:
+			f.commit()
+		case <-f.armed:
+			flush.Reset(floorFlush)
+		case <-flush.C:
+			f.commit()
+		case <-f.stop:
+			f.commit()
+			return
+		}
+	}
+}
+
+func (f *floorTransport) commit() {
+	f.mu.Lock()
+	puts, deletes := f.puts, f.deletes
+	f.puts, f.deletes = nil, nil
+	f.mu.Unlock()
+	if len(puts) == 0 && len(deletes) == 0 {
+		return
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(floorBucket)
+		for _, p := range puts {
+			if err := b.Put(p.key, p.val); err != nil {
+				return err
+			}
+		}
+		for _, k := range deletes {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	f.commits.Add(1)
+	f.writeAheads.Add(uint64(len(puts)))
+	for _, p := range puts {
+		p.done <- err
+	}
+}
+
+// stats returns the commits and write-aheads so far, for commits/op.
+func (f *floorTransport) stats() (uint64, uint64) { return f.commits.Load(), f.writeAheads.Load() }
+
+// Close commits what is queued and closes the file; later calls do
+// nothing.
+func (f *floorTransport) Close() error {
+	f.closeOnce.Do(func() {
+		close(f.stop)
+		<-f.done
+		f.closeErr = f.db.Close()
+	})
+	return f.closeErr
+}
