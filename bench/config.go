@@ -24,6 +24,8 @@ type config struct {
 	dir          string        // parent of the temporary directory holding the journals
 	postgres     string        // PostgreSQL URL for the idem-pg POST row; "" skips it
 	serverDelay  time.Duration // the server's think time per /payments request
+	cpuProfile   string        // write a CPU profile of the rounds here; "" for none
+	memProfile   string        // write an allocation profile of the rounds here; "" for none
 }
 
 // warmup is the unmeasured run before each measured window: it fills the
@@ -44,6 +46,8 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "smoke run: -rounds 1 -d 300ms -resume 10000 (explicit flags win)")
 	postgres := fs.String("postgres", "", "PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test): adds the row "+pgRow+", idem over journal/pgjournal (empty: no such row)")
 	delay := fs.Duration("server-delay", 0, "the server's think time before answering each /payments request, as a remote API has (e.g. 20ms)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the rounds (client side) to `file`; every allocation sampled")
 	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")
@@ -55,7 +59,7 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay}
+	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay, cpuProfile: *cpuProfile, memProfile: *memProfile}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

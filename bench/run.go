@@ -37,6 +37,10 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	afterPost := func() (floorSample, error) {
 		return alternate(dir, floorPerRound, func() error { return post(ctx) })
 	}
+	writeProfiles, err := startProfiles(cfg)
+	if err != nil {
+		return err
+	}
 	for _, c := range cfg.conc {
 		var floor func() (floorSample, error)
 		if c == 1 {
@@ -47,6 +51,9 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 			return err
 		}
 		rep.level(lvl)
+	}
+	if err := writeProfiles(); err != nil {
+		return err
 	}
 	if err := set.close(); err != nil {
 		return err
