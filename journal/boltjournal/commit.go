@@ -237,11 +237,14 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 			newest = d.rec.Written()
 		}
 	}
+	var stored int64 // the newest time written to the file by this commit
 	err := j.update(func(tx *bolt.Tx) error {
-		if err := raiseWritten(tx, newest); err != nil {
+		var err error
+		if stored, err = j.raiseWritten(tx, newest); err != nil {
 			return err
 		}
-		pending, index := tx.Bucket(bucketPending), tx.Bucket(bucketIndex)
+		pending := tx.Bucket(bucketPending)
+		var index *bolt.Bucket // opened for the first record with index keys: an open costs allocations
 		// Record IDs only grow: packing pages (bbolt splits them half full by
 		// default, for random inserts) halves the pages each commit writes.
 		for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies} {
@@ -261,6 +264,9 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 				continue
 			}
 			keys := w.keys
+			if len(keys) > 0 && index == nil {
+				index = tx.Bucket(bucketIndex)
+			}
 			if taken := takenKey(index, keys); taken != nil {
 				errs[i] = fmt.Errorf("%w: %q is already in the journal", journal.ErrDuplicate, taken[2:])
 				if w.staged != 0 {
@@ -309,6 +315,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 	}
 	if err == nil {
 		j.sawWritten(newest)
+		j.noteFileWritten(stored)
 	}
 	return err
 }

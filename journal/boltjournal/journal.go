@@ -115,6 +115,9 @@ type Journal struct {
 	// written is the newest time of a record in the file or given to it,
 	// in Unix nanoseconds (written.go).
 	written atomic.Int64
+	// fileWritten is the newest time the file holds (written.go), rounded
+	// up: a commit whose records are older need not write it.
+	fileWritten atomic.Int64
 
 	// ops are the operations in flight in this process: every Transport over
 	// the journal holds an operation's lock while a call or Resume runs it,

@@ -208,6 +208,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		return nil, err
 	}
 	var out *Record
+	var newest int64 // the newest time written to the file
 	err := j.update(func(tx *bolt.Tx) error {
 		key := idKey(id)
 		s, wasPending, err := j.plainTx(tx, key)
@@ -246,7 +247,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		if err := to.Put(key, data); err != nil {
 			return err
 		}
-		if err := raiseWritten(tx, rec.Written()); err != nil {
+		if newest, err = j.raiseWritten(tx, rec.Written()); err != nil {
 			return err
 		}
 		if dropBody {
@@ -260,6 +261,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 	})
 	if err == nil {
 		j.sawWritten(out.Written())
+		j.noteFileWritten(newest)
 	}
 	return out, err
 }

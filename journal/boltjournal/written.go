@@ -44,20 +44,42 @@ func (j *Journal) sawWritten(t time.Time) {
 	}
 }
 
-// raiseWritten stores t in tx as the journal's newest time, unless the file
-// holds a later one. In a small meta bucket (bbolt keeps it inline, in the
-// page of the bucket list every commit writes anyway) it costs the commit no
-// page, only a few bytes.
-func raiseWritten(tx *bolt.Tx, t time.Time) error {
-	if t.IsZero() {
-		return nil
+// writtenStep is the granularity of the newest time kept in the file: it is
+// stored rounded up to a whole step, so that a busy journal writes it about
+// once a step instead of in every commit (each write opens the meta bucket:
+// a dozen allocations a commit). Reopened, LatestWritten may read up to a
+// step later than the newest record; it is never earlier.
+const writtenStep = int64(time.Second)
+
+// raiseWritten stores t in tx, rounded up to writtenStep, as the journal's
+// newest time, unless the file holds that or later already. It returns the
+// value it stored, 0 if none, for noteFileWritten once tx has committed. In
+// a small meta bucket (bbolt keeps it inline, in the page of the bucket
+// list every commit writes anyway) it costs the commit no page.
+func (j *Journal) raiseWritten(tx *bolt.Tx, t time.Time) (int64, error) {
+	n := t.UnixNano()
+	if t.IsZero() || n <= j.fileWritten.Load() {
+		return 0, nil
+	}
+	if n > 0 {
+		n += writtenStep - 1
+		n -= n % writtenStep
 	}
 	meta := tx.Bucket(bucketMeta)
-	n := t.UnixNano()
 	if old := meta.Get(metaWritten); len(old) == 8 && int64(binary.BigEndian.Uint64(old)) >= n {
-		return nil
+		return int64(binary.BigEndian.Uint64(old)), nil
 	}
-	return meta.Put(metaWritten, binary.BigEndian.AppendUint64(nil, uint64(n)))
+	return n, meta.Put(metaWritten, binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+// noteFileWritten records that the file holds n as its newest time.
+func (j *Journal) noteFileWritten(n int64) {
+	for {
+		old := j.fileWritten.Load()
+		if n <= old || j.fileWritten.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // loadWritten reads the newest time at open. A file without it (written by
@@ -66,6 +88,7 @@ func raiseWritten(tx *bolt.Tx, t time.Time) error {
 func (j *Journal) loadWritten(tx *bolt.Tx) error {
 	if v := tx.Bucket(bucketMeta).Get(metaWritten); len(v) == 8 {
 		j.written.Store(int64(binary.BigEndian.Uint64(v)))
+		j.fileWritten.Store(int64(binary.BigEndian.Uint64(v)))
 		return nil
 	}
 	var newest time.Time
@@ -89,5 +112,7 @@ func (j *Journal) loadWritten(tx *bolt.Tx) error {
 	if j.readOnly {
 		return nil
 	}
-	return raiseWritten(tx, newest)
+	n, err := j.raiseWritten(tx, newest)
+	j.noteFileWritten(n) // a failed open leaves no Journal to use it
+	return err
 }
