@@ -1,0 +1,100 @@
+// policy_test.go: which answers are stored (the status policy and the handler's
+// override), which header fields are, and the policy advertised to clients.
+
+package server_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server"
+)
+
+// statusHandler answers ?status=N; ?store=1 or ?discard=1 override the policy.
+func statusHandler(s *service) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.effects.Add(1)
+		q := r.URL.Query()
+		if q.Get("store") != "" && !server.StoreResponse(r.Context()) {
+			s.t.Error("StoreResponse: not a covered request")
+		}
+		if q.Get("discard") != "" && !server.DiscardResponse(r.Context()) {
+			s.t.Error("DiscardResponse: not a covered request")
+		}
+		code, err := strconv.Atoi(q.Get("status"))
+		if err != nil {
+			code = http.StatusOK
+		}
+		http.Error(w, "answer "+q.Get("status"), code)
+	})
+}
+
+func TestStorePolicy(t *testing.T) {
+	s := newService(t, server.Options{}, statusHandler)
+	for _, c := range []struct {
+		query  string
+		stored bool
+	}{
+		{"?status=400", true},
+		{"?status=302", true},
+		{"?status=500", false},
+		{"?status=429", false},
+		{"?status=409", false},
+		{"?status=500&store=1", true},
+		{"?status=400&discard=1", false},
+	} {
+		t.Run(c.query, func(t *testing.T) {
+			key := "k" + c.query
+			before := s.effects.Load()
+			first, err := s.send(t.Context(), http.MethodPost, "/payments"+c.query, key, "{}")
+			require.NoError(t, err)
+			again, err := s.send(t.Context(), http.MethodPost, "/payments"+c.query, key, "{}")
+			require.NoError(t, err)
+			assert.Equal(t, first.status, again.status)
+			assert.Equal(t, c.stored, again.replayed())
+			want := int64(2)
+			if c.stored {
+				want = 1
+				assert.Equal(t, first.body, again.body)
+			}
+			assert.Equal(t, want, s.effects.Load()-before, "handler runs")
+		})
+	}
+	assert.False(t, server.StoreResponse(t.Context()), "StoreResponse outside a covered request")
+}
+
+// Set-Cookie and hop-by-hop fields are not stored; the replay sets its own length; every
+// covered answer advertises the policy, replays and problems included.
+func TestStoredHeaders(t *testing.T) {
+	s := newService(t, server.Options{TTL: time.Hour, Required: true}, nil)
+	first := s.post("k-h", s31Body)
+	require.Equal(t, "session=secret", first.header.Get("Set-Cookie"))
+	again := s.post("k-h", s31Body)
+	assert.True(t, again.replayed())
+	assert.Empty(t, again.header.Values("Set-Cookie"), "a cookie was replayed")
+	assert.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
+	assert.Equal(t, first.header.Get("Content-Type"), again.header.Get("Content-Type"))
+	policy := `header="idempotency-key", ttl=3600, required=?1`
+	for _, a := range []answer{first, again, s.post("", s31Body), s.post("k-h", `{}`)} {
+		assert.Equal(t, policy, a.header.Get("Idempotency-Policy"))
+	}
+	p := s.post("", s31Body)
+	assert.Contains(t, p.header.Get("Link"), `<`+server.DefaultPolicyURL+`>; rel="describedby"`)
+}
+
+// Stored bytes and replay latency reach the Observer.
+func TestObserverStoredBytes(t *testing.T) {
+	s := newService(t, server.Options{}, nil)
+	first := s.post("k-o", s31Body)
+	s.post("k-o", s31Body)
+	assert.Equal(t, 1, s.obs.count("claimed"))
+	assert.Equal(t, 1, s.obs.count("replayed"))
+	s.obs.mu.Lock()
+	defer s.obs.mu.Unlock()
+	assert.Equal(t, []int{len(first.body)}, s.obs.stored)
+}
