@@ -178,9 +178,10 @@ func writeString(out *bytes.Buffer, s string) {
 	out.WriteByte('"')
 }
 
-// canonNumber returns the canonical spelling of n, a JSON number: the shortest exact
-// decimal, as an integer when it is one of at most 21 digits, else as d.ddde±x (digits
-// without trailing zeros). -0 is 0.
+// canonNumber returns the canonical spelling of n, a JSON number: its exact value with no
+// leading or trailing zeros, written as ECMAScript writes numbers (the layout RFC 8785
+// section 3.2.2.3 adopts): plain digits up to 21 before the point and down to 6 zeros
+// after it, d.ddde±x beyond. -0 is 0.
 func canonNumber(n string) (string, error) {
 	neg := strings.HasPrefix(n, "-")
 	n = strings.TrimPrefix(n, "-")
@@ -208,16 +209,20 @@ func canonNumber(n string) (string, error) {
 	if neg {
 		sign = "-"
 	}
-	if exp >= 0 && int64(len(digits))+exp <= 21 {
+	point := int64(len(digits)) + exp // digits before the decimal point
+	switch {
+	case exp >= 0 && point <= 21:
 		return sign + digits + strings.Repeat("0", int(exp)), nil
+	case exp < 0 && point > 0 && point <= 21:
+		return sign + digits[:point] + "." + digits[point:], nil
+	case exp < 0 && point > -6 && point <= 0:
+		return sign + "0." + strings.Repeat("0", int(-point)) + digits, nil
 	}
-	// Scientific: d.ddd × 10^(exp + len(digits) - 1).
-	e := exp + int64(len(digits)) - 1
 	s := sign + digits[:1]
 	if len(digits) > 1 {
 		s += "." + digits[1:]
 	}
-	return s + "e" + strconv.FormatInt(e, 10), nil
+	return s + "e" + strconv.FormatInt(point-1, 10), nil
 }
 
 // loneSurrogate reports whether body holds a \u escape of a UTF-16 surrogate that is not a

@@ -98,3 +98,22 @@ func TestObserverStoredBytes(t *testing.T) {
 	defer s.obs.mu.Unlock()
 	assert.Equal(t, []int{len(first.body)}, s.obs.stored)
 }
+
+// Fields the Connection field names are hop-by-hop and not stored either.
+func TestConnectionNamedFieldsNotStored(t *testing.T) {
+	s := newService(t, server.Options{}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.effects.Add(1)
+			w.Header().Set("Connection", "X-Hop, keep-alive")
+			w.Header().Set("X-Hop", "per-connection")
+			w.Header().Set("X-Kept", "kept")
+			w.WriteHeader(http.StatusCreated)
+		})
+	})
+	s.post("k", "{}")
+	again := s.post("k", "{}")
+	assert.True(t, again.replayed())
+	assert.Equal(t, "kept", again.header.Get("X-Kept"))
+	assert.Empty(t, again.header.Get("X-Hop"))
+	assert.EqualValues(t, 1, s.effects.Load())
+}

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"net"
 	"net/http"
+	"net/textproto"
+	"strings"
 )
 
 // recorder captures the response written through it. It is used by one handler goroutine
@@ -107,9 +109,16 @@ func (rec *recorder) response(unstored map[string]bool) *Response {
 	if sent == nil { // nothing written: net/http sends the header as it is now
 		sent = rec.w.Header()
 	}
+	// Fields the Connection field names are hop-by-hop too (RFC 9110 section 7.6.1).
+	named := map[string]bool{}
+	for _, v := range sent.Values("Connection") {
+		for f := range strings.SplitSeq(v, ",") {
+			named[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f))] = true
+		}
+	}
 	h := http.Header{}
 	for k, vs := range sent {
-		if !unstored[k] {
+		if !unstored[k] && !named[k] {
 			h[k] = append([]string(nil), vs...)
 		}
 	}
