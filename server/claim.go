@@ -84,11 +84,19 @@ func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, rq *request,
 	for k, vs := range resp.Header {
 		h[k] = append([]string(nil), vs...)
 	}
-	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	if bodyAllowed(resp.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
 	h.Set(replayedHeader, "true")
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body) // a client gone away is not the server's problem
 	c.Observer.Replayed(r, time.Since(rq.start))
+}
+
+// bodyAllowed reports whether a response with status may carry a body and so a
+// Content-Length (RFC 9110 sections 8.6, 15.3.5 and 15.4.5).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // replayedHeader marks a replayed answer, as Stripe does.

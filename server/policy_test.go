@@ -117,3 +117,22 @@ func TestConnectionNamedFieldsNotStored(t *testing.T) {
 	assert.Empty(t, again.header.Get("X-Hop"))
 	assert.EqualValues(t, 1, s.effects.Load())
 }
+
+// A stored 204 is replayed as a 204, without a body or a Content-Length.
+func TestReplayNoContent(t *testing.T) {
+	s := newService(t, server.Options{}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.effects.Add(1)
+			w.Header().Set("X-Done", "yes")
+			w.WriteHeader(http.StatusNoContent)
+		})
+	})
+	s.post("k", "{}")
+	again := s.post("k", "{}")
+	assert.Equal(t, http.StatusNoContent, again.status)
+	assert.True(t, again.replayed())
+	assert.Equal(t, "yes", again.header.Get("X-Done"))
+	assert.Empty(t, again.header.Get("Content-Length"))
+	assert.Empty(t, again.body)
+	assert.EqualValues(t, 1, s.effects.Load())
+}

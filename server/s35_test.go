@@ -119,5 +119,8 @@ func TestS35HijackedConnection(t *testing.T) {
 	first := s.post("k-hijack", `{}`)
 	require.Equal(t, http.StatusCreated, first.status)
 	assert.Equal(t, "ok", string(first.body))
+	// The client has its answer once the handler flushed it; the record is completed when
+	// the handler returns, a moment later.
+	eventually(t, "the completion", func() bool { return s.obs.count("stored") == 1 })
 	wantNotReplayable(t, s, "k-hijack", `{}`, 0)
 }

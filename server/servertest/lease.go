@@ -25,15 +25,15 @@ var leaseTests = []subtest{
 func testRenewExtendsLease(t *testing.T, e *env) {
 	sc := scope(t, "a")
 	token := e.claim(t, sc, "fp", e.short)
-	e.pass(e.short * 2 / 3)
-	if err := e.s.Renew(ctx, sc, token, e.short); err != nil {
+	e.pass(e.short / 2)
+	if err := e.s.Renew(ctx, sc, token, 2*e.short); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	e.pass(e.short * 2 / 3) // past the first lease, within the renewed one
+	e.pass(e.short*2/3 + e.margin()) // past the first lease, well within the renewed one
 	if rec := e.existing(t, sc, "fp"); rec.LeaseLeft <= 0 {
 		t.Errorf("LeaseLeft = %v after a renew, want > 0", rec.LeaseLeft)
 	}
-	e.pass(e.short + e.margin())
+	e.pass(2*e.short + e.margin())
 	if rec := e.existing(t, sc, "fp"); rec.LeaseLeft > 0 || rec.Token != token {
 		t.Errorf("record = %+v after its lease ran out, want a lapsed lease held by %q", rec, token)
 	}

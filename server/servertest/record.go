@@ -87,14 +87,14 @@ func testUnreplayableRoundTrip(t *testing.T, e *env) {
 func testDoneRecordExpires(t *testing.T, e *env) {
 	sc := scope(t, "a")
 	token := e.claim(t, sc, "fp", e.lease)
-	if err := e.s.Complete(ctx, sc, token, &server.Response{Status: 201}, e.short); err != nil {
+	if err := e.s.Complete(ctx, sc, token, &server.Response{Status: 201}, 2*e.short); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	e.pass(e.short / 3)
 	if rec := e.existing(t, sc, "fp"); rec.State != server.StateDone {
 		t.Fatalf("record = %+v before its TTL, want done", rec)
 	}
-	e.pass(e.short + e.margin())
+	e.pass(2*e.short + e.margin())
 	fresh := e.claim(t, sc, "fp-new", e.lease)
 	if fresh == token {
 		t.Errorf("the claim after expiry reused the token %q", token)
@@ -108,15 +108,15 @@ func testDoneRecordExpires(t *testing.T, e *env) {
 // claim; a holder's renewals keep it at least as long as the lease.
 func testStuckRecordExpires(t *testing.T, e *env) {
 	sc := scope(t, "a")
-	token, err := e.s.Claim(ctx, sc, "fp", e.short/2, e.short)
+	token, err := e.s.Claim(ctx, sc, "fp", e.short/3, 2*e.short)
 	if err != nil || !token.Claimed {
 		t.Fatalf("Claim = %+v, %v", token, err)
 	}
-	e.pass(e.short * 3 / 4) // the lease lapsed, the TTL runs
+	e.pass(e.short/3 + e.margin()) // the lease lapsed, the TTL runs
 	if rec := e.existing(t, sc, "fp"); rec.State != server.StateInProgress || rec.LeaseLeft > 0 {
 		t.Fatalf("record = %+v, want stuck in progress", rec)
 	}
-	e.pass(e.short/4 + e.margin())
+	e.pass(2 * e.short)
 	e.claim(t, sc, "fp", e.lease) // expired: new again
 	wantLost(t, "Renew of the expired holder", e.s.Renew(ctx, sc, token.Token, e.lease))
 }
