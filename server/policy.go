@@ -28,8 +28,14 @@ func DefaultStoreStatus(status int) bool {
 	return status >= 200 && status < 500
 }
 
-// decision is a handler's override of the status policy for its own response.
-type decision struct{ v atomic.Int32 }
+// decision is what the handler told the middleware about its own response: an override of
+// the status policy, and whether it completed the record itself. hold is the claim it runs
+// under.
+type decision struct {
+	v         atomic.Int32
+	completed atomic.Bool
+	hold      Hold
+}
 
 const (
 	decideByStatus int32 = iota
@@ -50,6 +56,40 @@ func StoreResponse(ctx context.Context) bool { return decide(ctx, decideStore) }
 // handler again: e.g. a 400 from a check that a retry may pass. Call it only when the
 // handler had no effect. It reports whether ctx is a covered request's. The last call wins.
 func DiscardResponse(ctx context.Context) bool { return decide(ctx, decideDiscard) }
+
+// Hold is the claim a covered request's handler runs under: the record's Scope and the
+// holder's fencing token.
+type Hold struct {
+	Scope Scope
+	Token string
+}
+
+// HoldFrom returns the claim the request whose context is ctx runs under, and false
+// outside a covered request. A Store that can complete a record inside the service's own
+// transaction (so the business row and the stored answer commit together, as the
+// PostgreSQL store does) takes it; the handler then calls MarkCompleted.
+func HoldFrom(ctx context.Context) (Hold, bool) {
+	d, ok := ctx.Value(decisionKey{}).(*decision)
+	if !ok {
+		return Hold{}, false
+	}
+	return d.hold, true
+}
+
+// MarkCompleted tells the middleware that the handler completed its record itself, with
+// the Hold from HoldFrom, inside its own transaction. The middleware still completes the
+// record with the answer it captured: if the transaction committed, the Store refuses
+// (the record is done) and the answer stored in the transaction is the one replayed, so it
+// should be the one the handler writes; if it rolled back, the captured answer is stored.
+// Either way the refusal is expected and not reported as a lost lease. It reports whether
+// ctx is a covered request's.
+func MarkCompleted(ctx context.Context) bool {
+	d, ok := ctx.Value(decisionKey{}).(*decision)
+	if ok {
+		d.completed.Store(true)
+	}
+	return ok
+}
 
 func decide(ctx context.Context, v int32) bool {
 	d, ok := ctx.Value(decisionKey{}).(*decision)

@@ -136,3 +136,36 @@ func TestReplayNoContent(t *testing.T) {
 	assert.Empty(t, again.body)
 	assert.EqualValues(t, 1, s.effects.Load())
 }
+
+// A handler that completes its record itself (as in its own database transaction) with the
+// Hold it runs under: its stored answer is the one replayed, and the middleware's refused
+// completion is not a lost lease. Outside a covered request there is no Hold.
+func TestHandlerCompletesInItsTransaction(t *testing.T) {
+	s := newService(t, server.Options{}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.effects.Add(1)
+			hold, ok := server.HoldFrom(r.Context())
+			if !ok || hold.Token == "" || hold.Scope.Key != "k-tx" {
+				s.t.Errorf("HoldFrom = %+v, %v", hold, ok)
+			}
+			resp := &server.Response{Status: http.StatusCreated, Header: http.Header{"X-Tx": {"1"}}, Body: []byte("in tx")}
+			if err := s.store.Complete(r.Context(), hold.Scope, hold.Token, resp, time.Hour); err != nil {
+				s.t.Errorf("Complete in the handler: %v", err)
+			}
+			server.MarkCompleted(r.Context())
+			w.Header().Set("X-Tx", "1")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte("in tx"))
+		})
+	})
+	first := s.post("k-tx", "{}")
+	again := s.post("k-tx", "{}")
+	assert.True(t, again.replayed())
+	assert.Equal(t, first.body, again.body)
+	assert.Equal(t, "1", again.header.Get("X-Tx"))
+	assert.Zero(t, s.obs.count("lease-lost"))
+	assert.EqualValues(t, 1, s.effects.Load())
+	_, ok := server.HoldFrom(t.Context())
+	assert.False(t, ok)
+	assert.False(t, server.MarkCompleted(t.Context()))
+}

@@ -16,7 +16,7 @@ import (
 func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Request, rq *request, token string) {
 	c := m.cfg
 	rec := newRecorder(w, c.MaxResponseBytes)
-	d := &decision{}
+	d := &decision{hold: Hold{Scope: rq.scope, Token: token}}
 	r2 := r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	r2.Body = rq.bodyReader()
 	r2.ContentLength = int64(len(rq.body))
@@ -60,6 +60,9 @@ func (m *Middleware) finish(r *http.Request, rq *request, token string, rec *rec
 		err = c.Store.Release(ctx, rq.scope, token)
 	}
 	switch {
+	case errors.Is(err, ErrLeaseLost) && d.completed.Load():
+		// The handler completed the record in its own transaction: expected.
+		c.Observer.Stored(r, len(resp.Body))
 	case errors.Is(err, ErrLeaseLost):
 		c.Logger.Warn("idempotency: lease lost; the answer was not stored", "status", resp.Status)
 		if !lost {

@@ -30,6 +30,23 @@ import (
 // Durations come in and go out relative to that clock. An expired record is gone: every
 // method behaves as if it had never existed, and the Store may delete it at any time.
 //
+// How the shared stores map it (notes for their authors):
+//   - Redis: one hash per record at a key such as "idem:{"+sc.ID()+"}", so that every key a
+//     record may ever need shares one hash tag and a script touching them runs on one
+//     cluster slot. Claim is SET NX PX (or HSETNX in a script) with the key's PX as the TTL;
+//     the lease is a field holding an expiry in Redis's TIME; Renew, Complete, Release and
+//     TakeOver are Lua scripts that compare the token field first. Tokens: a random value,
+//     or INCR of a counter in the same hash.
+//   - PostgreSQL: a table keyed by the Scope (or sc.ID()), Claim an INSERT ... ON CONFLICT
+//     DO NOTHING followed by a SELECT of the row that won, each transition an UPDATE ...
+//     WHERE scope = $1 AND token = $2 (and lease_until < now() for TakeOver), times from
+//     now(). Completing inside the service's own transaction is a method of that store
+//     taking the transaction and a Hold (see HoldFrom and MarkCompleted).
+//
+// The same Store serves process-once message consumers: the Scope is then, e.g., the
+// consumer group as Identity, "MESSAGE" as Method, the queue as Path and the message ID as
+// Key.
+//
 // Any error other than ErrLeaseLost means the Store could not answer (it is down, the
 // context ended): the middleware then fails closed (503) and has changed nothing it knows
 // of. Implementations must be safe for concurrent use by many goroutines and processes.
@@ -38,8 +55,9 @@ type Store interface {
 	// lease of lease and an expiry of ttl (both > 0, from the Store's now), unless a live
 	// record for sc exists. If it created one, it returns a Claim with Claimed set and the
 	// new holder's Token, never used before for sc. Otherwise it returns the live record,
-	// unchanged, in Claim.Record; Claim never takes over or overwrites a live record, even
-	// one with another fingerprint or a lapsed lease.
+	// unchanged, in Claim.Record (its Response a copy the caller may keep); Claim never
+	// takes over or overwrites a live record, even one with another fingerprint or a
+	// lapsed lease.
 	Claim(ctx context.Context, sc Scope, fingerprint string, lease, ttl time.Duration) (Claim, error)
 
 	// Renew extends the lease of the in-progress record for sc held by token to lease from
@@ -49,10 +67,9 @@ type Store interface {
 	Renew(ctx context.Context, sc Scope, token string, lease time.Duration) error
 
 	// Complete turns the in-progress record for sc held by token into a done record holding
-	// resp (which the Store must not retain a reference to after returning, or must not
-	// modify) that expires ttl from the Store's now. Its fingerprint is kept. It returns
-	// ErrLeaseLost, changing nothing, if the record is gone, done, or held under another
-	// token.
+	// resp (not nil; a Store that keeps it in memory keeps a copy) that expires ttl from
+	// the Store's now. Its fingerprint is kept. It returns ErrLeaseLost, changing nothing,
+	// if the record is gone, done, or held under another token.
 	Complete(ctx context.Context, sc Scope, token string, resp *Response, ttl time.Duration) error
 
 	// Release deletes the in-progress record for sc held by token, so that the next Claim
