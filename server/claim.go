@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -43,6 +44,9 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 			c.Observer.Mismatch(r)
 			c.writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency key reused",
 				"This idempotency key was already used for a different request; use a new key for a new request.", 0)
+			return "", false
+		case rec.State == StateDone && rec.Response == nil:
+			m.unavailable(w, r, errors.New("server: the Store returned a done record without a response"))
 			return "", false
 		case rec.State == StateDone:
 			m.replay(w, r, rq, rec.Response)

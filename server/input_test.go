@@ -116,3 +116,27 @@ func TestTwoKeysRefused(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, got.status)
 	assert.EqualValues(t, 0, s.effects.Load())
 }
+
+// The handler reads the whole body, with its length, though the middleware read it first;
+// here it came chunked, without a Content-Length.
+func TestHandlerGetsWholeBody(t *testing.T) {
+	var got []byte
+	var length int64
+	s := newService(t, server.Options{}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			length = r.ContentLength
+			got, _ = io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusCreated)
+		})
+	})
+	body := strings.Repeat(`{"a":1}`, 1000)
+	req, err := http.NewRequest(http.MethodPost, s.srv.URL+"/payments", io.MultiReader(strings.NewReader(body)))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "k")
+	req.Header.Set("Content-Type", "text/plain")
+	resp, err := do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.status)
+	assert.Equal(t, body, string(got))
+	assert.EqualValues(t, len(body), length)
+}

@@ -4,8 +4,11 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +44,8 @@ func TestHeartbeatRenewsLease(t *testing.T) {
 func TestFencedCompletionAfterTakeOver(t *testing.T) {
 	g := newGate(t)
 	var calls atomic.Int64
-	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+	var logs syncBuffer
+	opts := server.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
 		return server.Recovery{Rerun: true}, nil
 	}}
 	s := newService(t, opts, func(s *service) http.Handler {
@@ -72,6 +76,27 @@ func TestFencedCompletionAfterTakeOver(t *testing.T) {
 	assert.Equal(t, second.body, replay.body, "the stalled holder overwrote the new holder's answer")
 	assert.Equal(t, 1, s.obs.count("stored"))
 	assert.Equal(t, 1, s.obs.count("lease-lost"))
+	assert.Contains(t, logs.String(), "lease lost")
+	assert.Contains(t, logs.String(), "decision=rerun")
+	assert.NotContains(t, logs.String(), "k-fence", "the key reached the log")
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // A heartbeat that finds the lease lost reports it once, and the completion that follows

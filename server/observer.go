@@ -14,7 +14,8 @@ import (
 type Observer interface {
 	// Claimed: r claimed its key and its handler runs.
 	Claimed(r *http.Request)
-	// Replayed: r got a stored response, latency after it arrived.
+	// Replayed: r got a stored response (or, for an answer that was not kept, the 422
+	// saying so), latency after r arrived.
 	Replayed(r *http.Request, latency time.Duration)
 	// Conflict: r got 409, its key being in progress (stuck says the holder's lease lapsed).
 	Conflict(r *http.Request, stuck bool)

@@ -67,8 +67,9 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 		m.unavailable(w, r, err)
 		return "", false
 	}
-	r.Body = rq.bodyReader()
-	got, err := c.Recover(r.Context(), RecoverInfo{Request: r, Body: rq.body, Scope: rq.scope, Fingerprint: rq.fp})
+	hr := r.WithContext(r.Context()) // the hook's copy, with a body it can read again
+	hr.Body = rq.bodyReader()
+	got, err := c.Recover(r.Context(), RecoverInfo{Request: hr, Body: rq.body, Scope: rq.scope, Fingerprint: rq.fp})
 	if err != nil {
 		c.Logger.Error("idempotency: Recover failed; the record stays stuck", "err", err)
 		got = Recovery{}

@@ -19,7 +19,7 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 	d := &decision{hold: Hold{Scope: rq.scope, Token: token}}
 	r2 := r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	r2.Body = rq.bodyReader()
-	r2.ContentLength = int64(len(rq.body))
+	r2.ContentLength, r2.TransferEncoding = int64(len(rq.body)), nil
 	hb := m.heartbeat(r, rq.scope, token)
 	finished := false
 	defer func() {

@@ -128,3 +128,18 @@ func TestCustomFingerprint(t *testing.T) {
 	assert.Equal(t, 3, calls)
 	assert.EqualValues(t, 1, s.effects.Load())
 }
+
+// Without Options.Identity, the identity is the Authorization header: two credentials are
+// two scopes, and the same credential replays.
+func TestDefaultIdentityIsAuthorization(t *testing.T) {
+	s := newService(t, server.Options{}, nil)
+	const body = `{"amount":5,"currency":"EUR"}`
+	a := s.post("k", body, "Authorization", "Bearer alice")
+	b := s.post("k", body, "Authorization", "Bearer bob")
+	assert.False(t, b.replayed())
+	assert.NotEqual(t, a.body, b.body)
+	again := s.post("k", body, "Authorization", "Bearer alice")
+	assert.True(t, again.replayed())
+	assert.Equal(t, a.body, again.body)
+	assert.EqualValues(t, 2, s.effects.Load())
+}
