@@ -140,3 +140,20 @@ func TestHandlerGetsWholeBody(t *testing.T) {
 	assert.Equal(t, body, string(got))
 	assert.EqualValues(t, len(body), length)
 }
+
+// KeyHeader and Methods are configurable: here the key is X-Request-Key and PUT is covered
+// too; the default header means nothing then.
+func TestConfiguredHeaderAndMethods(t *testing.T) {
+	s := newService(t, server.Options{KeyHeader: "X-Request-Key", Methods: []string{http.MethodPost, http.MethodPut}}, nil)
+	put := func() answer {
+		a, err := s.send(t.Context(), http.MethodPut, "/payments", "", s31Body, "X-Request-Key", "k")
+		require.NoError(t, err)
+		return a
+	}
+	assert.False(t, put().replayed())
+	assert.True(t, put().replayed())
+	assert.False(t, s.post("k", s31Body).replayed(), "Idempotency-Key was read")
+	assert.False(t, s.post("k", s31Body).replayed())
+	assert.Contains(t, put().header.Get("Idempotency-Policy"), `header="x-request-key"`)
+	assert.EqualValues(t, 3, s.effects.Load())
+}

@@ -35,7 +35,9 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
 var DefaultUnstoredHeaders = []string{"Set-Cookie"}
 
 // Options configures the middleware. Only Store is required; every other zero value picks
-// the documented default. An Options must not be changed after New.
+// the documented default. New copies what it needs, so an Options may be reused, but the
+// functions and the Store, Observer and Logger it holds are called from many goroutines at
+// once and must be safe for that.
 type Options struct {
 	// Store holds the records, shared by every instance of the service. Required.
 	Store Store

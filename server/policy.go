@@ -58,7 +58,7 @@ func StoreResponse(ctx context.Context) bool { return decide(ctx, decideStore) }
 func DiscardResponse(ctx context.Context) bool { return decide(ctx, decideDiscard) }
 
 // Hold is the claim a covered request's handler runs under: the record's Scope and the
-// holder's fencing token.
+// holder's fencing token. It is a plain value, safe to copy and share.
 type Hold struct {
 	Scope Scope
 	Token string

@@ -12,7 +12,8 @@ import (
 	"net/http"
 )
 
-// RecoverInfo describes a stuck record to Options.Recover.
+// RecoverInfo describes a stuck record to Options.Recover. It belongs to the one call it
+// is passed to.
 type RecoverInfo struct {
 	// Request is the copy that found the record stuck; its Body reads Body again.
 	Request *http.Request
@@ -24,7 +25,7 @@ type RecoverInfo struct {
 	Fingerprint string
 }
 
-// Recovery is what Options.Recover decided. The zero Recovery means "cannot tell yet": the
+// Recovery is what Options.Recover decided; a plain value, not modified once returned. The zero Recovery means "cannot tell yet": the
 // copy gets 409, and the next copy after a lease asks again.
 type Recovery struct {
 	// Response, if not nil, is the answer to the operation (e.g. built from the payment

@@ -4,6 +4,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -148,4 +149,21 @@ func TestRetryAfterFromLease(t *testing.T) {
 	}
 	g.release()
 	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+}
+
+// A copy waiting for the holder stops waiting when its client gives up.
+func TestS31WaitHonoursRequestContext(t *testing.T) {
+	g := newGate(t)
+	a, b := two(t, server.Options{Wait: time.Minute}, g)
+	go a.post("k-ctx", s31Body)
+	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := b.send(ctx, http.MethodPost, "/payments", "k-ctx", s31Body)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	g.release()
+	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+	assert.EqualValues(t, 1, a.effects.Load())
 }

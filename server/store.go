@@ -90,7 +90,8 @@ type Store interface {
 
 // Scope names one idempotency record: a key means one operation only for one identity, one
 // method and one path (draft-ietf-httpapi-idempotency-key-header section 5 recommends such a
-// composite key). A Store treats two Scopes that differ in any field as two records.
+// composite key). A Store treats two Scopes that differ in any field as two records. A
+// Scope is a plain value: copies are independent and safe to use from any goroutine.
 type Scope struct {
 	// Identity is who sent the request, as Options.Identity reported it, hashed: a Store
 	// never sees the credential or account name itself.
@@ -115,13 +116,14 @@ func (sc Scope) ID() string {
 }
 
 // Claim is what Store.Claim did: created a record (Claimed, Token), or found one (Record).
+// Like Record, it is a value owned by whoever received it, not to be shared while modified.
 type Claim struct {
 	Claimed bool
 	Token   string // the new holder's fencing token, when Claimed
 	Record  Record // the live record found, when not Claimed
 }
 
-// State is where a record is in its life.
+// State is where a record is in its life. It is a plain value, safe to share.
 type State int
 
 const (
@@ -142,7 +144,8 @@ func (s State) String() string {
 	return "State(" + itoa(int(s)) + ")"
 }
 
-// Record is a live record, as a Store reports it.
+// Record is a live record, as a Store reports it: a snapshot owned by the caller, not
+// safe for concurrent modification.
 type Record struct {
 	State       State
 	Fingerprint string // as given to the Claim that created the record
@@ -159,8 +162,9 @@ type Record struct {
 	Response *Response
 }
 
-// Response is a stored answer, replayed byte for byte. A Response handed to or returned by
-// a Store is not modified afterwards by the middleware.
+// Response is a stored answer, replayed byte for byte. It is not safe for concurrent
+// modification; the middleware never modifies one it handed to or got from a Store, so
+// reading one from many goroutines is safe.
 type Response struct {
 	// Status is the HTTP status code; for a response that cannot be replayed, the status
 	// the handler sent (0 if it hijacked the connection before sending one).

@@ -17,7 +17,9 @@ import (
 	"github.com/idem-go/idem/server"
 )
 
-// Config tells Run how to get the Stores it tests. Only Open is required.
+// Config tells Run how to get the Stores it tests. Only Open is required. Run's parallel
+// subtests share it: it must not be changed while they run, and its functions must be
+// safe for concurrent use.
 type Config struct {
 	// Open returns a new, empty Store for the calling subtest alone (or a shared one in
 	// which no other subtest's Scopes occur: each subtest uses Scopes of its own). Subtests
