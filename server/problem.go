@@ -13,16 +13,16 @@ import (
 // Problem types, the fragment of Options.PolicyURL that each problem's "type" member ends
 // in. Clients branch on them, never on the title or detail.
 const (
-	ProblemKeyMissing     = "key-missing"     // 400: a required key is missing
-	ProblemKeyMalformed   = "key-malformed"   // 400: the key is not 1..255 visible ASCII
-	ProblemBadRequestBody = "body-invalid"    // 400: the body cannot be fingerprinted
-	ProblemBodyTooLarge   = "body-too-large"  // 413: the body exceeds MaxBodyBytes
-	ProblemIdentity       = "identity"        // 403: Options.Identity failed
-	ProblemInProgress     = "key-in-progress" // 409: another request holds the key
-	ProblemStuck          = "key-stuck"       // 409: the holder died; awaiting recovery or expiry
-	ProblemKeyReused      = "key-reused"      // 422: the key was used for another request
-	ProblemNotReplayable  = "not-replayable"  // 422: it ran, but its response was not kept
-	ProblemUnavailable    = "store-unavailable"
+	ProblemKeyMissing     = "key-missing"       // 400: a required key is missing
+	ProblemKeyMalformed   = "key-malformed"     // 400: the key is not 1..255 visible ASCII
+	ProblemBadRequestBody = "body-invalid"      // 400: the body cannot be fingerprinted
+	ProblemBodyTooLarge   = "body-too-large"    // 413: the body exceeds MaxBodyBytes
+	ProblemIdentity       = "identity"          // 403: Options.Identity failed
+	ProblemInProgress     = "key-in-progress"   // 409: another request holds the key
+	ProblemStuck          = "key-stuck"         // 409: the holder died; awaiting recovery or expiry
+	ProblemKeyReused      = "key-reused"        // 422: the key was used for another request
+	ProblemNotReplayable  = "not-replayable"    // 422: it ran, but its response was not kept
+	ProblemUnavailable    = "store-unavailable" // 503: the Store cannot be reached; nothing ran
 )
 
 // problem is an RFC 9457 problem details object; OriginalStatus is an extension member.
