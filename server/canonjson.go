@@ -1,0 +1,261 @@
+// canonjson.go re-encodes a JSON text in a canonical form, in the manner of RFC 8785 (JSON
+// Canonicalization Scheme), so that key order, white space, string escapes and number
+// spelling do not change a fingerprint. fingerprint.go hashes the result.
+
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// errNotJSON wraps every reason canonicalJSON refuses a body.
+var errNotJSON = errors.New("server: invalid JSON")
+
+// canonicalJSON returns the canonical form of the one JSON value in body:
+//   - object members sorted by their names' UTF-16 code units (RFC 8785 section 3.2.3);
+//   - no white space;
+//   - strings with the fewest escapes (section 3.2.2.2);
+//   - numbers as exact decimals: 100, 1e2, 100.0 and 1.00E+2 are one number. Unlike RFC
+//     8785 section 3.2.2.3 the value is not rounded to an IEEE 754 double, so two amounts
+//     that differ only past 2^53 keep different fingerprints.
+//
+// It refuses (errNotJSON) a body that is not UTF-8, has a lone UTF-16 surrogate escape
+// (RFC 8259 sections 8.1 and 8.2: encoding/json would turn either into U+FFFD, so two
+// different bodies would share a fingerprint), has an object with a duplicate member name
+// (RFC 8785 section 3.1 requires I-JSON), or is not exactly one JSON value.
+func canonicalJSON(body []byte) ([]byte, error) {
+	if !utf8.Valid(body) {
+		return nil, fmt.Errorf("%w: not UTF-8", errNotJSON)
+	}
+	if loneSurrogate(body) {
+		return nil, fmt.Errorf("%w: a lone UTF-16 surrogate escape", errNotJSON)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var out bytes.Buffer
+	if err := canonValue(dec, &out, 0); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: data after the JSON value", errNotJSON)
+	}
+	return out.Bytes(), nil
+}
+
+// maxDepth bounds nesting, so a body of a million '[' costs no deep recursion.
+const maxDepth = 1000
+
+// canonValue writes the next value of dec to out.
+func canonValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%w: nested deeper than %d", errNotJSON, maxDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errNotJSON, err)
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '[' {
+			return canonArray(dec, out, depth)
+		}
+		if t == '{' {
+			return canonObject(dec, out, depth)
+		}
+		return fmt.Errorf("%w: unexpected %q", errNotJSON, t)
+	case string:
+		writeString(out, t)
+	case json.Number:
+		n, err := canonNumber(string(t))
+		if err != nil {
+			return err
+		}
+		out.WriteString(n)
+	case bool:
+		out.WriteString(strconv.FormatBool(t))
+	case nil:
+		out.WriteString("null")
+	}
+	return nil
+}
+
+func canonArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	out.WriteByte('[')
+	for i := 0; dec.More(); i++ {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		if err := canonValue(dec, out, depth+1); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the ']'
+		return fmt.Errorf("%w: %v", errNotJSON, err)
+	}
+	out.WriteByte(']')
+	return nil
+}
+
+func canonObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+	type member struct {
+		name  string
+		units []uint16 // the name in UTF-16, the sort key
+		value []byte
+	}
+	var ms []member
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", errNotJSON, err)
+		}
+		name, _ := tok.(string) // the decoder allows only a string here
+		var v bytes.Buffer
+		if err := canonValue(dec, &v, depth+1); err != nil {
+			return err
+		}
+		ms = append(ms, member{name, utf16.Encode([]rune(name)), v.Bytes()})
+	}
+	if _, err := dec.Token(); err != nil { // the '}'
+		return fmt.Errorf("%w: %v", errNotJSON, err)
+	}
+	slices.SortFunc(ms, func(a, b member) int { return slices.Compare(a.units, b.units) })
+	out.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			if m.name == ms[i-1].name {
+				return fmt.Errorf("%w: duplicate member name", errNotJSON)
+			}
+			out.WriteByte(',')
+		}
+		writeString(out, m.name)
+		out.WriteByte(':')
+		out.Write(m.value)
+	}
+	out.WriteByte('}')
+	return nil
+}
+
+// writeString writes s as a JSON string with RFC 8785's escapes: \" \\ \b \f \n \r \t, other
+// control characters as \u00xx, everything else as itself.
+func writeString(out *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	out.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '"', '\\':
+			out.WriteByte('\\')
+			out.WriteByte(c)
+		case '\b':
+			out.WriteString(`\b`)
+		case '\f':
+			out.WriteString(`\f`)
+		case '\n':
+			out.WriteString(`\n`)
+		case '\r':
+			out.WriteString(`\r`)
+		case '\t':
+			out.WriteString(`\t`)
+		default:
+			if c < 0x20 {
+				out.WriteString(`\u00`)
+				out.WriteByte(hex[c>>4])
+				out.WriteByte(hex[c&0xf])
+			} else {
+				out.WriteByte(c)
+			}
+		}
+	}
+	out.WriteByte('"')
+}
+
+// canonNumber returns the canonical spelling of n, a JSON number: its exact value with no
+// leading or trailing zeros, written as ECMAScript writes numbers (the layout RFC 8785
+// section 3.2.2.3 adopts): plain digits up to 21 before the point and down to 6 zeros
+// after it, d.ddde±x beyond. -0 is 0.
+func canonNumber(n string) (string, error) {
+	neg := strings.HasPrefix(n, "-")
+	n = strings.TrimPrefix(n, "-")
+	mant, exp := n, int64(0)
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		e, err := strconv.ParseInt(strings.TrimPrefix(n[i+1:], "+"), 10, 32)
+		if err != nil {
+			return "", fmt.Errorf("%w: number exponent out of range", errNotJSON)
+		}
+		mant, exp = n[:i], e
+	}
+	digits := mant
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		digits = mant[:i] + mant[i+1:]
+		exp -= int64(len(mant) - i - 1)
+	}
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0", nil
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += int64(len(digits) - len(trimmed))
+	digits = trimmed
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	point := int64(len(digits)) + exp // digits before the decimal point
+	switch {
+	case exp >= 0 && point <= 21:
+		return sign + digits + strings.Repeat("0", int(exp)), nil
+	case exp < 0 && point > 0 && point <= 21:
+		return sign + digits[:point] + "." + digits[point:], nil
+	case exp < 0 && point > -6 && point <= 0:
+		return sign + "0." + strings.Repeat("0", int(-point)) + digits, nil
+	}
+	s := sign + digits[:1]
+	if len(digits) > 1 {
+		s += "." + digits[1:]
+	}
+	return s + "e" + strconv.FormatInt(point-1, 10), nil
+}
+
+// loneSurrogate reports whether body holds a \u escape of a UTF-16 surrogate that is not a
+// high one followed at once by an escaped low one. Outside strings a backslash is not JSON
+// at all, so the body is scanned whole.
+func loneSurrogate(body []byte) bool {
+	escape := func(i int) (rune, bool) { // the \uXXXX at body[i:], if any
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := escape(i)
+		if !ok {
+			i++ // a one-character escape: \\, \", \n, ...
+			continue
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r >= 0xdc00:
+			return true // a low one with no high one before it
+		case utf16.IsSurrogate(r):
+			low, ok := escape(i + 6)
+			if !ok || low < 0xdc00 || low > 0xdfff {
+				return true
+			}
+			i += 6 // the pair
+		}
+		i += 5
+	}
+	return false
+}

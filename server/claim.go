@@ -1,0 +1,117 @@
+// claim.go claims a request's key in the Store, or answers the request from the record it
+// finds: 422 for another fingerprint, the replay when done, 409 (or a bounded wait) while
+// in progress, recovery (recover.go) when stuck, 503 when the Store is down.
+
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Polling while Options.Wait runs: the first poll after minPoll, doubling up to maxPoll.
+const (
+	minPoll = 10 * time.Millisecond
+	maxPoll = 250 * time.Millisecond
+)
+
+// claim returns the token under which the handler is to run, or false when it has
+// answered w itself.
+func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) (string, bool) {
+	c := m.cfg
+	// The Store is called without the request's cancellation: a claim that a client's
+	// disconnection cut off after the Store made it would leave a record nobody runs.
+	ctx := context.WithoutCancel(r.Context())
+	deadline := rq.start.Add(c.Wait)
+	poll := minPoll
+	for {
+		cl, err := c.Store.Claim(ctx, rq.scope, rq.fp, c.Lease, c.TTL)
+		if err != nil {
+			m.unavailable(w, r, err)
+			return "", false
+		}
+		if cl.Claimed {
+			c.Observer.Claimed(r)
+			return cl.Token, true
+		}
+		rec := cl.Record
+		switch {
+		case rec.Fingerprint != rq.fp:
+			// Checked first: a reused key learns nothing of the record's state.
+			c.Observer.Mismatch(r)
+			c.writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency key reused",
+				"This idempotency key was already used for a different request; use a new key for a new request.", 0)
+			return "", false
+		case rec.State == StateDone && rec.Response == nil:
+			m.unavailable(w, r, errors.New("server: the Store returned a done record without a response"))
+			return "", false
+		case rec.State == StateDone:
+			m.replay(w, r, rq, rec.Response)
+			return "", false
+		case rec.LeaseLeft <= 0:
+			return m.recoverStuck(w, r, rq, rec)
+		}
+		wait := min(poll, rec.LeaseLeft, time.Until(deadline))
+		if wait <= 0 {
+			c.Observer.Conflict(r, false)
+			c.writeProblem(w, http.StatusConflict, ProblemInProgress, "A request with this key is in progress",
+				"Another request with this idempotency key is being processed; retry after it finishes.", rec.LeaseLeft)
+			return "", false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return "", false // the client left: there is no one to answer
+		case <-t.C:
+		}
+		poll = min(2*poll, maxPoll)
+	}
+}
+
+// replay answers w with resp, a stored response, byte for byte, marked as a replay; or,
+// for a response that was not kept, with a problem saying so.
+func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, rq *request, resp *Response) {
+	c := m.cfg
+	if resp.Unreplayable != "" {
+		c.writeProblem(w, http.StatusUnprocessableEntity, ProblemNotReplayable, "Response not replayable",
+			"The request with this idempotency key was processed, but its response ("+resp.Unreplayable+
+				") was not kept for replay; look its result up instead of retrying.", 0,
+			func(p *problem) { p.OriginalStatus = resp.Status })
+		c.Observer.Replayed(r, time.Since(rq.start))
+		return
+	}
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = append([]string(nil), vs...)
+	}
+	if bodyAllowed(resp.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	h.Set(replayedHeader, "true")
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body) // a client gone away is not the server's problem
+	c.Observer.Replayed(r, time.Since(rq.start))
+}
+
+// bodyAllowed reports whether a response with status may carry a body and so a
+// Content-Length (RFC 9110 sections 8.6, 15.3.5 and 15.4.5).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// replayedHeader marks a replayed answer, as Stripe does.
+const replayedHeader = "Idempotent-Replayed"
+
+// unavailable answers 503 for a Store error: the handler does not run when the claim
+// cannot be made (fail closed), and a retry after the outage works normally.
+func (m *Middleware) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	c := m.cfg
+	c.Logger.Error("idempotency: store unavailable; failing closed", "err", err)
+	c.Observer.StoreError(r, err)
+	c.writeProblem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Idempotency store unavailable",
+		"The request was not processed; retry later with the same idempotency key.", time.Second)
+}

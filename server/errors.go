@@ -1,0 +1,21 @@
+// errors.go holds the package's exported errors, in one block.
+
+package server
+
+import "errors"
+
+var (
+	// ErrLeaseLost is returned by a Store's Renew, Complete, Release and TakeOver when the
+	// token given no longer holds the record: another holder took it over, or it was
+	// completed, released or expired. The transition changed nothing. The middleware logs
+	// it and reports it to Observer.LeaseLost; it is never a reason to run a handler again.
+	ErrLeaseLost = errors.New("server: lease lost: the record is no longer held under this token")
+
+	// ErrNoStore is returned by New when Options.Store is nil: without shared storage there
+	// is no atomic claim, so the middleware refuses to start rather than fail per request.
+	ErrNoStore = errors.New("server: Options.Store is nil")
+
+	// ErrBadOptions is wrapped by New's error for an option out of range (a negative
+	// duration or size, an invalid header name or method).
+	ErrBadOptions = errors.New("server: invalid options")
+)

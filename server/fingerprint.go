@@ -1,0 +1,46 @@
+// fingerprint.go computes DefaultFingerprint: what makes two requests with one key "the
+// same request" (draft section 2.4).
+
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// DefaultFingerprint is the fingerprint when Options.Fingerprint is nil: hex SHA-256 over
+// the method, the path and the body. A body whose Content-Type is JSON (application/json or
+// any +json type) is hashed in canonical form (see the package doc: key order, white space
+// and number spelling do not matter), and refused with an error, which the middleware
+// answers with 400, if it is not valid I-JSON (invalid, duplicate member names, not UTF-8).
+// Any other body, and an empty one, is hashed as raw bytes.
+func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
+	kind, canon := "raw", body
+	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) {
+		var err error
+		if canon, err = canonicalJSON(body); err != nil {
+			return "", err
+		}
+		kind = "json"
+	}
+	h := sha256.New()
+	for _, f := range []string{"idem-fingerprint-v1", r.Method, r.URL.EscapedPath(), kind} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// isJSON reports whether the media type ct is JSON: application/json or a structured
+// syntax suffix +json (RFC 6839 section 3.1).
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}

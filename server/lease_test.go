@@ -1,0 +1,128 @@
+// lease_test.go: the lease while the handler runs: the heartbeat renews it, and a handler
+// whose lease was taken over cannot store its answer over the new holder's (fencing).
+
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server"
+)
+
+// A handler slower than its lease keeps it: the heartbeat renews every Lease/3.
+func TestHeartbeatRenewsLease(t *testing.T) {
+	fs := &flakyStore{}
+	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Millisecond, TTL: time.Hour}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			eventually(t, "two renewals", func() bool { return fs.renews.Load() >= 2 })
+			s.pay(w, r)
+		})
+	})
+	fs.Store = s.store
+	got := s.post("k-hb", s31Body)
+	assert.Equal(t, http.StatusCreated, got.status)
+	assert.True(t, s.post("k-hb", s31Body).replayed())
+	assert.Zero(t, s.obs.count("lease-lost"))
+	n := fs.renews.Load()
+	time.Sleep(50 * time.Millisecond) // more than a heartbeat: none after the handler returned
+	assert.Equal(t, n, fs.renews.Load(), "the heartbeat outlived its handler")
+}
+
+// The first handler stalls past its lease; a copy's Recover hook takes the record over and
+// reruns it; when the stalled handler finally finishes, its completion is fenced: the
+// record keeps the new holder's answer, and the loss is counted once.
+func TestFencedCompletionAfterTakeOver(t *testing.T) {
+	g := newGate(t)
+	var calls atomic.Int64
+	var logs syncBuffer
+	opts := server.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+		return server.Recovery{Rerun: true}, nil
+	}}
+	s := newService(t, opts, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) == 1 {
+				g.wait() // the stalled holder
+			}
+			s.pay(w, r)
+		})
+	})
+	stalled := make(chan answer, 1)
+	go func() { stalled <- s.post("k-fence", s31Body) }()
+	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
+
+	s.clock.Advance(11 * time.Second) // its heartbeat (every 3.3 s of real time) has not run
+	second := s.post("k-fence", s31Body)
+	require.Equal(t, http.StatusCreated, second.status)
+	assert.Contains(t, string(second.body), "pay_1")
+
+	g.release()
+	first := <-stalled
+	assert.Equal(t, http.StatusCreated, first.status, "the stalled handler's client still gets its answer")
+	assert.Contains(t, string(first.body), "pay_2")
+	eventually(t, "the lost lease", func() bool { return s.obs.count("lease-lost") == 1 })
+
+	replay := s.post("k-fence", s31Body)
+	assert.True(t, replay.replayed())
+	assert.Equal(t, second.body, replay.body, "the stalled holder overwrote the new holder's answer")
+	assert.Equal(t, 1, s.obs.count("stored"))
+	assert.Equal(t, 1, s.obs.count("lease-lost"))
+	assert.Contains(t, logs.String(), "lease lost")
+	assert.Contains(t, logs.String(), "decision=rerun")
+	assert.NotContains(t, logs.String(), "k-fence", "the key reached the log")
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A heartbeat that finds the lease lost reports it once, and the completion that follows
+// is not counted again.
+func TestHeartbeatLeaseLostCountedOnce(t *testing.T) {
+	fs := &lostStore{}
+	s := newService(t, server.Options{Store: fs, Lease: 15 * time.Millisecond}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			eventually(t, "the lost lease", func() bool { return fs.renews.Load() >= 1 })
+			s.pay(w, r)
+		})
+	})
+	fs.Store = s.store
+	assert.Equal(t, http.StatusCreated, s.post("k", s31Body).status)
+	assert.Equal(t, 1, s.obs.count("lease-lost"))
+	assert.Zero(t, s.obs.count("stored"))
+}
+
+// lostStore loses every lease at the first renewal: it takes the record over itself.
+type lostStore struct {
+	server.Store
+	renews atomic.Int64
+}
+
+func (l *lostStore) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
+	l.renews.Add(1)
+	_ = l.Store.Release(ctx, sc, token) // gone: what an expiry or a takeover leaves
+	return l.Store.Renew(ctx, sc, token, lease)
+}

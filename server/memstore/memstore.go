@@ -1,0 +1,191 @@
+// Package memstore is the in-memory server.Store: for tests, and for a service that runs
+// as a single process and accepts that a restart forgets every key. Several middleware
+// instances in one process may share one Store.
+package memstore
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/idem-go/idem/server"
+)
+
+// Store is a server.Store in memory. Its clock is the now function given to New, so tests
+// move leases and expiry without sleeping. It is safe for concurrent use.
+type Store struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	records map[server.Scope]*record
+	tokens  uint64 // the last token handed out; tokens are never reused
+	claims  int    // claims since the last sweep of expired records
+}
+
+// record is one key's state. resp is immutable once set.
+type record struct {
+	fingerprint string
+	token       string // the holder's, while in progress
+	leaseUntil  time.Time
+	expires     time.Time
+	resp        *server.Response // set when done
+}
+
+// sweepEvery is how many claims pass between sweeps of expired records, so a long-running
+// process does not grow without bound.
+const sweepEvery = 1024
+
+// New returns an empty Store whose clock is now; nil means time.Now.
+func New(now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{now: now, records: make(map[server.Scope]*record)}
+}
+
+// Len returns how many live records the Store holds, for tests.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, n := s.now(), 0
+	for _, r := range s.records {
+		if now.Before(r.expires) {
+			n++
+		}
+	}
+	return n
+}
+
+// Claim implements server.Store.
+func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return server.Claim{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if r := s.live(sc, now); r != nil {
+		return server.Claim{Record: r.view(now)}, nil
+	}
+	s.sweep(now)
+	r := &record{
+		fingerprint: fingerprint,
+		token:       s.newToken(),
+		leaseUntil:  now.Add(lease),
+		expires:     now.Add(max(ttl, lease)),
+	}
+	s.records[sc] = r
+	return server.Claim{Claimed: true, Token: r.token}, nil
+}
+
+// Renew implements server.Store.
+func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
+	return s.held(ctx, sc, token, func(r *record, now time.Time) {
+		r.leaseUntil = now.Add(lease)
+		if r.expires.Before(r.leaseUntil) {
+			r.expires = r.leaseUntil
+		}
+	})
+}
+
+// Complete implements server.Store.
+func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
+	c := clone(resp)
+	return s.held(ctx, sc, token, func(r *record, now time.Time) {
+		r.resp, r.token, r.expires = c, "", now.Add(ttl)
+	})
+}
+
+// Release implements server.Store.
+func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
+	return s.held(ctx, sc, token, func(*record, time.Time) { delete(s.records, sc) })
+}
+
+// TakeOver implements server.Store.
+func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lease time.Duration) (string, error) {
+	var token string
+	err := s.held(ctx, sc, stale, func(r *record, now time.Time) {
+		if now.Before(r.leaseUntil) {
+			return // the holder is alive: token stays "", ErrLeaseLost below
+		}
+		token = s.newToken()
+		r.token, r.leaseUntil = token, now.Add(lease)
+		if r.expires.Before(r.leaseUntil) {
+			r.expires = r.leaseUntil
+		}
+	})
+	if err == nil && token == "" {
+		err = server.ErrLeaseLost
+	}
+	return token, err
+}
+
+// held runs f on the live in-progress record for sc if token holds it, under the lock;
+// otherwise it returns server.ErrLeaseLost.
+func (s *Store) held(ctx context.Context, sc server.Scope, token string, f func(*record, time.Time)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	r := s.live(sc, now)
+	if r == nil || r.resp != nil || token == "" || r.token != token {
+		return server.ErrLeaseLost
+	}
+	f(r, now)
+	return nil
+}
+
+// live returns the record for sc unless it is missing or expired at now.
+func (s *Store) live(sc server.Scope, now time.Time) *record {
+	r := s.records[sc]
+	if r == nil || !now.Before(r.expires) {
+		return nil
+	}
+	return r
+}
+
+// view is r as server.Store reports it at now.
+func (r *record) view(now time.Time) server.Record {
+	v := server.Record{Fingerprint: r.fingerprint, ExpiresIn: r.expires.Sub(now)}
+	if r.resp != nil {
+		v.State, v.Response = server.StateDone, clone(r.resp)
+		return v
+	}
+	v.State, v.Token, v.LeaseLeft = server.StateInProgress, r.token, r.leaseUntil.Sub(now)
+	return v
+}
+
+func (s *Store) newToken() string {
+	s.tokens++
+	return strconv.FormatUint(s.tokens, 10)
+}
+
+// sweep deletes expired records every sweepEvery claims.
+func (s *Store) sweep(now time.Time) {
+	if s.claims++; s.claims < sweepEvery {
+		return
+	}
+	s.claims = 0
+	for sc, r := range s.records {
+		if !now.Before(r.expires) {
+			delete(s.records, sc)
+		}
+	}
+}
+
+// clone copies resp, so neither the caller nor a replay can change what is stored.
+func clone(resp *server.Response) *server.Response {
+	if resp == nil {
+		return nil
+	}
+	c := *resp
+	c.Header = http.Header(resp.Header).Clone()
+	c.Body = append([]byte(nil), resp.Body...)
+	return &c
+}
+
+var _ server.Store = (*Store)(nil)

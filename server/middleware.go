@@ -1,0 +1,136 @@
+// middleware.go is the face of the package: New, Middleware.Wrap, and the steps a covered
+// request goes through before its claim (key, identity, body, fingerprint). claim.go
+// claims the key or answers from the record; run.go runs the handler under the claim.
+
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Middleware makes the handlers it wraps idempotent per Options. It is safe for concurrent
+// use; one Middleware may wrap many handlers, which then share its Store and Options.
+type Middleware struct {
+	cfg *config
+}
+
+// New returns a Middleware for o. It returns ErrNoStore if o.Store is nil, and an error
+// wrapping ErrBadOptions for an option out of range.
+func New(o Options) (*Middleware, error) {
+	c, err := resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{cfg: c}, nil
+}
+
+// Wrap returns next made idempotent. Its type is that of every router's middleware,
+// func(http.Handler) http.Handler.
+func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(next, w, r)
+	})
+}
+
+// request is what the middleware learned about a covered request with a key.
+type request struct {
+	start time.Time
+	scope Scope
+	body  []byte
+	fp    string
+}
+
+// bodyReader returns a fresh reader over the buffered body, for the handler.
+func (rq *request) bodyReader() io.ReadCloser {
+	return io.NopCloser(bytes.NewReader(rq.body))
+}
+
+// serve is the middleware for one request.
+func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	c := m.cfg
+	if !c.methods[r.Method] {
+		next.ServeHTTP(w, r)
+		return
+	}
+	if c.PolicyHeader != "-" {
+		w.Header().Set(c.PolicyHeader, c.policy)
+	}
+	rq := &request{start: time.Now()}
+	key, err := parseKey(r.Header.Values(c.KeyHeader))
+	if err != nil {
+		c.writeProblem(w, http.StatusBadRequest, ProblemKeyMalformed, "Malformed idempotency key",
+			"The "+c.KeyHeader+" header must appear once and hold 1 to 255 visible ASCII characters, bare or as a quoted string.", 0)
+		return
+	}
+	if key == "" {
+		if c.Required {
+			c.writeProblem(w, http.StatusBadRequest, ProblemKeyMissing, "Idempotency key missing",
+				"This operation requires an "+c.KeyHeader+" header.", 0)
+			return
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	identity := c.Identity
+	if identity == nil {
+		identity = authIdentity
+	}
+	id, err := identity(r)
+	if err != nil {
+		c.Logger.Warn("idempotency: Identity failed", "err", err)
+		c.writeProblem(w, http.StatusForbidden, ProblemIdentity, "Unknown identity",
+			"The request's identity could not be established, so its idempotency key cannot be scoped.", 0)
+		return
+	}
+	rq.scope = scopeOf(r, key, id)
+	if !m.readBody(w, r, rq) {
+		return
+	}
+	fingerprint := c.Fingerprint
+	if fingerprint == nil {
+		fingerprint = DefaultFingerprint
+	}
+	if rq.fp, err = fingerprint(r, rq.body); err != nil {
+		c.writeProblem(w, http.StatusBadRequest, ProblemBadRequestBody, "Invalid request body",
+			"The body cannot be fingerprinted: "+err.Error(), 0)
+		return
+	}
+	token, ok := m.claim(w, r, rq)
+	if !ok {
+		return
+	}
+	m.run(next, w, r, rq, token)
+}
+
+// readBody reads r's body in full into rq, up to MaxBodyBytes, and reports whether it
+// could; if not, it has answered 413 or 400.
+func (m *Middleware) readBody(w http.ResponseWriter, r *http.Request, rq *request) bool {
+	c := m.cfg
+	tooLarge := func() bool {
+		c.writeProblem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
+			"The body of a request with an idempotency key must not exceed "+itoa(int(c.MaxBodyBytes))+" bytes.", 0)
+		return false
+	}
+	if r.ContentLength > c.MaxBodyBytes {
+		return tooLarge()
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return tooLarge()
+	case err != nil:
+		c.writeProblem(w, http.StatusBadRequest, ProblemBadRequestBody, "Request body unreadable",
+			"The request body could not be read in full.", 0)
+		return false
+	}
+	rq.body = body
+	return true
+}

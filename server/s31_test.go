@@ -1,0 +1,169 @@
+// s31_test.go: S31, concurrent copies of one key on two middleware instances sharing one
+// Store, and the Retry-After a copy gets.
+
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server"
+)
+
+// two returns two instances of one service sharing s's Store, their handler blocked at g.
+func two(t *testing.T, opts server.Options, g *gate) (*service, *service) {
+	var a *service
+	handler := func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			g.wait()
+			a.pay(w, r) // one effect counter for both instances
+		})
+	}
+	a = newService(t, opts, handler)
+	if opts.Store == nil {
+		opts.Store = a.store
+	}
+	opts.Observer = a.obs
+	b := newService(t, opts, handler)
+	return a, b
+}
+
+const s31Body = `{"amount":1250,"currency":"EUR"}`
+
+// Eight copies of one key reach two instances at once: the handler runs once, the others
+// get 409 with Retry-After from the holder's lease; once it finishes, a retry replays.
+func TestS31ConcurrentCopiesConflict(t *testing.T) {
+	g := newGate(t)
+	a, b := two(t, server.Options{}, g)
+	const n = 8
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			got, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s31", s31Body)
+			assert.NoError(t, err)
+			answers[i] = got
+		})
+	}
+	eventually(t, "seven 409s", func() bool { return a.obs.count("conflict") == n-1 })
+	g.release()
+	wg.Wait()
+
+	created := 0
+	for _, got := range answers {
+		switch got.status {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+			assert.Equal(t, "key-in-progress", got.problemType(t))
+			assert.Equal(t, "30", got.header.Get("Retry-After"), "the holder's whole lease is left on the fake clock")
+		default:
+			t.Errorf("answer %d: %s", got.status, got.body)
+		}
+	}
+	assert.Equal(t, 1, created)
+	assert.EqualValues(t, 1, a.effects.Load(), "the handler ran more than once")
+	assert.EqualValues(t, 1, g.entered.Load())
+
+	first := a.post("k-s31", s31Body)
+	again := b.post("k-s31", s31Body)
+	for _, got := range []answer{first, again} {
+		assert.Equal(t, http.StatusCreated, got.status)
+		assert.True(t, got.replayed())
+		assert.JSONEq(t, `{"id":"pay_1","amount":1250,"currency":"EUR"}`, string(got.body))
+	}
+	assert.EqualValues(t, 1, a.effects.Load())
+}
+
+// With Options.Wait, the copy that finds the key in progress waits for the holder and
+// replays its answer instead of 409.
+func TestS31WaitThenReplay(t *testing.T) {
+	g := newGate(t)
+	fs := &flakyStore{}
+	a, b := two(t, server.Options{Wait: 5 * time.Second, Store: fs}, g)
+	fs.Store = a.store
+
+	firstc := make(chan answer, 1)
+	go func() { firstc <- a.post("k-wait", s31Body) }()
+	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
+	secondc := make(chan answer, 1)
+	go func() { secondc <- b.post("k-wait", s31Body) }()
+	eventually(t, "the second copy polling", func() bool { return fs.claims.Load() >= 3 })
+	g.release()
+
+	first, second := <-firstc, <-secondc
+	require.Equal(t, http.StatusCreated, first.status)
+	assert.False(t, first.replayed())
+	require.Equal(t, http.StatusCreated, second.status, "%s", second.body)
+	assert.True(t, second.replayed())
+	assert.Equal(t, first.body, second.body)
+	assert.Equal(t, first.header.Get("Location"), second.header.Get("Location"))
+	assert.EqualValues(t, 1, a.effects.Load())
+	assert.EqualValues(t, 1, g.entered.Load())
+}
+
+// A bounded wait that runs out answers 409, as without a wait.
+func TestS31WaitRunsOut(t *testing.T) {
+	g := newGate(t)
+	a, b := two(t, server.Options{Wait: 30 * time.Millisecond}, g)
+	go a.post("k-wait", s31Body)
+	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
+	start := time.Now()
+	got := b.post("k-wait", s31Body)
+	assert.Equal(t, http.StatusConflict, got.status)
+	assert.Equal(t, "key-in-progress", got.problemType(t))
+	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "it did not wait")
+	g.release()
+	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+}
+
+// Retry-After is the holder's remaining lease, rounded up to whole seconds, at least 1.
+func TestRetryAfterFromLease(t *testing.T) {
+	g := newGate(t)
+	a, b := two(t, server.Options{Lease: 20 * time.Second}, g)
+	go a.post("k-ra", s31Body)
+	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
+	for _, c := range []struct {
+		advance time.Duration
+		want    string
+	}{
+		{0, "20"},
+		{500 * time.Millisecond, "20"},           // 19.5 s left
+		{9 * time.Second, "11"},                  // 10.5 s left
+		{10*time.Second - time.Millisecond, "1"}, // 1 ms left
+	} {
+		a.clock.Advance(c.advance)
+		got := b.post("k-ra", s31Body)
+		require.Equal(t, http.StatusConflict, got.status)
+		assert.Equal(t, c.want, got.header.Get("Retry-After"))
+	}
+	g.release()
+	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+}
+
+// A copy waiting for the holder stops waiting when its client gives up.
+func TestS31WaitHonoursRequestContext(t *testing.T) {
+	g := newGate(t)
+	a, b := two(t, server.Options{Wait: time.Minute}, g)
+	go a.post("k-ctx", s31Body)
+	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := b.send(ctx, http.MethodPost, "/payments", "k-ctx", s31Body)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	g.release()
+	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+	assert.EqualValues(t, 1, a.effects.Load())
+}

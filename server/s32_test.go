@@ -1,0 +1,158 @@
+// s32_test.go: S32, a record left in progress by a holder that died mid-request (here the
+// handler aborts after its effect, as a crash would leave it; the SIGKILL variant comes
+// with the Redis and PostgreSQL stores). It is never re-run blindly: without a Recover
+// hook the key answers 409 until it expires; with one, the hook decides.
+
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server"
+)
+
+const s32Body = `{"amount":700,"currency":"EUR"}`
+
+// crashing returns a handler that, while crash is set, runs the effect and then dies
+// before answering, leaving its record in progress; otherwise it is the payments handler.
+func crashing(crash *atomic.Bool) func(s *service) http.Handler {
+	return func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if crash.Load() {
+				s.effects.Add(1)
+				panic(http.ErrAbortHandler) // the connection drops; nothing is stored
+			}
+			s.pay(w, r)
+		})
+	}
+}
+
+func TestS32StuckWithoutRecoverAnswers409UntilExpiry(t *testing.T) {
+	var crash atomic.Bool
+	crash.Store(true)
+	s := newService(t, server.Options{Lease: 10 * time.Second, TTL: time.Hour}, crashing(&crash))
+	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
+	require.Error(t, err, "the crashed request got an answer")
+	crash.Store(false)
+
+	got := s.post("k-s32", s32Body) // within the dead holder's lease: looks in progress
+	assert.Equal(t, http.StatusConflict, got.status)
+	assert.Equal(t, "key-in-progress", got.problemType(t))
+
+	s.clock.Advance(10 * time.Second) // the lease lapsed: stuck
+	for range 2 {
+		got = s.post("k-s32", s32Body)
+		assert.Equal(t, http.StatusConflict, got.status)
+		assert.Equal(t, "key-stuck", got.problemType(t))
+		ra, err := strconv.Atoi(got.header.Get("Retry-After"))
+		require.NoError(t, err)
+		assert.InDelta(t, (time.Hour - 10*time.Second).Seconds(), ra, 1, "Retry-After is not the time to expiry")
+	}
+	assert.EqualValues(t, 1, s.effects.Load(), "the stuck record was re-run")
+	assert.Equal(t, 2, s.obs.count("conflict-stuck"))
+
+	s.clock.Advance(time.Hour) // expired: the key is new again (the draft's documented limit)
+	got = s.post("k-s32", s32Body)
+	assert.Equal(t, http.StatusCreated, got.status)
+	assert.False(t, got.replayed())
+	assert.EqualValues(t, 2, s.effects.Load())
+}
+
+// The hook finds the effect by its business reference and answers with it: the answer is
+// stored and replayed, and the hook is not asked again.
+func TestS32RecoverReplaysFoundEffect(t *testing.T) {
+	var crash atomic.Bool
+	crash.Store(true)
+	var asked atomic.Int64
+	opts := server.Options{Lease: 10 * time.Second, Recover: func(ctx context.Context, info server.RecoverInfo) (server.Recovery, error) {
+		asked.Add(1)
+		if string(info.Body) != s32Body || info.Request.Method != http.MethodPost || info.Scope.Key != "k-s32" {
+			t.Errorf("RecoverInfo = %+v, body %q", info.Scope, info.Body)
+		}
+		return server.Recovery{Response: &server.Response{
+			Status: http.StatusCreated,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   []byte(`{"id":"pay_1","recovered":true}`),
+		}}, nil
+	}}
+	s := newService(t, opts, crashing(&crash))
+	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
+	require.Error(t, err)
+	crash.Store(false)
+
+	assert.Equal(t, http.StatusConflict, s.post("k-s32", s32Body).status, "recovered while the lease ran")
+	assert.EqualValues(t, 0, asked.Load())
+	s.clock.Advance(11 * time.Second)
+	for range 2 {
+		got := s.post("k-s32", s32Body)
+		assert.Equal(t, http.StatusCreated, got.status)
+		assert.True(t, got.replayed())
+		assert.Equal(t, `{"id":"pay_1","recovered":true}`, string(got.body))
+	}
+	assert.EqualValues(t, 1, asked.Load())
+	assert.EqualValues(t, 1, s.effects.Load(), "the handler ran again")
+	assert.Equal(t, 1, s.obs.count("recovered:replay 201"))
+}
+
+// The hook establishes that the effect did not happen: the handler runs again, once.
+func TestS32RecoverReruns(t *testing.T) {
+	var crash atomic.Bool
+	crash.Store(true)
+	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+		return server.Recovery{Rerun: true}, nil
+	}}
+	s := newService(t, opts, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if crash.Load() {
+				panic(http.ErrAbortHandler) // dies before the effect
+			}
+			s.pay(w, r)
+		})
+	})
+	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
+	require.Error(t, err)
+	crash.Store(false)
+	s.clock.Advance(11 * time.Second)
+	got := s.post("k-s32", s32Body)
+	assert.Equal(t, http.StatusCreated, got.status)
+	assert.False(t, got.replayed())
+	again := s.post("k-s32", s32Body)
+	assert.True(t, again.replayed())
+	assert.Equal(t, got.body, again.body)
+	assert.EqualValues(t, 1, s.effects.Load())
+}
+
+// A hook that cannot tell yet (or fails) leaves the record stuck: 409, and the hook is
+// asked again once the taking-over copy's lease has lapsed in turn.
+func TestS32RecoverUndecided(t *testing.T) {
+	var crash atomic.Bool
+	crash.Store(true)
+	var asked atomic.Int64
+	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+		asked.Add(1)
+		return server.Recovery{}, nil
+	}}
+	s := newService(t, opts, crashing(&crash))
+	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
+	require.Error(t, err)
+	crash.Store(false)
+	s.clock.Advance(11 * time.Second)
+	got := s.post("k-s32", s32Body)
+	assert.Equal(t, http.StatusConflict, got.status)
+	assert.Equal(t, "key-stuck", got.problemType(t))
+	assert.Equal(t, "10", got.header.Get("Retry-After"))
+	assert.Equal(t, "key-in-progress", s.post("k-s32", s32Body).problemType(t), "asked again within the lease")
+	assert.EqualValues(t, 1, asked.Load())
+	s.clock.Advance(11 * time.Second)
+	s.post("k-s32", s32Body)
+	assert.EqualValues(t, 2, asked.Load())
+	assert.EqualValues(t, 1, s.effects.Load())
+}

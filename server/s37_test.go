@@ -1,0 +1,78 @@
+// s37_test.go: S37, a Store outage fails closed: 503, the handler not run; when the Store
+// is back, the same key works normally. Also a Store that fails after the handler ran.
+
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server"
+)
+
+func TestS37StoreDownFailsClosed(t *testing.T) {
+	fs := &flakyStore{}
+	s := newService(t, server.Options{Store: fs}, nil)
+	fs.Store = s.store
+	fs.down.Store(true)
+	for range 2 {
+		got := s.post("k-s37", s31Body)
+		require.Equal(t, http.StatusServiceUnavailable, got.status)
+		assert.Equal(t, "store-unavailable", got.problemType(t))
+		assert.Equal(t, "1", got.header.Get("Retry-After"))
+		assert.NotContains(t, string(got.body), errDown.Error(), "the store's error leaks to the client")
+	}
+	assert.EqualValues(t, 0, s.effects.Load(), "the handler ran without a claim")
+	assert.Equal(t, 2, s.obs.count("store-error"))
+	assert.Zero(t, s.store.Len())
+
+	fs.down.Store(false)
+	first := s.post("k-s37", s31Body)
+	assert.Equal(t, http.StatusCreated, first.status)
+	assert.False(t, first.replayed())
+	again := s.post("k-s37", s31Body)
+	assert.True(t, again.replayed())
+	assert.EqualValues(t, 1, s.effects.Load())
+}
+
+// The Store goes down while the handler runs: its answer reaches the client, but cannot be
+// stored; the record stays in progress and is treated as stuck, never re-run.
+func TestStoreDownAtCompletion(t *testing.T) {
+	fs := &flakyStore{}
+	s := newService(t, server.Options{Store: fs}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fs.down.Store(true)
+			s.pay(w, r)
+		})
+	})
+	fs.Store = s.store
+	first := s.post("k", s31Body)
+	assert.Equal(t, http.StatusCreated, first.status)
+	eventually(t, "the failed completion", func() bool { return s.obs.count("store-error") == 1 })
+	fs.down.Store(false)
+	s.clock.Advance(server.DefaultLease)
+	got := s.post("k", s31Body)
+	assert.Equal(t, http.StatusConflict, got.status)
+	assert.Equal(t, "key-stuck", got.problemType(t))
+	assert.EqualValues(t, 1, s.effects.Load())
+}
+
+// New refuses a nil Store and out-of-range options, rather than failing per request.
+func TestNewChecksOptions(t *testing.T) {
+	_, err := server.New(server.Options{})
+	assert.ErrorIs(t, err, server.ErrNoStore)
+	for name, o := range map[string]server.Options{
+		"negative lease":  {Lease: -1},
+		"negative body":   {MaxBodyBytes: -1},
+		"ttl below lease": {Lease: 2 * server.DefaultTTL},
+		"bad header":      {KeyHeader: "Idempotency Key"},
+		"bad method":      {Methods: []string{"PO ST"}},
+	} {
+		o.Store = &flakyStore{}
+		_, err := server.New(o)
+		assert.ErrorIs(t, err, server.ErrBadOptions, name)
+	}
+}
