@@ -44,8 +44,8 @@ func TestSmoke(t *testing.T) {
 		}
 		for _, row := range rows {
 			f := strings.Fields(strings.TrimPrefix(row, name))
-			if len(f) != 7 {
-				t.Errorf("row %q: %d columns after the name, want 7", row, len(f))
+			if len(f) != 8 {
+				t.Errorf("row %q: %d columns after the name, want 8", row, len(f))
 				continue
 			}
 			if rps, err := strconv.ParseFloat(f[0], 64); err != nil || rps <= 0 {
@@ -56,6 +56,9 @@ func TestSmoke(t *testing.T) {
 			}
 			if cpu, err := time.ParseDuration(strings.Replace(f[6], "µs", "us", 1)); runtime.GOOS == "linux" && (err != nil || cpu <= 0) {
 				t.Errorf("row %q: cpu/req %q is not a positive duration", row, f[6])
+			}
+			if pages, err := strconv.ParseFloat(f[7], 64); (name == "idem POST" || name == floorRow) && (err != nil || pages < 2) {
+				t.Errorf("row %q: pages/commit %q, want a number of at least 2 (a leaf and a meta page)", row, f[7])
 			}
 		}
 	}

@@ -23,9 +23,9 @@ import (
 type client struct {
 	name string
 	do   func(ctx context.Context) error
-	// commits, set for journaled rows, returns the journal's commits and
-	// write-aheads so far: commits/op is their ratio over a window.
-	commits func() (commits, writeAheads uint64)
+	// commits, set for journaled rows, returns the journal's counters so
+	// far: commits/op and pages/commit are their ratios over a window.
+	commits func() journalCounts
 	// writeAheads times the journaled rows' write-ahead commits, as
 	// idem's Observer reports them.
 	writeAheads *writeAheadTimes
@@ -167,10 +167,16 @@ func (w *writeAheadTimes) take() histogram {
 	return h
 }
 
-// boltCommits reads commits and write-aheads from the bbolt journal's Stats.
-func boltCommits(j *idem.Journal) func() (uint64, uint64) {
-	return func() (uint64, uint64) {
+// journalCounts are a journal's counters: its commits, the records written
+// ahead, and the pages its commits wrote (0 where not known: PostgreSQL).
+type journalCounts struct {
+	commits, writeAheads, pages uint64
+}
+
+// boltCommits reads the bbolt journal's Stats.
+func boltCommits(j *idem.Journal) func() journalCounts {
+	return func() journalCounts {
 		st := j.Stats()
-		return st.Commits, st.WriteAheads
+		return journalCounts{st.Commits, st.WriteAheads, st.PagesWritten}
 	}
 }

@@ -181,8 +181,11 @@ func (f *floorTransport) commit() {
 	}
 }
 
-// stats returns the commits and write-aheads so far, for commits/op.
-func (f *floorTransport) stats() (uint64, uint64) { return f.commits.Load(), f.writeAheads.Load() }
+// stats returns the floor's counters so far.
+func (f *floorTransport) stats() journalCounts {
+	st := f.db.Stats()
+	return journalCounts{f.commits.Load(), f.writeAheads.Load(), uint64(st.TxStats.GetWrite())}
+}
 
 // Close commits what is queued and closes the file; later calls do
 // nothing.

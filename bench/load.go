@@ -21,10 +21,10 @@ type sample struct {
 	elapsed  time.Duration // from the start until the last worker returned
 	hist     histogram     // latency of each successful request
 
-	mallocs, bytes       uint64        // runtime.MemStats Mallocs and TotalAlloc deltas
-	cpu                  time.Duration // this process's user + system CPU time over the window
-	commits, writeAheads uint64        // journal Stats deltas (journaled rows)
-	writeAhead           histogram     // each write-ahead commit (journaled rows)
+	mallocs, bytes uint64        // runtime.MemStats Mallocs and TotalAlloc deltas
+	cpu            time.Duration // this process's user + system CPU time over the window
+	counts         journalCounts // journal counter deltas (journaled rows)
+	writeAhead     histogram     // each write-ahead commit (journaled rows)
 }
 
 func (s *sample) reqPerSec() float64 { return float64(s.requests) / s.elapsed.Seconds() }
@@ -38,10 +38,18 @@ func (s *sample) perReq(v uint64) float64 {
 
 // commitsPerOp is the journal's fsynced commits per journaled operation.
 func (s *sample) commitsPerOp() float64 {
-	if s.writeAheads == 0 {
+	if s.counts.writeAheads == 0 {
 		return 0
 	}
-	return float64(s.commits) / float64(s.writeAheads)
+	return float64(s.counts.commits) / float64(s.counts.writeAheads)
+}
+
+// pagesPerCommit is the pages the journal wrote per commit, meta included.
+func (s *sample) pagesPerCommit() float64 {
+	if s.counts.commits == 0 {
+		return 0
+	}
+	return float64(s.counts.pages) / float64(s.counts.commits)
 }
 
 // worker is one goroutine's share of a window, prepared before the window
@@ -65,9 +73,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var commits0, writeAheads0 uint64
+	var counts0 journalCounts
 	if cl.commits != nil {
-		commits0, writeAheads0 = cl.commits()
+		counts0 = cl.commits()
 	}
 	if cl.writeAheads != nil {
 		cl.writeAheads.take() // this window's only
@@ -105,8 +113,8 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	s.cpu = processCPU() - cpu0
 	runtime.ReadMemStats(&after)
 	if cl.commits != nil {
-		commits1, writeAheads1 := cl.commits()
-		s.commits, s.writeAheads = commits1-commits0, writeAheads1-writeAheads0
+		c := cl.commits()
+		s.counts = journalCounts{c.commits - counts0.commits, c.writeAheads - counts0.writeAheads, c.pages - counts0.pages}
 	}
 	if cl.writeAheads != nil {
 		s.writeAhead = cl.writeAheads.take()

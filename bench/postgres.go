@@ -54,9 +54,9 @@ func postgresRow(ctx context.Context, url string, base http.RoundTripper, maxCon
 		return dropSchema()
 	}
 	hc := &http.Client{Transport: tr}
-	commits := func() (uint64, uint64) {
+	commits := func() journalCounts {
 		st := j.Stats()
-		return st.Commits, st.WriteAheads
+		return journalCounts{commits: st.Commits, writeAheads: st.WriteAheads}
 	}
 	return client{name: pgRow, do: sender(hc, http.MethodPost, post, paymentBody, http.StatusCreated), commits: commits}, closeAll, nil
 }

@@ -55,27 +55,32 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("             rotating. Every figure is the median over rounds. p50/p99: of every request in that round.\n")
 	r.printf("             allocs/req and B/req: runtime.MemStats Mallocs and TotalAlloc deltas over the window ÷ requests,\n")
 	r.printf("             this process only (client side); cpu/req: its getrusage user+system time ÷ requests.\n")
-	r.printf("             commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads\n")
+	r.printf("             commits/op: Journal().Stats() ΔCommits ÷ ΔWriteAheads; pages/commit: bbolt's TxStats.Write\n")
+	r.printf("             (pages written, meta included) ÷ commits\n")
 	r.printf("             (for %s: pgjournal's Stats, the transactions that wait for PostgreSQL's WAL flush).\n", pgRow)
 }
 
 func (r *report) level(lvl *levelResult) {
 	r.levels = append(r.levels, lvl)
 	r.printf("\nconcurrency %d\n", lvl.conc)
-	r.printf("%-20s %9s %9s %9s %11s %9s %11s %9s\n", "client", "req/s", "p50", "p99", "allocs/req", "B/req", "commits/op", "cpu/req")
+	r.printf("%-20s %9s %9s %9s %11s %9s %11s %9s %13s\n", "client", "req/s", "p50", "p99", "allocs/req", "B/req", "commits/op", "cpu/req", "pages/commit")
 	for i, row := range r.rows {
 		ss := lvl.byClient[i]
-		commits := "-"
+		commits, pages := "-", "-"
 		if row.commits != nil {
 			commits = fmt.Sprintf("%.3f", over(ss, (*sample).commitsPerOp))
+			if p := over(ss, (*sample).pagesPerCommit); p > 0 {
+				pages = fmt.Sprintf("%.2f", p)
+			}
 		}
-		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s %9s\n", row.name,
+		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s %9s %13s\n", row.name,
 			over(ss, (*sample).reqPerSec),
 			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(ss, p99))),
 			over(ss, func(s *sample) float64 { return s.perReq(s.mallocs) }),
 			over(ss, func(s *sample) float64 { return s.perReq(s.bytes) }),
 			commits,
-			fmtDur(asDuration(over(ss, func(s *sample) float64 { return s.perReq(uint64(s.cpu)) }))))
+			fmtDur(asDuration(over(ss, func(s *sample) float64 { return s.perReq(uint64(s.cpu)) }))),
+			pages)
 	}
 	for i, row := range r.rows {
 		var n uint64
@@ -135,16 +140,16 @@ func (r *report) writeAheads() {
 	for _, lvl := range r.levels {
 		ss := lvl.byClient[idemPost]
 		every := over(ss, func(s *sample) float64 {
-			if s.commits == 0 {
+			if s.counts.commits == 0 {
 				return 0
 			}
-			return float64(s.elapsed) / float64(s.commits)
+			return float64(s.elapsed) / float64(s.counts.commits)
 		})
 		perCommit := over(ss, func(s *sample) float64 {
-			if s.commits == 0 {
+			if s.counts.commits == 0 {
 				return 0
 			}
-			return float64(s.writeAheads) / float64(s.commits)
+			return float64(s.counts.writeAheads) / float64(s.counts.commits)
 		})
 		r.printf("%-6s %16s %10s %17s %11.1f %14s %18s\n", fmt.Sprintf("c=%d", lvl.conc),
 			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) }))),

@@ -314,11 +314,17 @@ func (j *Journal) update(fn func(*bolt.Tx) error) error {
 type Stats struct {
 	Commits     uint64 // fsynced bbolt write transactions committed
 	WriteAheads uint64 // records written ahead of their first attempt
+	// PagesWritten counts the pages the file's transactions wrote,
+	// meta pages included (bbolt's TxStats.Write): the bytes each fsync
+	// waits for are about PagesWritten ÷ Commits pages.
+	PagesWritten uint64
 }
 
 // Stats returns the Journal's counters. It is safe to call at any time.
 func (j *Journal) Stats() Stats {
-	return Stats{Commits: j.commits.Load(), WriteAheads: j.writeAheads.Load()}
+	st := j.db.Stats()
+	return Stats{Commits: j.commits.Load(), WriteAheads: j.writeAheads.Load(),
+		PagesWritten: uint64(st.TxStats.GetWrite())}
 }
 
 func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) error) (err error) {
