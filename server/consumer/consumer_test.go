@@ -1,0 +1,258 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/internal/leakcheck"
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/consumer"
+	"github.com/idem-go/idem/server/memstore"
+	"github.com/idem-go/idem/server/servertest"
+	"github.com/stretchr/testify/require"
+)
+
+func newStore() (*memstore.Store, *servertest.Clock) {
+	clk := servertest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	return memstore.New(clk.Now), clk
+}
+
+// newProcessor builds a Processor; the test then checks it leaves no goroutine behind.
+func newProcessor(t *testing.T, opts consumer.Options) *consumer.Processor {
+	t.Helper()
+	leakcheck.Check(t)
+	p, err := consumer.New(opts)
+	require.NoError(t, err)
+	return p
+}
+
+var bg = context.Background()
+
+// A redelivered message is acked without running again; another group runs it once too.
+func TestProcessOncePerGroup(t *testing.T) {
+	store, _ := newStore()
+	a := newProcessor(t, consumer.Options{Store: store, Group: "billing"})
+	b := newProcessor(t, consumer.Options{Store: store, Group: "billing"})
+	other := newProcessor(t, consumer.Options{Store: store, Group: "audit"})
+	var runs atomic.Int32
+	handle := func(context.Context) error { runs.Add(1); return nil }
+
+	res, err := a.Process(bg, "payments", "m-1", handle)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Processed, res)
+	res, err = b.Process(bg, "payments", "m-1", handle)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Duplicate, res)
+	require.EqualValues(t, 1, runs.Load())
+
+	res, err = other.Process(bg, "payments", "m-1", handle)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Processed, res, "another group processes the message too")
+	res, err = a.Process(bg, "refunds", "m-1", handle)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Processed, res, "the same ID on another queue is another message")
+	require.EqualValues(t, 3, runs.Load())
+}
+
+// Concurrent deliveries of one message run the handler once; the others are Busy (still
+// running) or Duplicate (done).
+func TestConcurrentDeliveriesRunOnce(t *testing.T) {
+	store, _ := newStore()
+	p := newProcessor(t, consumer.Options{Store: store})
+	var runs atomic.Int32
+	release := make(chan struct{})
+	results := make(chan consumer.Result, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			res, err := p.Process(bg, "q", "m-1", func(context.Context) error {
+				runs.Add(1)
+				<-release
+				return nil
+			})
+			require.NoError(t, err)
+			results <- res
+		})
+	}
+	for range 7 { // everyone but the runner has answered
+		require.Equal(t, consumer.Busy, <-results)
+	}
+	close(release)
+	wg.Wait()
+	require.Equal(t, consumer.Processed, <-results)
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// S36's second half: a handler that fails releases the message, so the redelivery runs
+// it; a deduplicator that marked it first would have lost it.
+func TestFailureReleasesForRedelivery(t *testing.T) {
+	store, _ := newStore()
+	p := newProcessor(t, consumer.Options{Store: store})
+	boom := errors.New("downstream unavailable")
+	var effects atomic.Int32
+	res, err := p.Process(bg, "q", "m-1", func(context.Context) error { return boom })
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, consumer.Failed, res)
+
+	res, err = p.Process(bg, "q", "m-1", func(context.Context) error { effects.Add(1); return nil })
+	require.NoError(t, err)
+	require.Equal(t, consumer.Processed, res, "the redelivery runs")
+	require.EqualValues(t, 1, effects.Load())
+}
+
+// abandon leaves a claim on m-1 as a consumer killed mid-handler would, and lets its
+// lease lapse.
+func abandon(t *testing.T, store *memstore.Store, clk *servertest.Clock, group string) {
+	t.Helper()
+	sc := server.Scope{Identity: group, Method: "MESSAGE", Path: "q", Key: "m-1"}
+	c, err := store.Claim(bg, sc, "", time.Second, time.Hour)
+	require.NoError(t, err)
+	require.True(t, c.Claimed)
+	clk.Advance(2 * time.Second)
+}
+
+// A message whose consumer died running it is never run again blindly: Busy without
+// Recover; Recover decides Done (marked, not run) or Rerun; RerunAbandoned reruns.
+func TestAbandonedMessage(t *testing.T) {
+	ran := func(p *consumer.Processor) (consumer.Result, bool) {
+		var runs atomic.Int32
+		res, err := p.Process(bg, "q", "m-1", func(context.Context) error { runs.Add(1); return nil })
+		require.NoError(t, err)
+		return res, runs.Load() == 1
+	}
+	t.Run("no rule", func(t *testing.T) {
+		store, clk := newStore()
+		abandon(t, store, clk, "")
+		res, run := ran(newProcessor(t, consumer.Options{Store: store}))
+		require.Equal(t, consumer.Busy, res)
+		require.False(t, run)
+	})
+	t.Run("still leased", func(t *testing.T) {
+		store, _ := newStore()
+		sc := server.Scope{Method: "MESSAGE", Path: "q", Key: "m-1"}
+		_, err := store.Claim(bg, sc, "", time.Minute, time.Hour)
+		require.NoError(t, err)
+		res, run := ran(newProcessor(t, consumer.Options{Store: store, RerunAbandoned: true}))
+		require.Equal(t, consumer.Busy, res, "a live holder is never taken over")
+		require.False(t, run)
+	})
+	for _, c := range []struct {
+		name    string
+		opts    consumer.Options
+		want    consumer.Result
+		wantRun bool
+	}{
+		{"recover done", consumer.Options{Recover: decide(consumer.Done)}, consumer.Duplicate, false},
+		{"recover rerun", consumer.Options{Recover: decide(consumer.Rerun)}, consumer.Processed, true},
+		{"recover undecided", consumer.Options{Recover: decide(consumer.Undecided)}, consumer.Busy, false},
+		{"recover fails", consumer.Options{Recover: func(context.Context, consumer.Message) (consumer.Decision, error) {
+			return consumer.Done, errors.New("ledger down")
+		}}, consumer.Busy, false},
+		{"rerun abandoned", consumer.Options{RerunAbandoned: true}, consumer.Processed, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, clk := newStore()
+			abandon(t, store, clk, "")
+			c.opts.Store = store
+			p := newProcessor(t, c.opts)
+			res, run := ran(p)
+			require.Equal(t, c.want, res)
+			require.Equal(t, c.wantRun, run)
+			if c.want != consumer.Busy {
+				res, run = ran(p)
+				require.Equal(t, consumer.Duplicate, res, "then the message is done")
+				require.False(t, run)
+			}
+		})
+	}
+}
+
+func decide(d consumer.Decision) func(context.Context, consumer.Message) (consumer.Decision, error) {
+	return func(_ context.Context, m consumer.Message) (consumer.Decision, error) {
+		if m.Queue != "q" || m.ID != "m-1" {
+			return consumer.Undecided, errors.New("wrong message")
+		}
+		return d, nil
+	}
+}
+
+// A handler that marks its message done itself (in its own transaction, with the Hold)
+// gets Processed and no error.
+func TestMarkCompletedInTheHandler(t *testing.T) {
+	store, _ := newStore()
+	p := newProcessor(t, consumer.Options{Store: store})
+	_, ok := consumer.HoldFrom(bg)
+	require.False(t, ok)
+	require.False(t, consumer.MarkCompleted(bg))
+	res, err := p.Process(bg, "q", "m-1", func(ctx context.Context) error {
+		h, ok := consumer.HoldFrom(ctx)
+		require.True(t, ok)
+		require.Equal(t, "m-1", h.Scope.Key)
+		require.NoError(t, store.Complete(ctx, h.Scope, h.Token, &server.Response{Status: 200}, time.Hour))
+		require.True(t, consumer.MarkCompleted(ctx))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, consumer.Processed, res)
+	res, err = p.Process(bg, "q", "m-1", func(context.Context) error { t.Error("ran twice"); return nil })
+	require.NoError(t, err)
+	require.Equal(t, consumer.Duplicate, res)
+}
+
+// lossyStore loses every lease at its first renewal.
+type lossyStore struct{ *memstore.Store }
+
+func (lossyStore) Renew(context.Context, server.Scope, string, time.Duration) error {
+	return server.ErrLeaseLost
+}
+
+// A handler whose claim is lost sees its context canceled with ErrLeaseLost.
+func TestLostLeaseCancelsTheHandler(t *testing.T) {
+	p := newProcessor(t, consumer.Options{Store: lossyStore{memstore.New(nil)}, Lease: 30 * time.Millisecond})
+	res, err := p.Process(bg, "q", "m-1", func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Second):
+			return errors.New("the lease loss was not noticed")
+		}
+	})
+	require.ErrorIs(t, err, server.ErrLeaseLost)
+	require.Equal(t, consumer.Failed, res)
+}
+
+// downStore cannot answer.
+type downStore struct{ server.Store }
+
+var errDown = errors.New("connection refused")
+
+func (downStore) Claim(context.Context, server.Scope, string, time.Duration, time.Duration) (server.Claim, error) {
+	return server.Claim{}, errDown
+}
+
+// Bad input and a store outage: an error, the handler not run, nothing stored.
+func TestBadInputAndOutage(t *testing.T) {
+	_, err := consumer.New(consumer.Options{})
+	require.ErrorIs(t, err, consumer.ErrNoStore)
+	store, _ := newStore()
+	for _, lease := range []time.Duration{-time.Second, time.Millisecond} {
+		_, err = consumer.New(consumer.Options{Store: store, Lease: lease})
+		require.ErrorIs(t, err, consumer.ErrBadOptions)
+	}
+	p := newProcessor(t, consumer.Options{Store: store})
+	never := func(context.Context) error { t.Error("handler ran"); return nil }
+	for _, m := range [][2]string{{"", "m"}, {"q", ""}, {"q", string(make([]byte, 1025))}} {
+		_, err := p.Process(bg, m[0], m[1], never)
+		require.ErrorIs(t, err, consumer.ErrBadMessage)
+	}
+	require.Zero(t, store.Len())
+
+	down := newProcessor(t, consumer.Options{Store: downStore{store}})
+	res, err := down.Process(bg, "q", "m-1", never)
+	require.ErrorIs(t, err, errDown)
+	require.Zero(t, res)
+}
