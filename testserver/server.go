@@ -71,9 +71,9 @@ type Options struct {
 	// key is scoped by: an account or tenant, e.g. from a header, as Stripe scopes keys by
 	// account (the IETF Idempotency-Key draft leaves the scope to the server). "" is the
 	// anonymous identity. Then a refreshed token for the same account keeps its keys. nil
-	// scopes by the Authorization header, so a new token is a new client. The server keeps
-	// and logs only a hash of what Identity returns, so returning a credential is safe. It
-	// may be called concurrently.
+	// scopes by the Authorization header, so a new token is a new client. Only a hash of
+	// what Identity returns reaches the Store, and it is never logged, so returning a
+	// credential is safe. It may be called concurrently.
 	Identity func(r *http.Request) string
 }
 
