@@ -1,12 +1,14 @@
-// Package idemotel records what idem reports to its Observer as
-// OpenTelemetry metrics. It lives in its own module, so programs that use idem
+// Package idemotel records what idem reports to its Observers as
+// OpenTelemetry metrics: the client's (idem.Observer, Observer below) and the
+// server middleware's (server.Observer, ServerObserver in server.go, whose doc
+// lists its instruments). It lives in its own module, so programs that use idem
 // without OpenTelemetry never download it.
 //
 //	obs, err := idemotel.New(nil) // the global MeterProvider
 //	if err != nil { ... }
 //	c, err := idem.Open("payments.journal", &idem.Options{Observer: obs})
 //
-// The instruments, all under the meter "github.com/idem-go/idem/idemotel":
+// The client's instruments, all under the meter "github.com/idem-go/idem/idemotel":
 //
 //	idem.attempts               counter {attempt}     http.request.method, idem.journaled, idem.resumed, idem.class, idem.status_class
 //	idem.attempt.duration       histogram s           http.request.method, idem.journaled, idem.class

@@ -1,86 +1,93 @@
-// create.go serves POST /payments: it applies the request's fault, checks the idempotency
-// key against the key store (keys.go) and creates the payment at most once per key.
+// create.go serves POST /payments in two layers. handleCreate, outside the idempotency
+// middleware (idempotency.go), counts the request, draws its fault, carries out the faults
+// that act before processing, and delivers, loses or delays whatever answer comes back.
+// handlePayment, inside the middleware, validates the body, holds, and creates the payment.
 
 package testserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/idem-go/idem/server"
 )
 
 // handleCreate serves POST /payments. The steps, in order: faults before processing; the
-// key; the body (413, 400); key registration (409, 422, replay); a hold; the payment; the
-// answer, possibly lost or slow.
+// middleware (key, body size, fingerprint, claim, 409, 422, replay) around handlePayment;
+// the answer, possibly lost or slow.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.ledger.update(func(l *Ledger) { l.Requests++ })
 	f := s.nextFault()
 	if s.faultBefore(w, r, f) {
 		return
 	}
-
-	key, err := parseKey(r.Header.Get(s.opts.KeyHeader))
-	if err != nil {
-		s.answer(w, r, f, errorResult(http.StatusBadRequest, "invalid_idempotency_key",
-			s.opts.KeyHeader+" must be 1-255 printable ASCII characters, bare or as a quoted sf-string"), false)
-		return
+	if s.opts.RequireKey && len(r.Header.Values(s.opts.KeyHeader)) == 0 {
+		s.ledger.update(func(l *Ledger) { l.MissingKey++ }) // the middleware answers 400
 	}
-	if key == "" && s.opts.RequireKey {
-		s.ledger.update(func(l *Ledger) { l.MissingKey++ })
-		s.answer(w, r, f, errorResult(http.StatusBadRequest, "missing_idempotency_key",
-			s.opts.KeyHeader+" is required"), false)
+	ex := &exchange{fault: f, key: r.Header.Get(s.opts.KeyHeader),
+		body: &captured{r: r.Body, limit: s.opts.MaxBodyBytes + 1}}
+	r2 := r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	r2.Body = ex.body
+	// The answer is kept whole, so that a lost or slow fault acts on it after the
+	// middleware has stored it, as on a server that charged, stored, then lost the reply.
+	buf := &buffered{header: http.Header{}}
+	s.idempotent.ServeHTTP(buf, r2)
+	switch f.Kind {
+	case FaultLostResponse:
+		s.ledger.fault(f)
+		abortConn(w, true)
 		return
+	case FaultSlowResponse:
+		s.ledger.fault(f)
+		if !s.waitSlow(r.Context(), f.delay()) {
+			return
+		}
 	}
+	buf.writeTo(w)
+}
 
+// handlePayment creates the payment, behind the middleware: for a request with a key it
+// runs once per key, holding the key's claim. An answer refused before any effect (a bad
+// body, a hold cut short by Close) is discarded, so the key is free again, as Stripe does
+// for a request that failed validation.
+func (s *Server) handlePayment(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ex := exchangeFrom(ctx)
+	hold, keyed := server.HoldFrom(ctx)
+	if keyed {
+		id := hold.Scope.ID()
+		s.track.start(ex, id)
+		defer s.track.end(id)
+	}
+	refuse := func(res *result) {
+		server.DiscardResponse(ctx)
+		res.write(w)
+	}
 	body, res := s.readBody(w, r)
 	if res != nil {
-		s.answer(w, r, f, res, false)
+		refuse(res)
 		return
 	}
-	p, fp, err := parsePayment(body)
+	p, err := parsePayment(body)
 	if err != nil {
-		s.answer(w, r, f, errorResult(http.StatusBadRequest, "invalid_request", err.Error()), false)
+		refuse(errorResult(http.StatusBadRequest, "invalid_request", err.Error()))
 		return
 	}
-
-	if key == "" {
-		if f.Kind == FaultHold && !s.hold(f) {
-			s.answer(w, r, Fault{}, shuttingDown(), false)
-			return
-		}
-		s.logf("POST /payments without key, reference %q: %v", p.Reference, f)
-		s.answer(w, r, f, s.create(p), false)
+	if !keyed {
+		s.logf("POST /payments without key, reference %q: %v", p.Reference, ex.fault)
+	}
+	if ex.fault.Kind == FaultHold && !s.hold(ex.fault) {
+		refuse(shuttingDown())
 		return
 	}
-
-	sc := scopeOf(r, key, s.opts.Identity)
-	out, e := s.keys.begin(sc, fp, s.now())
-	s.logf("POST /payments key %q reference %q: %s, %v", key, p.Reference, out, f)
-	switch out {
-	case keyMismatch:
-		s.ledger.update(func(l *Ledger) { l.Mismatches++ })
-		s.answer(w, r, f, errorResult(http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"this idempotency key was used with a different request body"), false)
-	case keyInProgress:
-		s.ledger.update(func(l *Ledger) { l.InProgress++ })
-		res := errorResult(http.StatusConflict, "idempotency_key_in_use",
-			"a request with this idempotency key is still in progress; retry later")
-		res.header.Set("Retry-After", s.opts.InProgressRetryAfter)
-		s.answer(w, r, f, res, false)
-	case keyReplay:
-		s.ledger.update(func(l *Ledger) { l.Replays++ })
-		s.answer(w, r, f, e.res, true)
-	case keyRegistered:
-		if f.Kind == FaultHold && !s.hold(f) {
-			s.keys.abandon(sc, e)
-			s.answer(w, r, Fault{}, shuttingDown(), false)
-			return
-		}
-		res := s.create(p)
-		s.keys.complete(e, res, s.now())
-		s.answer(w, r, f, res, false)
+	scope := ""
+	if keyed {
+		scope = hold.Scope.ID()
 	}
+	s.create(p, scope).write(w)
 }
 
 // nextFault returns the next scripted fault, else one drawn from the plan.
@@ -110,7 +117,7 @@ func (s *Server) faultBefore(w http.ResponseWriter, r *http.Request, f Fault) bo
 		if ra := f.retryAfter(s.now()); ra != "" {
 			res.header.Set("Retry-After", ra)
 		}
-		res.write(w, false)
+		res.write(w)
 	case FaultDropBefore:
 		abortConn(w, false)
 	case FaultResetBody:
@@ -120,8 +127,8 @@ func (s *Server) faultBefore(w http.ResponseWriter, r *http.Request, f Fault) bo
 	return true
 }
 
-// readBody reads the whole body, up to MaxBodyBytes. On failure it returns the answer to
-// give instead.
+// readBody reads the whole body, up to MaxBodyBytes (the middleware has bounded a keyed
+// request's already). On failure it returns the answer to give instead.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *result) {
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		return nil, tooLarge(s.opts.MaxBodyBytes)
@@ -143,29 +150,20 @@ func (s *Server) hold(f Fault) bool {
 	return s.waitHold(f.delay())
 }
 
-// create makes the payment, records its effect and returns the answer to store.
-func (s *Server) create(p payment) *result {
-	p = s.payments.add(p)
+// create makes the payment under the record scope ("" without a key), records its effect
+// and returns the answer.
+func (s *Server) create(p payment, scope string) *result {
+	p = s.payments.add(p, scope)
 	s.ledger.update(func(l *Ledger) { l.Effects[p.Reference]++ })
+	return paymentResult(p)
+}
+
+// paymentResult is the answer to the request that created p: 201, the payment, its
+// Location. Recover rebuilds it byte for byte from the payment.
+func paymentResult(p payment) *result {
 	res := jsonResult(http.StatusCreated, p)
 	res.header.Set("Location", "/payments/"+p.ID)
 	return res
-}
-
-// answer sends res, unless f loses it; f may also delay it.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, f Fault, res *result, replayed bool) {
-	switch f.Kind {
-	case FaultLostResponse:
-		s.ledger.fault(f)
-		abortConn(w, true)
-		return
-	case FaultSlowResponse:
-		s.ledger.fault(f)
-		if !s.waitSlow(r.Context(), f.delay()) {
-			return
-		}
-	}
-	res.write(w, replayed)
 }
 
 func tooLarge(limit int64) *result {

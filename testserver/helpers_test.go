@@ -14,6 +14,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// replayedHeader marks a replayed answer (package server sets it).
+const replayedHeader = "Idempotent-Replayed"
+
+// problemType returns the problem type name (e.g. "key-in-progress") of one of the
+// middleware's RFC 9457 answers, or "" if a is not one.
+func problemType(tb testing.TB, a answer) string {
+	tb.Helper()
+	if a.header.Get("Content-Type") != "application/problem+json" {
+		return ""
+	}
+	var p struct {
+		Type string `json:"type"`
+	}
+	require.NoError(tb, json.Unmarshal(a.body, &p), "body %s", a.body)
+	_, name, ok := strings.Cut(p.Type, "#")
+	require.True(tb, ok, "problem type %q", p.Type)
+	return name
+}
+
 // newTestServer starts a server that the test's cleanup closes.
 func newTestServer(tb testing.TB, opts *Options) *Server {
 	tb.Helper()

@@ -1,17 +1,23 @@
 // identity_scope_test.go proves Options.Identity: with it, a key is scoped by the identity
 // it returns (an account header here), so a refreshed token replays its account's result
 // and another account's same key is another operation; without it, by the Authorization
-// header, so a refreshed token is a new client. Only a hash of the identity is kept.
+// header, so a refreshed token is a new client. Only a hash of the identity reaches the
+// middleware's Store.
 
 package testserver
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/memstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,11 +68,27 @@ func TestOptionsIdentityNilScopesByAuthorization(t *testing.T) {
 	require.Equal(t, map[string]int{"order-1": 3}, s.Ledger().Effects)
 }
 
-// An Identity that returns the token itself: only its hash is kept or logged.
+// scopeStore is a memstore that remembers the Scopes it was asked to claim.
+type scopeStore struct {
+	*memstore.Store
+	mu     sync.Mutex
+	scopes []server.Scope
+}
+
+func (st *scopeStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
+	st.mu.Lock()
+	st.scopes = append(st.scopes, sc)
+	st.mu.Unlock()
+	return st.Store.Claim(ctx, sc, fp, lease, ttl)
+}
+
+// An Identity that returns the token itself: only its hash reaches the Store or the log.
 func TestOptionsIdentityKeepsOnlyAHash(t *testing.T) {
 	var mu sync.Mutex
 	var logged strings.Builder
+	store := &scopeStore{Store: memstore.New(nil)}
 	s := newTestServer(t, &Options{
+		Store:    store,
 		Identity: func(r *http.Request) string { return r.Header.Get("Authorization") },
 		Logf: func(format string, args ...any) {
 			mu.Lock()
@@ -78,15 +100,14 @@ func TestOptionsIdentityKeepsOnlyAHash(t *testing.T) {
 	require.Equal(t, http.StatusCreated, post(t, s, "K", body, acme...).status)
 	require.Equal(t, "true", post(t, s, "K", body, acme...).header.Get(replayedHeader))
 
-	s.keys.mu.Lock()
-	var ids []string
-	for sc := range s.keys.entries {
-		ids = append(ids, sc.identity)
-	}
-	s.keys.mu.Unlock()
-	require.Len(t, ids, 1)
-	require.NotContains(t, ids[0], "acme-token-1")
-	require.True(t, strings.HasPrefix(ids[0], "id:"), "a hash: %q", ids[0])
+	store.mu.Lock()
+	scopes := slices.Clone(store.scopes)
+	store.mu.Unlock()
+	require.Len(t, scopes, 2)
+	require.Equal(t, scopes[0], scopes[1], "one record")
+	require.Equal(t, "K", scopes[0].Key)
+	require.NotContains(t, scopes[0].Identity, "acme-token-1")
+	require.Regexp(t, "^[0-9a-f]{64}$", scopes[0].Identity, "a hash")
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, logged.String())

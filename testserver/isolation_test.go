@@ -135,7 +135,7 @@ func TestBodyOverLimitStoresNothing(t *testing.T) {
 	a, err := do(t, req, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusRequestEntityTooLarge, a.status)
-	require.Contains(t, string(a.body), "body_too_large")
+	require.Equal(t, "body-too-large", problemType(t, a), "the middleware's 413")
 	require.Empty(t, s.Ledger().Effects)
 
 	// The same key with a valid body is new; its result, not a 413, is what replays.

@@ -24,13 +24,16 @@ type Ledger struct {
 	Effects map[string]int `json:"effects"`
 	// Requests counts POST /payments requests received, faulted or not.
 	Requests int `json:"requests"`
-	// Replays counts answers served from a stored result (Idempotent-Replayed: true).
+	// Replays counts answers served from a stored result (Idempotent-Replayed: true),
+	// including those Recover rebuilt for a stuck key.
 	Replays int `json:"replays"`
-	// InProgress counts 409 answers for a key still in progress.
+	// InProgress counts 409 answers for a key still in progress (or stuck in progress,
+	// its holder's lease lapsed, until Recover decides).
 	InProgress int `json:"in_progress"`
 	// Mismatches counts 422 answers: a key reused with a different fingerprint.
 	Mismatches int `json:"mismatches"`
-	// MissingKey counts 400 answers for a missing key when Options.RequireKey is set.
+	// MissingKey counts 400 answers for a missing key header when Options.RequireKey is
+	// set (an empty or malformed key is a 400 too, but not counted here).
 	MissingKey int `json:"missing_key"`
 	// Faults counts the injected faults that acted, by FaultKind name; status
 	// faults by status and Retry-After form, e.g. "503", "429 Retry-After=date".

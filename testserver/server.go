@@ -1,6 +1,7 @@
 // server.go holds Server and its lifecycle, as net/http/httptest does: NewServer or Listen
 // start it, Close stops it and waits for in-flight handlers. The endpoints are in
-// payments.go and create.go.
+// payments.go and create.go; idempotency.go puts POST /payments behind package server's
+// middleware.
 
 package testserver
 
@@ -13,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/memstore"
 )
 
 // Defaults for the zero Options.
@@ -21,8 +25,10 @@ const (
 	DefaultKeyHeader = "Idempotency-Key"
 	// DefaultKeyTTL is how long a stored result is replayed: 24 hours, as Stripe keeps keys.
 	DefaultKeyTTL = 24 * time.Hour
-	// DefaultInProgressRetryAfter is the Retry-After sent with 409, in seconds.
-	DefaultInProgressRetryAfter = "1"
+	// DefaultLease is how long a key stays in progress without a heartbeat (renewed every
+	// third of it while the payment runs). A 409's Retry-After is what is left of the
+	// holder's lease rounded up to whole seconds, so with one second it is always 1.
+	DefaultLease = time.Second
 	// DefaultMaxBodyBytes bounds a POST /payments body: 1 MiB.
 	DefaultMaxBodyBytes = 1 << 20
 )
@@ -38,12 +44,19 @@ type Options struct {
 	KeyHeader string
 	// RequireKey makes POST /payments without a key fail with 400.
 	RequireKey bool
-	// KeyTTL is how long a stored result is replayed after it was stored; zero or negative
-	// means DefaultKeyTTL. Measured on the clock set with Server.SetNow.
+	// KeyTTL is how long a stored result is replayed after it was stored (a key stuck in
+	// progress: after its claim); zero or negative means DefaultKeyTTL. Measured on the
+	// clock set with Server.SetNow, unless Store has its own.
 	KeyTTL time.Duration
-	// InProgressRetryAfter is the Retry-After value, sent verbatim, on 409 for a key still in
-	// progress; "" means DefaultInProgressRetryAfter.
-	InProgressRetryAfter string
+	// Lease is how long a key in progress is held without a heartbeat (server.Options.Lease):
+	// a 409 carries what is left of it as Retry-After, in whole seconds, at least 1. Zero
+	// or negative means DefaultLease; it is cut to KeyTTL if longer.
+	Lease time.Duration
+	// Store holds the idempotency records; nil means a server/memstore on the clock set
+	// with Server.SetNow. A shared Store (Redis, PostgreSQL) lets several servers answer
+	// for one key, but each keeps its own payments and ledger, and the recovery of a stuck
+	// key (idempotency.go) only knows this server's payments.
+	Store server.Store
 	// Plan draws a random fault for each POST /payments not covered by Server.Script; nil
 	// means no random faults. The Server draws from it; share one Plan between servers only
 	// if one sequence of draws for all of them is what you want.
@@ -58,9 +71,9 @@ type Options struct {
 	// key is scoped by: an account or tenant, e.g. from a header, as Stripe scopes keys by
 	// account (the IETF Idempotency-Key draft leaves the scope to the server). "" is the
 	// anonymous identity. Then a refreshed token for the same account keeps its keys. nil
-	// scopes by the Authorization header, so a new token is a new client. The server keeps
-	// and logs only a hash of what Identity returns, so returning a credential is safe. It
-	// may be called concurrently.
+	// scopes by the Authorization header, so a new token is a new client. Only a hash of
+	// what Identity returns reaches the Store, and it is never logged, so returning a
+	// credential is safe. It may be called concurrently.
 	Identity func(r *http.Request) string
 }
 
@@ -70,14 +83,16 @@ type Server struct {
 	// URL is the base URL, "http://ipaddr:port", with no trailing slash.
 	URL string
 
-	opts      Options // defaults applied; read-only after start
-	ln        net.Listener
-	srv       *http.Server
-	transport *http.Transport // Client's
-	client    *http.Client
-	handler   http.Handler
+	opts       Options // defaults applied; read-only after start
+	ln         net.Listener
+	srv        *http.Server
+	transport  *http.Transport // Client's
+	client     *http.Client
+	handler    http.Handler
+	idempotent http.Handler // handlePayment behind the middleware
 
-	keys     *keyStore
+	store    server.Store
+	track    *tracker // keys claimed or running here, for Recover
 	payments *paymentStore
 	ledger   *recorder
 	nowFn    atomic.Pointer[func() time.Time]
@@ -96,7 +111,8 @@ type Server struct {
 }
 
 // NewServer starts a Server on 127.0.0.1 at a free port. Like httptest.NewServer it panics
-// if it cannot listen. opts may be nil. The caller must call Close.
+// if it cannot listen (or if opts.KeyHeader is not a header name). opts may be nil. The
+// caller must call Close.
 func NewServer(opts *Options) *Server {
 	s, err := Listen("127.0.0.1:0", opts)
 	if err != nil {
@@ -106,14 +122,17 @@ func NewServer(opts *Options) *Server {
 }
 
 // Listen starts a Server on addr, in net.Listen's "host:port" form, for the standalone
-// command. Give a host: URL is built from the listener's address, and a wildcard such as
+// command. It fails if it cannot listen, or if opts.KeyHeader is not a header name. Give a host: URL is built from the listener's address, and a wildcard such as
 // ":8080" makes it "http://[::]:8080". opts may be nil. The caller must call Close.
 func Listen(addr string, opts *Options) (*Server, error) {
+	s, err := newServer(opts)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("testserver: listen on %s: %w", addr, err)
 	}
-	s := newServer(opts)
 	s.ln = ln
 	s.URL = "http://" + ln.Addr().String()
 	s.srv = &http.Server{
@@ -129,8 +148,9 @@ func Listen(addr string, opts *Options) (*Server, error) {
 	return s, nil
 }
 
-// newServer builds a Server that does not listen yet.
-func newServer(opts *Options) *Server {
+// newServer builds a Server that does not listen yet. It fails if the middleware refuses
+// the options (a KeyHeader that is not a header name).
+func newServer(opts *Options) (*Server, error) {
 	s := &Server{
 		done:    make(chan struct{}),
 		served:  make(chan struct{}),
@@ -146,20 +166,28 @@ func newServer(opts *Options) *Server {
 	if s.opts.KeyTTL <= 0 {
 		s.opts.KeyTTL = DefaultKeyTTL
 	}
-	if s.opts.InProgressRetryAfter == "" {
-		s.opts.InProgressRetryAfter = DefaultInProgressRetryAfter
+	if s.opts.Lease <= 0 {
+		s.opts.Lease = DefaultLease
 	}
+	s.opts.Lease = min(s.opts.Lease, s.opts.KeyTTL)
 	if s.opts.MaxBodyBytes <= 0 {
 		s.opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	s.SetNow(nil)
-	s.keys = newKeyStore(s.opts.KeyTTL)
+	s.store = s.opts.Store
+	if s.store == nil {
+		s.store = memstore.New(s.now)
+	}
+	s.track = newTracker()
 	s.payments = newPaymentStore()
 	s.ledger = newRecorder()
-	s.handler = s.routes()
+	var err error
+	if s.handler, err = s.routes(); err != nil {
+		return nil, err
+	}
 	s.transport = &http.Transport{} // no proxy: the server is on loopback
 	s.client = &http.Client{Transport: s.transport}
-	return s
+	return s, nil
 }
 
 // Client returns a plain *http.Client for the server, without idem and without retries of
@@ -191,7 +219,8 @@ func (s *Server) ReleaseHolds() {
 // Ledger returns a snapshot of the ledger.
 func (s *Server) Ledger() Ledger { return s.ledger.snapshot() }
 
-// SetNow sets the clock for key expiry and Retry-After dates; nil restores time.Now.
+// SetNow sets the clock for key expiry, leases and Retry-After dates; nil restores
+// time.Now. A Store from Options.Store keeps its own clock.
 func (s *Server) SetNow(now func() time.Time) {
 	if now == nil {
 		now = time.Now
@@ -236,7 +265,7 @@ func (s *Server) serveTracked(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
-		shuttingDown().write(w, false)
+		shuttingDown().write(w)
 		return
 	}
 	s.handlers.Add(1)

@@ -40,9 +40,26 @@ func TestCreatePayment(t *testing.T) {
 }
 
 func TestInvalidBody(t *testing.T) {
+	// Not JSON: the middleware cannot fingerprint it and answers 400 itself (a problem
+	// detail), before any claim.
 	for name, body := range map[string]string{
-		"not JSON":         `{"amount": 1`,
-		"trailing data":    payBody("r", 1) + ` {}`,
+		"not JSON":      `{"amount": 1`,
+		"trailing data": payBody("r", 1) + ` {}`,
+		"duplicate":     `{"amount": 1, "amount": 2, "currency": "eur", "reference": "r"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newTestServer(t, nil)
+			a := post(t, s, "k", body)
+			require.Equal(t, http.StatusBadRequest, a.status, "body %s", a.body)
+			require.Equal(t, "body-invalid", problemType(t, a))
+			a = post(t, s, "k", payBody("r", 1))
+			require.Equal(t, http.StatusCreated, a.status)
+			require.Empty(t, a.header.Get(replayedHeader))
+		})
+	}
+	// JSON but not a payment: the handler answers 400 and discards its answer, so the key
+	// is free again (as Stripe does for a request that fails validation).
+	for name, body := range map[string]string{
 		"no amount":        `{"currency": "eur", "reference": "r"}`,
 		"zero amount":      `{"amount": 0, "currency": "eur", "reference": "r"}`,
 		"fraction":         `{"amount": 1.5, "currency": "eur", "reference": "r"}`,
