@@ -35,8 +35,10 @@ var (
 	ErrBodyTooLarge = errors.New("idem: request body too large to journal")
 
 	// ErrInvalidKey is returned when a caller-supplied idempotency key is empty,
-	// longer than 255 bytes, or holds a byte outside visible ASCII (0x21-0x7E plus
-	// space inside), or when the request carries more than one key header.
+	// longer than 255 bytes, or holds a byte outside visible ASCII (0x21-0x7E,
+	// as the server middleware in package server requires), when an operation ID
+	// does (spaces allowed inside), or when the request carries more than one
+	// key header.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 
 	// ErrInvalidRequest is returned, before anything is written or sent, for a

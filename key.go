@@ -22,9 +22,17 @@ func newKey() (string, error) {
 	return u.String(), nil
 }
 
-// validateKey accepts 1..255 visible ASCII characters (space allowed inside).
-// It also serves operation IDs, which are stored and shown the same way.
-func validateKey(what, k string) error {
+// validateKey accepts an idempotency key of 1..255 visible ASCII characters
+// (VCHAR, RFC 5234: no space), as the server middleware does and the IETF
+// draft's sf-string keys are usually spelled.
+func validateKey(what, k string) error { return validateName(what, k, false) }
+
+// validateOperationID accepts 1..255 visible ASCII characters, spaces
+// allowed inside ("charge order 4827"): an operation ID never leaves the
+// journal.
+func validateOperationID(k string) error { return validateName("operation ID", k, true) }
+
+func validateName(what, k string, spaces bool) error {
 	if k == "" {
 		return fmt.Errorf("%w: empty %s", ErrInvalidKey, what)
 	}
@@ -32,7 +40,8 @@ func validateKey(what, k string) error {
 		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalidKey, what, len(k), maxKeyLen)
 	}
 	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x20 || c > 0x7e || (c == ' ' && (i == 0 || i == len(k)-1)) {
+		space := k[i] == ' ' && spaces && i > 0 && i < len(k)-1
+		if c := k[i]; (c <= 0x20 || c > 0x7e) && !space {
 			return fmt.Errorf("%w: %s has byte %#x at %d", ErrInvalidKey, what, c, i)
 		}
 	}

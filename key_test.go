@@ -58,6 +58,8 @@ func TestInvalidCallerKeyRefused(t *testing.T) {
 			return r.WithContext(WithOperationID(r.Context(), "order-1\ncharge"))
 		}},
 		{"invalid key on a journaled PATCH", http.MethodPatch, header("abc\rdef")},
+		// Visible ASCII only, as the server middleware refuses a key with a space.
+		{"key with a space", http.MethodPost, header("inner space")},
 		// Not journaled, but the key still goes on the wire: the same rules.
 		{"empty header on a PUT", http.MethodPut, header("")},
 		{"LF on a PUT", http.MethodPut, header("abc\ndef")},
@@ -91,12 +93,20 @@ func TestInvalidCallerKeyRefused(t *testing.T) {
 	}
 }
 
+// An operation ID may hold spaces inside: it never goes on the wire.
+func TestOperationIDWithSpaces(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, validateOperationID("charge order 4827"))
+	for _, id := range []string{" lead", "trail ", "tab\tinside"} {
+		require.ErrorIs(t, validateOperationID(id), ErrInvalidKey, "%q", id)
+	}
+}
+
 func TestCallerKeyLimitsAccepted(t *testing.T) {
 	t.Parallel()
 	for _, key := range []string{
 		"k",
 		strings.Repeat("k", 255),
-		"inner space ok",
 		`"quoted"/with~every!visible#char`,
 	} {
 		wire := newWireLog(t)

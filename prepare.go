@@ -56,7 +56,7 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 	}
 	opID, hasOp := operationIDFrom(req.Context())
 	if hasOp {
-		if err := validateKey("operation ID", opID); err != nil {
+		if err := validateOperationID(opID); err != nil {
 			return nil, err
 		}
 	}

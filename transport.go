@@ -224,7 +224,7 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	}
 	opID, hasOp := operationIDFrom(ctx)
 	if hasOp {
-		if err := validateKey("operation ID", opID); err != nil {
+		if err := validateOperationID(opID); err != nil {
 			return nil, err
 		}
 	}
