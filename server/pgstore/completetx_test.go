@@ -118,3 +118,42 @@ func TestCompleteTxInHandler(t *testing.T) {
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-2"))
 	assert.EqualValues(t, 2, p.effects.Load())
 }
+
+// A heartbeat that falls while the handler's transaction holds the completed row waits
+// for it, then finds the record done: that is the handler's own completion, not a lost
+// lease, and must not be reported as one.
+func TestCompleteTxHeartbeatNotLost(t *testing.T) {
+	leakcheck.Check(t)
+	pool := testPool(t)
+	schema := testSchema(t, pool)
+	s := openStore(t, pool, pgstore.Options{Schema: schema})
+	payments(t, pool, schema)
+	const lease = 300 * time.Millisecond // a heartbeat every 100 ms
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hold, _ := server.HoldFrom(r.Context())
+		tx, err := pool.Begin(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		defer func() { _ = tx.Rollback(context.Background()) }()
+		resp := &server.Response{Status: http.StatusCreated, Body: []byte("done")}
+		if err := s.CompleteTx(r.Context(), tx, hold, resp); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		time.Sleep(lease) // a heartbeat or two wait on the row meanwhile
+		if err := tx.Commit(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		time.Sleep(lease / 2) // and one falls after the commit, before the handler returns
+		write(w, resp)
+	})
+	in := newInstance(t, server.Options{Store: s, Lease: lease}, h)
+	got := in.post("k-hb", `{}`)
+	require.Equal(t, http.StatusCreated, got.status)
+	assert.True(t, in.post("k-hb", `{}`).replayed())
+	assert.Equal(t, 1, in.obs.count("stored"))
+	assert.Zero(t, in.obs.count("lease-lost"), "the handler's own completion was reported as a lost lease")
+}
