@@ -93,7 +93,8 @@
 // stores or releases it by its policy on the answer the handler writes (a 5xx releases
 // the key, so a retry runs the handler again). The row stays locked from CompleteTx until
 // the transaction ends: no instance can take the record over in between, and a concurrent
-// copy's Claim waits for the transaction to end. The TTL of a record completed this way
+// copy's Claim waits for the transaction to end (so call CompleteTx last, just before
+// Commit, or copies wait instead of getting their 409 at once). The TTL of a record completed this way
 // is Options.TTL, counted from the transaction's now() (its start); keep it equal to
 // server.Options.TTL.
 //
@@ -105,6 +106,12 @@
 // expires_at LIMIT n FOR UPDATE SKIP LOCKED), until fewer remain; several instances may
 // prune at once. A Store prunes in the background every Options.PruneEvery (10 minutes)
 // until Close; a negative PruneEvery turns that off, for services that prune from a job.
+//
+// # Cost
+//
+// Against the local server (PostgreSQL 15, synchronous_commit on, 2 vCPUs): a new key's
+// Claim and Complete take 6.1 ms together (two commits, each waiting for its WAL flush);
+// a replay's Claim, 0.24 ms (BenchmarkClaimComplete, BenchmarkClaimReplay).
 //
 // # Failures
 //
