@@ -6,11 +6,14 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -156,4 +159,49 @@ func TestCompleteTxHeartbeatNotLost(t *testing.T) {
 	assert.True(t, in.post("k-hb", `{}`).replayed())
 	assert.Equal(t, 1, in.obs.count("stored"))
 	assert.Zero(t, in.obs.count("lease-lost"), "the handler's own completion was reported as a lost lease")
+}
+
+// CompleteSQLTx does the same in a database/sql transaction (pgx's stdlib driver): the
+// business row and the response commit together, or neither does.
+func TestCompleteSQLTx(t *testing.T) {
+	pool := testPool(t)
+	schema := testSchema(t, pool)
+	s := openStore(t, pool, pgstore.Options{Schema: schema})
+	payments(t, pool, schema)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	insert := `INSERT INTO ` + pgx.Identifier{schema}.Sanitize() + `.payments (ref, amount) VALUES ($1, 1)`
+	for _, commit := range []bool{true, false} {
+		ref := fmt.Sprintf("sql-%v", commit)
+		sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: ref}
+		cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		require.NoError(t, err)
+		require.True(t, cl.Claimed)
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = tx.ExecContext(ctx, insert, ref)
+		require.NoError(t, err)
+		require.NoError(t, s.CompleteSQLTx(ctx, tx, server.Hold{Scope: sc, Token: cl.Token}, &server.Response{Status: 201, Body: []byte(ref)}))
+		if commit {
+			require.NoError(t, tx.Commit())
+		} else {
+			require.NoError(t, tx.Rollback())
+		}
+		cl, err = s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		require.NoError(t, err)
+		if commit {
+			require.Equal(t, server.StateDone, cl.Record.State)
+			assert.Equal(t, ref, string(cl.Record.Response.Body))
+			assert.Equal(t, 1, paymentCount(t, pool, schema, ref))
+		} else {
+			assert.Equal(t, server.StateInProgress, cl.Record.State)
+			assert.Equal(t, 0, paymentCount(t, pool, schema, ref))
+		}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	err = s.CompleteSQLTx(ctx, tx, server.Hold{Scope: server.Scope{Key: "never-claimed"}, Token: "1"}, &server.Response{Status: 201})
+	assert.ErrorIs(t, err, server.ErrLeaseLost)
 }

@@ -96,7 +96,8 @@
 // copy's Claim waits for the transaction to end (so call CompleteTx last, just before
 // Commit, or copies wait instead of getting their 409 at once). The TTL of a record completed this way
 // is Options.TTL, counted from the transaction's now() (its start); keep it equal to
-// server.Options.TTL.
+// server.Options.TTL. CompleteSQLTx is the same for a database/sql transaction (pgx's
+// stdlib driver, lib/pq).
 //
 // # Pruning
 //

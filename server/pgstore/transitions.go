@@ -1,11 +1,12 @@
 // transitions.go holds the Store's fenced transitions (Renew, Complete, Release,
-// TakeOver), each one statement conditional on the holder's token, and CompleteTx, the
-// completion inside the service's own transaction.
+// TakeOver), each one statement conditional on the holder's token, and CompleteTx and
+// CompleteSQLTx, the completion inside the service's own transaction (pgx or database/sql).
 
 package pgstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -18,17 +19,17 @@ import (
 
 // Renew implements server.Store.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	return fenced("renew")(s.pool.Exec(ctx, s.q.renew, sc.ID(), token, micros(lease)))
+	return fenced("renew")(pgxExec(ctx, s.pool)(s.q.renew, sc.ID(), token, micros(lease)))
 }
 
 // Complete implements server.Store.
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
-	return s.complete(ctx, s.pool, sc, token, resp, ttl)
+	return s.complete(pgxExec(ctx, s.pool), sc, token, resp, ttl)
 }
 
 // Release implements server.Store. The row is deleted.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
-	return fenced("release")(s.pool.Exec(ctx, s.q.release, sc.ID(), token))
+	return fenced("release")(pgxExec(ctx, s.pool)(s.q.release, sc.ID(), token))
 }
 
 // TakeOver implements server.Store. Of concurrent take-overs, the first UPDATE to lock the
@@ -68,19 +69,45 @@ func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lea
 // back, since another holder now answers for the key. Any other error is the database's,
 // and tx is then aborted.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, hold server.Hold, resp *server.Response) error {
-	if err := s.complete(ctx, tx, hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
+	if err := s.complete(pgxExec(ctx, tx), hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
 		return err
 	}
 	server.MarkCompleted(ctx)
 	return nil
 }
 
-// execer is what a pool and a transaction share.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// CompleteSQLTx is CompleteTx for a database/sql transaction, on a PostgreSQL driver that
+// takes $n placeholders (pgx's stdlib, lib/pq).
+func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, hold server.Hold, resp *server.Response) error {
+	exec := func(q string, args ...any) (int64, error) {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
+	if err := s.complete(exec, hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
+		return err
+	}
+	server.MarkCompleted(ctx)
+	return nil
 }
 
-func (s *Store) complete(ctx context.Context, db execer, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
+// execFunc runs one statement (on the pool, or in the caller's transaction) and returns
+// how many rows it changed.
+type execFunc func(q string, args ...any) (int64, error)
+
+// pgxExec is an execFunc for a pool or a pgx.Tx.
+func pgxExec(ctx context.Context, db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}) execFunc {
+	return func(q string, args ...any) (int64, error) {
+		tag, err := db.Exec(ctx, q, args...)
+		return tag.RowsAffected(), err
+	}
+}
+
+func (s *Store) complete(exec execFunc, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	if resp == nil {
 		return errors.New("pgstore: complete: nil response")
 	}
@@ -88,18 +115,18 @@ func (s *Store) complete(ctx context.Context, db execer, sc server.Scope, token 
 	if body == nil {
 		body = []byte{} // NULL is for a record without a response
 	}
-	return fenced("complete")(db.Exec(ctx, s.q.complete, sc.ID(), token, micros(ttl),
+	return fenced("complete")(exec(s.q.complete, sc.ID(), token, micros(ttl),
 		int32(resp.Status), encodeHeader(resp.Header), body, resp.Unreplayable))
 }
 
 // fenced turns the result of a fenced statement into the transition's error: none if it
 // changed a row, server.ErrLeaseLost if it matched none.
-func fenced(what string) func(pgconn.CommandTag, error) error {
-	return func(tag pgconn.CommandTag, err error) error {
+func fenced(what string) func(int64, error) error {
+	return func(rows int64, err error) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("pgstore: %s: %w", what, err)
-		case tag.RowsAffected() == 0:
+		case rows == 0:
 			return server.ErrLeaseLost
 		}
 		return nil
