@@ -66,8 +66,8 @@ func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lea
 //
 // It returns server.ErrLeaseLost, changing nothing, if hold no longer holds the record
 // (its lease lapsed and another instance took it over, or it is done or gone): roll tx
-// back, since another holder now answers for the key. Any other error is the database's,
-// and tx is then aborted.
+// back, since another holder now answers for the key. A nil resp is an error before any
+// statement; any other error is the database's, and tx is then aborted.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, hold server.Hold, resp *server.Response) error {
 	if err := s.complete(pgxExec(ctx, tx), hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
 		return err
