@@ -20,7 +20,7 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 	r2 := r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 	r2.Body = rq.bodyReader()
 	r2.ContentLength, r2.TransferEncoding = int64(len(rq.body)), nil
-	hb := m.heartbeat(r, rq.scope, token)
+	hb := m.heartbeat(r, rq.scope, token, d)
 	finished := false
 	defer func() {
 		lost := hb.stop()
@@ -88,8 +88,10 @@ type heartbeat struct {
 	lost       atomic.Bool
 }
 
-// heartbeat starts renewing the lease of sc held by token every Lease/3.
-func (m *Middleware) heartbeat(r *http.Request, sc Scope, token string) *heartbeat {
+// heartbeat starts renewing the lease of sc held by token every Lease/3. A renewal refused
+// after the handler completed the record itself (d, MarkCompleted) is that completion,
+// not a lost lease: the heartbeat just stops.
+func (m *Middleware) heartbeat(r *http.Request, sc Scope, token string, d *decision) *heartbeat {
 	c := m.cfg
 	hb := &heartbeat{quit: make(chan struct{}), done: make(chan struct{})}
 	ctx := context.WithoutCancel(r.Context())
@@ -105,6 +107,8 @@ func (m *Middleware) heartbeat(r *http.Request, sc Scope, token string) *heartbe
 			}
 			err := c.Store.Renew(ctx, sc, token, c.Lease)
 			switch {
+			case errors.Is(err, ErrLeaseLost) && d.completed.Load():
+				return
 			case errors.Is(err, ErrLeaseLost):
 				hb.lost.Store(true)
 				c.Logger.Warn("idempotency: lease lost while the handler runs; its answer will not be stored")

@@ -1,0 +1,121 @@
+// Package pgstore is the PostgreSQL server.Store for idem's idempotency middleware
+// (package server): one table shared by every instance of a service, so that concurrent
+// copies of a request sent to different instances run the handler once, and a handler can
+// complete its idempotency record inside its own transaction. It is a module of its own,
+// so the server package and its users who do not need PostgreSQL never download pgx.
+//
+//	store, err := pgstore.Open(ctx, pool, nil) // the service's own *pgxpool.Pool
+//	if err != nil { ... }
+//	defer store.Close()
+//	mw, err := server.New(server.Options{Store: store, Identity: accountOf})
+//
+// # Table
+//
+// Open runs Migrate, which creates (or upgrades) in Options.Schema ("idem" by default)
+// the objects of schema.sql, embedded in the package and versioned (SchemaVersion, kept
+// in server_version), under a transaction-scoped advisory lock so that instances starting
+// together take turns. A schema written by a newer pgstore is refused (ErrNewerSchema).
+// Every name starts with server_, so the schema may be shared with journal/pgjournal:
+//
+//	server_records
+//	  scope        text PRIMARY KEY   server.Scope.ID(): hex SHA-256 of identity, method, path, key
+//	  fingerprint  text NOT NULL      the claiming request's
+//	  token        text               the holder's fencing token; NULL once done
+//	  lease_until  timestamptz        the holder's lease; NULL once done
+//	  expires_at   timestamptz NOT NULL  the row counts as absent from then on
+//	  status       integer            the stored response: status,
+//	  header       bytea              header fields (length-prefixed name/value pairs:
+//	                                  bytes, since a value may not be UTF-8),
+//	  body         bytea              body,
+//	  unreplayable text               and server.Response.Unreplayable
+//	server_records_expires_at         index on expires_at, for pruning
+//	server_tokens                     sequence: every token ever handed out, never reused
+//
+// # Statements
+//
+// Every time is the database's now(), never the client's clock, so instances whose
+// clocks disagree agree on every lease; durations travel as microseconds. $1 is always
+// the scope, $2 the token.
+//
+// Claim is one round trip in the common case:
+//
+//	WITH ins AS (
+//	  INSERT INTO server_records (scope, fingerprint, token, lease_until, expires_at)
+//	  VALUES ($1, $2, nextval('server_tokens')::text, now() + lease, now() + greatest(lease, ttl))
+//	  ON CONFLICT (scope) DO NOTHING
+//	  RETURNING token)
+//	SELECT true, token, … FROM ins
+//	UNION ALL
+//	SELECT false, token, fingerprint, lease_until - now(), expires_at - now(), status, …
+//	  FROM server_records WHERE scope = $1 AND NOT EXISTS (SELECT FROM ins)
+//
+// It returns either the new token or the live row it ran into. Two cases take more: if
+// that row was committed after the statement's snapshot was taken (a concurrent claim
+// that won), the statement returns nothing and a plain SELECT follows; if the row has
+// expired, it counts as absent: it is deleted (DELETE … WHERE scope = $1 AND expires_at
+// <= now()) and the claim made again.
+//
+// Each transition changes the row only while the token holds it and it is live, and
+// otherwise matches no row, which is server.ErrLeaseLost:
+//
+//	Renew     UPDATE … SET lease_until = now() + lease, expires_at = greatest(expires_at, now() + lease)
+//	            WHERE scope = $1 AND token = $2 AND expires_at > now()
+//	Complete  UPDATE … SET token = NULL, lease_until = NULL, expires_at = now() + ttl, status = …, header = …, body = …
+//	            WHERE scope = $1 AND token = $2 AND expires_at > now()
+//	Release   DELETE … WHERE scope = $1 AND token = $2 AND expires_at > now()
+//	TakeOver  UPDATE … SET token = nextval('server_tokens')::text, lease_until = now() + lease, …
+//	            WHERE scope = $1 AND token = $2 AND lease_until <= now() AND expires_at > now()
+//	            RETURNING token
+//
+// Concurrent take-overs of one stale token serialize on the row lock; the first changes
+// the token and the others, re-checking the committed row, match nothing. Tokens come
+// from one sequence, so none is ever handed out twice, for any scope.
+//
+// # Completing in the service's transaction
+//
+// CompleteTx runs the Complete statement in the service's own pgx.Tx, with the Hold from
+// server.HoldFrom(r.Context()), and tells the middleware (server.MarkCompleted) that the
+// handler completed the record itself:
+//
+//	hold, _ := server.HoldFrom(r.Context())
+//	tx, _ := pool.Begin(r.Context())
+//	defer tx.Rollback(r.Context())
+//	id := insertPayment(tx, req)             // the business row
+//	resp := paymentResponse(id)              // the answer to store and to write
+//	if err := store.CompleteTx(r.Context(), tx, hold, resp); err != nil { ... } // ErrLeaseLost: roll back
+//	if err := tx.Commit(r.Context()); err != nil { ... }
+//	write(w, resp)
+//
+// The business row and the stored response commit together, or neither does. After a
+// commit, the middleware's own completion is refused (the record is done) and that
+// refusal is expected, not reported as a lost lease; every retry replays resp. After a
+// rollback the record is still in progress under the request's token, and the middleware
+// stores or releases it by its policy on the answer the handler writes (a 5xx releases
+// the key, so a retry runs the handler again). The row stays locked from CompleteTx until
+// the transaction ends: no instance can take the record over in between, and a concurrent
+// copy's Claim waits for the transaction to end (so call CompleteTx last, just before
+// Commit, or copies wait instead of getting their 409 at once). The TTL of a record completed this way
+// is Options.TTL, counted from the transaction's now() (its start); keep it equal to
+// server.Options.TTL. CompleteSQLTx is the same for a database/sql transaction (pgx's
+// stdlib driver, lib/pq).
+//
+// # Pruning
+//
+// An expired row already counts as absent to every method; pruning only keeps the table
+// small. Prune deletes expired rows Options.PruneBatch (1,000) at a time, oldest first,
+// each batch one DELETE … WHERE scope IN (SELECT … WHERE expires_at <= now() ORDER BY
+// expires_at LIMIT n FOR UPDATE SKIP LOCKED), until fewer remain; several instances may
+// prune at once. A Store prunes in the background every Options.PruneEvery (10 minutes)
+// until Close; a negative PruneEvery turns that off, for services that prune from a job.
+//
+// # Cost
+//
+// Against the local server (PostgreSQL 15, synchronous_commit on, 2 vCPUs): a new key's
+// Claim and Complete take 6.1 ms together (two commits, each waiting for its WAL flush);
+// a replay's Claim, 0.24 ms (BenchmarkClaimComplete, BenchmarkClaimReplay).
+//
+// # Failures
+//
+// Any database error (the server down, a timeout, ctx ended) is returned wrapped, never
+// as ErrLeaseLost, so the middleware fails closed: 503, the handler not run.
+package pgstore

@@ -1,0 +1,256 @@
+// service_test.go has what the HTTP tests share: a payments service (the middleware on a
+// pgstore Store, a handler that writes its payment and the stored answer in one
+// transaction) on a loopback server, plain requests on fresh connections, and a recording
+// Observer.
+
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/pgstore"
+)
+
+// payments creates the business table in schema: one row per payment, unique by the
+// client's reference.
+func payments(t testing.TB, pool *pgxpool.Pool, schema string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `CREATE TABLE IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()+
+		`.payments (id bigserial PRIMARY KEY, ref text NOT NULL UNIQUE, amount bigint NOT NULL)`)
+	require.NoError(t, err)
+}
+
+// paymentCount counts the payments with ref.
+func paymentCount(t testing.TB, pool *pgxpool.Pool, schema, ref string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+
+		`.payments WHERE ref = $1`, ref).Scan(&n))
+	return n
+}
+
+// payment is a request's body.
+type payment struct {
+	Ref    string `json:"ref"`
+	Amount int64  `json:"amount"`
+}
+
+// paymentResponse is the answer for the payment with id.
+func paymentResponse(id int64, p payment) *server.Response {
+	return &server.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{"Content-Type": {"application/json"}, "Location": {fmt.Sprintf("/payments/%d", id)}},
+		Body:   fmt.Appendf(nil, `{"id":%d,"ref":%q,"amount":%d}`, id, p.Ref, p.Amount),
+	}
+}
+
+// write writes resp to w.
+func write(w http.ResponseWriter, resp *server.Response) {
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// payer is the payments handler: in one transaction it inserts the payment and completes
+// its idempotency record (CompleteTx), then commits and writes the same answer. before,
+// if set, runs first (a gate); fail, if it returns true, makes the handler roll back after
+// both writes and answer 500, as a failure before commit would.
+type payer struct {
+	pool    *pgxpool.Pool
+	store   *pgstore.Store
+	schema  string
+	before  func()
+	fail    func() bool
+	effects atomic.Int64 // committed payments
+}
+
+func (p *payer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.before != nil {
+		p.before()
+	}
+	var req payment
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	hold, ok := server.HoldFrom(ctx)
+	if !ok {
+		http.Error(w, "no idempotency hold", http.StatusInternalServerError)
+		return
+	}
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var id int64
+	if err := tx.QueryRow(ctx, `INSERT INTO `+pgx.Identifier{p.schema}.Sanitize()+`.payments (ref, amount) VALUES ($1, $2) RETURNING id`,
+		req.Ref, req.Amount).Scan(&id); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	resp := paymentResponse(id, req)
+	if err := p.store.CompleteTx(ctx, tx, hold, resp); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError) // rolled back: no payment
+		return
+	}
+	if p.fail != nil && p.fail() {
+		http.Error(w, "downstream failed", http.StatusInternalServerError) // rolled back
+		return
+	}
+	if err := tx.Commit(ctx); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p.effects.Add(1)
+	write(w, resp)
+}
+
+// instance is one middleware instance on a loopback server.
+type instance struct {
+	t   *testing.T
+	srv *httptest.Server
+	obs *recorder
+}
+
+// newInstance serves h behind a middleware with opts (Observer filled in) on a loopback
+// server closed when t ends.
+func newInstance(t *testing.T, opts server.Options, h http.Handler) *instance {
+	t.Helper()
+	in := &instance{t: t, obs: &recorder{}}
+	opts.Observer = in.obs
+	mw, err := server.New(opts)
+	require.NoError(t, err)
+	in.srv = httptest.NewUnstartedServer(mw.Wrap(h))
+	in.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	in.srv.Start()
+	t.Cleanup(in.srv.Close)
+	return in
+}
+
+// answer is a response read in full.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
+
+// problemType returns the fragment of a problem+json answer's type, failing t if the
+// answer is not problem+json.
+func (a answer) problemType(t *testing.T) string {
+	t.Helper()
+	require.Equal(t, "application/problem+json", a.header.Get("Content-Type"), "body %s", a.body)
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal(a.body, &p))
+	require.Equal(t, a.status, p.Status)
+	_, frag, _ := strings.Cut(p.Type, "#")
+	return frag
+}
+
+// post sends POST /payments with key and body on a fresh connection and reads the answer.
+func (in *instance) post(key, body string) answer {
+	in.t.Helper()
+	a, err := send(context.Background(), in.srv.URL, key, body)
+	require.NoError(in.t, err)
+	return a
+}
+
+// send sends POST base/payments with key and body on a fresh connection (so net/http
+// never re-sends it behind the test's back) and reads the answer.
+func send(ctx context.Context, base, key, body string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/payments", strings.NewReader(body))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// eventually polls cond every 5 ms for up to limit, failing t if it never holds.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// recorder is an Observer that counts what it is told. It is safe for concurrent use.
+type recorder struct {
+	server.NopObserver
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (o *recorder) add(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.counts == nil {
+		o.counts = map[string]int{}
+	}
+	o.counts[name]++
+}
+
+// count returns how many times name was reported.
+func (o *recorder) count(name string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts[name]
+}
+
+func (o *recorder) Claimed(*http.Request)                 { o.add("claimed") }
+func (o *recorder) Replayed(*http.Request, time.Duration) { o.add("replayed") }
+func (o *recorder) LeaseLost(*http.Request)               { o.add("lease-lost") }
+func (o *recorder) Stored(*http.Request, int)             { o.add("stored") }
+func (o *recorder) StoreError(*http.Request, error)       { o.add("store-error") }
+func (o *recorder) Recovered(_ *http.Request, rec server.Recovery) {
+	o.add("recovered:" + rec.String())
+}
+
+func (o *recorder) Conflict(_ *http.Request, stuck bool) {
+	if stuck {
+		o.add("conflict-stuck")
+	} else {
+		o.add("conflict")
+	}
+}
