@@ -1,0 +1,22 @@
+-- idem's PostgreSQL store for the server middleware, version 1. {{schema}} is the
+-- schema Options.Schema names (it may be shared with journal/pgjournal: every name
+-- here starts with server_). Applied by Migrate, once, under an advisory lock.
+
+-- One row per live idempotency record, keyed by server.Scope.ID().
+CREATE TABLE IF NOT EXISTS {{schema}}.server_records (
+    scope        text        PRIMARY KEY,  -- Scope.ID(): hex SHA-256 of the four fields
+    fingerprint  text        NOT NULL,     -- the claiming request's
+    token        text,                     -- the holder's fencing token; NULL once done
+    lease_until  timestamptz,              -- the holder's lease, database clock; NULL once done
+    expires_at   timestamptz NOT NULL,     -- the row counts as absent from then on
+    status       integer,                  -- the stored response (NULL while in progress)
+    header       bytea,                    -- its header fields (header.go's encoding)
+    body         bytea,
+    unreplayable text                      -- Response.Unreplayable; '' when replayable
+);
+
+-- Expired rows, oldest first: what Prune deletes in batches.
+CREATE INDEX IF NOT EXISTS server_records_expires_at ON {{schema}}.server_records (expires_at);
+
+-- Fencing tokens: one sequence for every scope, so a token is never handed out twice.
+CREATE SEQUENCE IF NOT EXISTS {{schema}}.server_tokens;

@@ -1,0 +1,150 @@
+// store.go is the Store itself: Open, Close, and Claim, the one method that may create a
+// record. transitions.go holds the fenced transitions (and CompleteTx), prune.go the
+// deletion of expired rows.
+
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-go/idem/server"
+)
+
+// Store is a server.Store on a PostgreSQL table shared by every instance of a service. Its
+// clock is the database's: every lease and expiry is computed from now() in the statement
+// that sets or reads it. It is safe for concurrent use by many goroutines and processes.
+type Store struct {
+	pool *pgxpool.Pool
+	opts Options
+	q    queries
+
+	stop      chan struct{} // closed by Close: the pruner stops
+	done      chan struct{} // closed when the pruner has stopped
+	closeOnce sync.Once
+}
+
+// Open migrates opts.Schema (Migrate) and returns a Store on pool, which remains the
+// caller's to close (after Close). Unless opts.PruneEvery is negative, the Store deletes
+// expired rows every PruneEvery in the background until Close. It returns an error
+// wrapping ErrInvalidOptions for a nil pool or bad opts, ErrNewerSchema for a schema from
+// a newer pgstore, or the database's error.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	c, err := opts.resolved()
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, pool, &c); err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, opts: c, q: newQueries(pgx.Identifier{c.Schema}.Sanitize()),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if c.PruneEvery > 0 {
+		go s.pruneLoop()
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+// Close stops the background pruning and waits for a Prune in flight to end. It does not
+// close the pool. The Store's methods still work after Close; only the pruning stops.
+// Calling Close again does nothing.
+func (s *Store) Close() {
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+}
+
+// maxClaimRounds bounds Claim's retries (see Claim); each is a lost race with another
+// instance's claim and release, or an expired row deleted, so two or three are plenty.
+const maxClaimRounds = 8
+
+// Claim implements server.Store. It is one INSERT … ON CONFLICT (scope) DO NOTHING that
+// also returns, in the same statement, the row that made it do nothing. Two cases take
+// more round trips: the conflicting row was committed after the statement's snapshot was
+// taken, so the statement cannot see it (a plain SELECT follows); or the row had expired
+// (it is deleted, as absent rows are, and the claim made again).
+func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+	id := sc.ID()
+	for range maxClaimRounds {
+		r, err := s.scanRow(s.pool.QueryRow(ctx, s.q.claim, id, fingerprint, micros(lease), micros(ttl)))
+		if errors.Is(err, pgx.ErrNoRows) {
+			r, err = s.scanRow(s.pool.QueryRow(ctx, s.q.find, id))
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue // released between the two statements: claim again
+			}
+		}
+		if err != nil {
+			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		if r.claimed {
+			return server.Claim{Claimed: true, Token: *r.token}, nil
+		}
+		if r.expiresIn <= 0 {
+			if _, err := s.pool.Exec(ctx, s.q.dropExpired, id); err != nil {
+				return server.Claim{}, fmt.Errorf("pgstore: claim: delete an expired record: %w", err)
+			}
+			continue
+		}
+		rec, err := r.record()
+		if err != nil {
+			return server.Claim{}, err
+		}
+		return server.Claim{Record: rec}, nil
+	}
+	return server.Claim{}, fmt.Errorf("pgstore: claim: no stable answer after %d rounds of concurrent changes", maxClaimRounds)
+}
+
+// row is what the claim and find statements return.
+type row struct {
+	claimed      bool
+	token        *string // NULL once done
+	fingerprint  string
+	leaseLeft    int64 // µs
+	expiresIn    int64 // µs
+	status       *int32
+	header, body []byte
+	unreplayable *string
+}
+
+func (s *Store) scanRow(r pgx.Row) (row, error) {
+	var x row
+	err := r.Scan(&x.claimed, &x.token, &x.fingerprint, &x.leaseLeft, &x.expiresIn, &x.status, &x.header, &x.body, &x.unreplayable)
+	if err == nil && x.claimed && x.token == nil {
+		err = errors.New("the claim returned no token")
+	}
+	return x, err
+}
+
+// record is r as server.Store reports a live record.
+func (r row) record() (server.Record, error) {
+	rec := server.Record{Fingerprint: r.fingerprint, ExpiresIn: time.Duration(r.expiresIn) * time.Microsecond}
+	if r.token != nil {
+		rec.State, rec.Token = server.StateInProgress, *r.token
+		rec.LeaseLeft = time.Duration(r.leaseLeft) * time.Microsecond
+		return rec, nil
+	}
+	rec.State = server.StateDone
+	if r.status == nil {
+		return rec, nil // a done record without a response: the middleware answers 503
+	}
+	h, err := decodeHeader(r.header)
+	if err != nil {
+		return server.Record{}, err
+	}
+	resp := &server.Response{Status: int(*r.status), Header: h, Body: r.body}
+	if r.unreplayable != nil {
+		resp.Unreplayable = *r.unreplayable
+	}
+	rec.Response = resp
+	return rec, nil
+}
+
+// micros is d in whole microseconds, PostgreSQL's resolution.
+func micros(d time.Duration) int64 { return d.Microseconds() }
