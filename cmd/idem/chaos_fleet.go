@@ -41,7 +41,7 @@ type fleetConfig struct {
 type fleet struct {
 	cfg        fleetConfig
 	journalURL string // with its schema and namespace
-	srv        *testserver.Server
+	srv        *cluster
 	start      time.Time
 	exe        string
 
@@ -71,10 +71,10 @@ func runFleetChaos(cfg fleetConfig) error {
 	case cfg.n < 1 || cfg.conc < 1 || cfg.kills < 0 || cfg.attemptTimeout <= 0 || cfg.killAfter <= 0 || cfg.budget <= 0 || cfg.lease < time.Second:
 		return usageError("idem chaos", "-n and -concurrency must be >= 1, -kills >= 0, durations > 0, -lease >= 1s")
 	}
-	plan, err := testserver.ParsePlan(cfg.seed, cfg.faults)
-	if err != nil {
+	if _, err := testserver.ParsePlan(cfg.seed, cfg.faults); err != nil {
 		return usageError("idem chaos", "-faults: %v", err)
 	}
+	var err error
 	f := &fleet{cfg: cfg, procs: map[int]*fleetProc{}, gone: map[int]bool{}, adoption: newAdoption()}
 	if f.journalURL, err = freshNamespace(cfg.journal); err != nil {
 		return err
@@ -82,7 +82,9 @@ func runFleetChaos(cfg fleetConfig) error {
 	if f.exe, err = os.Executable(); err != nil {
 		return err
 	}
-	if f.srv, err = testserver.Listen(listenAddr(cfg.demoConfig, false), &testserver.Options{RequireKey: true, Plan: plan}); err != nil {
+	f.srv, err = newCluster(listenAddr(cfg.demoConfig, false), max(cfg.servers, 1), cfg.serverStore,
+		testserver.Options{RequireKey: true}, cfg.seed, cfg.faults)
+	if err != nil {
 		return err
 	}
 	defer f.srv.Close()
@@ -93,7 +95,7 @@ func runFleetChaos(cfg fleetConfig) error {
 
 	fmt.Printf("idem chaos on a fleet: %d payments, %d workers of %d at a time, %d SIGKILLs and one worker killed for good, seed %d, faults %s\n",
 		cfg.n, cfg.workers, cfg.conc, cfg.kills, cfg.seed, cfg.faults)
-	fmt.Printf("journal %s (lease %v); server %s\n", displayName(f.journalURL), cfg.lease, f.srv.URL)
+	fmt.Printf("journal %s (lease %v); server %s\n", displayName(f.journalURL), cfg.lease, f.srv.describe())
 	f.start = time.Now()
 	errs := make(chan error, cfg.workers)
 	for slot := range cfg.workers {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"testing"
 	"time"
 
@@ -56,4 +57,30 @@ func TestChaosFleetShort(t *testing.T) {
 	out, err = runIdem(t, bin, time.Minute, "chaos", "-workers", "3")
 	require.Error(t, err)
 	require.Contains(t, out, "need a postgres:// -journal")
+}
+
+// TestChaosTwoServersOnePostgres is "idem chaos -servers 2 -server-store postgres://…" cut
+// down: two fake servers share one PostgreSQL idempotency store behind a round-robin
+// proxy, so a payment's retries and resumes reach either; each is made exactly once.
+func TestChaosTwoServersOnePostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for several seconds")
+	}
+	bin := idemBinary(t)
+	journalURL, _ := testPostgres(t)
+	u, err := url.Parse(journalURL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Del("namespace") // a journal's, not the store's
+	u.RawQuery = q.Encode()
+	storeURL := u.String()
+	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-n", "300", "-concurrency", "16", "-kills", "4",
+		"-kill-within", "800ms", "-seed", "11", "-servers", "2", "-server-store", storeURL)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "a round-robin proxy to 2 servers sharing one idempotency store")
+	require.Regexp(t, `by server \(round robin\)\s+[1-9]\d* / [1-9]\d*`, out, "both servers took requests")
+	require.Regexp(t, `made twice or more \(charged again\)\s+0\b`, out)
+	require.Regexp(t, `never made\s+0\b`, out)
+	require.Contains(t, out, "300/300 payments made exactly once")
+	require.NotContains(t, out, "s3cret", "a password never shows")
 }

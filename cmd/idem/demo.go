@@ -33,6 +33,8 @@ type demoConfig struct {
 	allKills       bool          // fail unless every kill happened (chaos)
 	compare        bool          // run the plain client first, for the side-by-side
 	serverAddr     string        // where the testserver listens; "" for a free loopback port
+	servers        int           // fake servers behind a round-robin proxy (chaos); 0 or 1 for one
+	serverStore    string        // the Store they share: "" in memory, or a postgres:// URL (serverstore.go)
 	via            string        // host:port the worker sends to instead (a proxy); "" for the server
 }
 

@@ -131,6 +131,9 @@ func (s *side) details(cfg demoConfig, t tally) {
 		retries = fmt.Sprintf("%d more than payments: retries", t.l.Requests-cfg.n)
 	}
 	row("requests received", t.l.Requests, retries)
+	if len(s.srv.servers) > 1 {
+		row("  by server (round robin)", s.srv.split(), "each connection to the next; one idempotency store for all")
+	}
 	row("payments created", t.l.Payments(), "")
 	row("answered from its stored result", t.l.Replays, "a key seen before: the first answer again, no new charge")
 	row("\"in progress, retry later\" (409)", t.l.InProgress, "a key whose first request was still running")

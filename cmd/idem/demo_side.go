@@ -29,7 +29,7 @@ type side struct {
 	label string // "with idem" or "without idem"
 	plain bool
 	state string // the journal, or the plain worker's to-do file
-	srv   *testserver.Server
+	srv   *cluster
 	url   string
 	start time.Time
 	wall  time.Duration
@@ -72,12 +72,13 @@ func newSide(label string, plain bool, state string, cfg demoConfig) (*side, err
 	s := &side{label: label, plain: plain, state: state, start: time.Now(),
 		settled: map[string]bool{}, gaveup: map[string]bool{}, pending: map[string]bool{},
 		inflight: map[string]bool{}, byRef: map[string][]event{}, byKey: map[string][]event{}}
-	plan, err := testserver.ParsePlan(cfg.seed, cfg.faults)
-	if err != nil {
-		return nil, err
+	n, store := max(cfg.servers, 1), cfg.serverStore
+	if plain {
+		n, store = 1, ""
 	}
-	opts := &testserver.Options{RequireKey: true, Plan: plan, Logf: s.serverLog}
-	if s.srv, err = testserver.Listen(listenAddr(cfg, plain), opts); err != nil {
+	opts := testserver.Options{RequireKey: true, Logf: s.serverLog}
+	var err error
+	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults); err != nil {
 		return nil, err
 	}
 	s.url = s.srv.URL
@@ -91,10 +92,10 @@ func newSide(label string, plain bool, state string, cfg demoConfig) (*side, err
 func (s *side) describe(cfg demoConfig) string {
 	if s.plain {
 		return "net/http with a retry loop, a fresh idempotency key per attempt, and a file of\n" +
-			"  payments done; server " + s.srv.URL
+			"  payments done; server " + s.srv.describe()
 	}
 	return "each payment journaled with its key before sending, retried and resumed with\n" +
-		"  the same key; server " + s.srv.URL + ", journal " + s.state
+		"  the same key; server " + s.srv.describe() + ", journal " + s.state
 }
 
 func (s *side) serverLog(format string, args ...any) {

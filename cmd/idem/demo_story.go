@@ -8,11 +8,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -197,25 +194,8 @@ func short(key string) string {
 	return key
 }
 
-// paymentIDs asks the side's server for the payments made for ref.
-func (s *side) paymentIDs(ref string) []string {
-	resp, err := http.Get(s.srv.URL + "/payments?reference=" + url.QueryEscape(ref))
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	json.NewDecoder(resp.Body).Decode(&list)
-	var ids []string
-	for _, p := range list.Data {
-		ids = append(ids, p.ID)
-	}
-	return ids
-}
+// paymentIDs asks the side's servers for the payments made for ref.
+func (s *side) paymentIDs(ref string) []string { return s.srv.paymentIDs(ref) }
 
 // faultBefore says in words a fault the server logged as acting before
 // processing (testserver's Fault.String): "status 503 Retry-After="2"",

@@ -12,6 +12,7 @@ require (
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/idem-go/idem/server/pgstore v0.0.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -26,3 +27,5 @@ replace (
 	github.com/idem-go/idem => ../..
 	github.com/idem-go/idem/journal/pgjournal => ../../journal/pgjournal
 )
+
+replace github.com/idem-go/idem/server/pgstore => ../../server/pgstore
