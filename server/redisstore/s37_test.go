@@ -1,6 +1,6 @@
 // s37_test.go: S37 on Redis. While the middleware cannot reach Redis it answers 503
 // problem+json and never runs the handler; once Redis answers again, the same key works
-// normally. The rdb Redis is never stopped: the outage is a client pointed at a closed
+// normally. The real Redis is never stopped: the outage is a client pointed at a closed
 // loopback port, or a proxy in front of Redis that the test cuts and restores.
 
 package redisstore_test
@@ -43,7 +43,7 @@ func wantFresh(t *testing.T, in *instance, key string) {
 }
 
 // A client of a Redis that is not there: 503, the handler not run, nothing written; then
-// an instance on the rdb Redis takes the same key normally.
+// an instance on the real Redis takes the same key normally.
 func TestS37RedisDown(t *testing.T) {
 	leakcheck.Check(t)
 	rdb := newClient(t)
