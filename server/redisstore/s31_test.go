@@ -42,24 +42,33 @@ func pair(t *testing.T, opts server.Options, h http.Handler, wrap func(server.St
 	return ins
 }
 
-// fire sends s31Copies copies of key to the two instances alternately, all at once, and
-// returns their answers once all came, in order.
-func fire(t *testing.T, ins [2]*instance, key string) []answer {
+// fire sends s31Copies copies of key to the two instances alternately, all at once, while
+// g holds the handler; once ready holds (what, within ten seconds) it releases g, and
+// returns the answers in order when all came. It releases g and collects every answer
+// before failing t, so no request outlives the test.
+func fire(t *testing.T, ins [2]*instance, key string, g *gate, what string, ready func() bool) []answer {
+	t.Helper()
 	answers := make([]answer, s31Copies)
+	errs := make([]error, s31Copies)
 	var wg sync.WaitGroup
-	start := make(chan struct{})
 	for i := range answers {
-		wg.Go(func() {
-			<-start
-			a, err := send(t.Context(), ins[i%2].url, key, s31Body)
-			if err != nil {
-				t.Errorf("copy %d: %v", i, err)
-			}
-			answers[i] = a
-		})
+		wg.Go(func() { answers[i], errs[i] = send(t.Context(), ins[i%2].url, key, s31Body) })
 	}
-	close(start)
+	deadline := time.Now().Add(10 * time.Second)
+	for !ready() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ok := ready()
+	g.release()
 	wg.Wait()
+	if !ok {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("copy %d: %v", i, err)
+		}
+	}
 	return answers
 }
 
@@ -67,15 +76,11 @@ func fire(t *testing.T, ins [2]*instance, key string) []answer {
 // a Retry-After from the holder's lease; retries on either instance replay the answer.
 func TestS31TwoInstancesOneRedis(t *testing.T) {
 	leakcheck.Check(t)
-	h := &payments{gate: newGate(t)}
+	h := &payments{gate: newGate()}
 	obs := &observer{}
 	ins := pair(t, server.Options{Lease: s31Lease, Observer: obs}, h, nil)
 
-	done := make(chan []answer, 1)
-	go func() { done <- fire(t, ins, "k-s31") }()
-	eventually(t, 10*time.Second, "seven 409s", func() bool { return obs.conflicts.Load() == s31Copies-1 })
-	h.gate.release()
-	answers := <-done
+	answers := fire(t, ins, "k-s31", h.gate, "seven 409s", func() bool { return obs.conflicts.Load() == s31Copies-1 })
 
 	var first answer
 	created := 0
@@ -115,7 +120,7 @@ func TestS31TwoInstancesOneRedis(t *testing.T) {
 // answered, then replays that answer byte for byte.
 func TestS31TwoInstancesOneRedisWait(t *testing.T) {
 	leakcheck.Check(t)
-	h := &payments{gate: newGate(t)}
+	h := &payments{gate: newGate()}
 	var counters []*countingStore
 	var mu sync.Mutex
 	ins := pair(t, server.Options{Lease: s31Lease, Wait: 20 * time.Second}, h, func(s server.Store) server.Store {
@@ -132,11 +137,7 @@ func TestS31TwoInstancesOneRedisWait(t *testing.T) {
 		return n
 	}
 
-	done := make(chan []answer, 1)
-	go func() { done <- fire(t, ins, "k-s31-wait") }()
-	eventually(t, 10*time.Second, "seven copies polling", func() bool { return found() >= 2*(s31Copies-1) })
-	h.gate.release()
-	answers := <-done
+	answers := fire(t, ins, "k-s31-wait", h.gate, "seven copies polling", func() bool { return found() >= 2*(s31Copies-1) })
 
 	var first answer
 	var replays []answer
