@@ -34,7 +34,9 @@
 //
 // Every method is one Lua script (EVALSHA, falling back to EVAL) on that one key, so it
 // runs atomically; each reads the time with TIME inside the script, so leases and expiry
-// are judged by Redis's clock alone, never a caller's.
+// are judged by Redis's clock alone, never a caller's. Reading TIME before writing needs
+// scripts replicated by their effects, the only mode since Redis 5: Redis 5 or later (or
+// a compatible server such as Valkey) is required.
 //
 //   - Claim: if the key does not exist, HSET st, fp, tok and lease, PEXPIRE, and answer
 //     "claimed"; otherwise answer the record's fields, the lease left (lease - now) and

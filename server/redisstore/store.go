@@ -18,7 +18,8 @@ import (
 // DefaultPrefix starts every key when Options.Prefix is "".
 const DefaultPrefix = "idem:"
 
-// Options configures a Store; the zero value (or nil) works.
+// Options configures a Store; the zero value (or nil) works. New copies it: a plain
+// value, safe to reuse.
 type Options struct {
 	// Prefix starts every record's key, "<Prefix>{<Scope.ID()>}", so that several
 	// services (or tests) can share one Redis. It must not contain '{' or '}'. "" means
@@ -60,7 +61,8 @@ func (s *Store) Key(sc server.Scope) string {
 	return s.prefix + "{" + sc.ID() + "}"
 }
 
-// Claim implements server.Store.
+// Claim implements server.Store. Like every method, it returns server.ErrLeaseLost for
+// a fenced refusal (never from Claim) and any Redis error wrapped, "redisstore: claim: …".
 func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
 	token := newToken()
 	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(sc)}, fingerprint, token, ms(lease), ms(ttl)).Slice()
@@ -83,7 +85,7 @@ func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease 
 }
 
 // Complete implements server.Store. The response is stored as four hash fields: status,
-// header (encodeHeader's binary form), body and the unreplayable mark.
+// header (in the binary form the package doc describes), body and the unreplayable mark.
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	return s.fenced(ctx, "complete", completeScript, sc, token, ms(ttl),
 		strconv.Itoa(resp.Status), encodeHeader(resp.Header), resp.Body, resp.Unreplayable)
