@@ -61,8 +61,8 @@ func (s *Store) Key(sc server.Scope) string {
 	return s.prefix + "{" + sc.ID() + "}"
 }
 
-// Claim implements server.Store. Like every method, it returns server.ErrLeaseLost for
-// a fenced refusal (never from Claim) and any Redis error wrapped, "redisstore: claim: …".
+// Claim implements server.Store. Its Redis errors, like every method's, are returned
+// wrapped ("redisstore: claim: …"); the fenced methods' refusals are server.ErrLeaseLost.
 func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
 	token := newToken()
 	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(sc)}, fingerprint, token, ms(lease), ms(ttl)).Slice()
