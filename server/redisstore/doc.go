@@ -61,7 +61,9 @@
 //
 // All of a record lives under one key with one hash tag, {<Scope.ID()>}, so every script
 // touches one slot and runs on Redis Cluster; records spread over the slots by their
-// Scope. Options.Prefix must not hold a brace, or it would become the hash tag.
+// Scope. Options.Prefix must not hold a brace, or it would become the hash tag. The
+// tests run the conformance suite on a three-master cluster of their own through a
+// redis.ClusterClient.
 //
 // The Store is as durable as the Redis it runs on. Redis replication is asynchronous: if
 // the primary fails over before a claim reached its replica, the new primary has no
