@@ -6,8 +6,9 @@ package redisstore
 import "errors"
 
 var (
-	// ErrNoClient is returned by New when the client is nil: the Store never dials Redis
-	// itself, the service hands it the client it already has.
+	// ErrNoClient is returned by New when the client is nil (or a nil pointer such as a
+	// nil *redis.Client): the Store never dials Redis itself, the service hands it the
+	// client it already has.
 	ErrNoClient = errors.New("redisstore: nil Redis client")
 
 	// ErrBadPrefix is returned by New when Options.Prefix holds '{' or '}': the record's

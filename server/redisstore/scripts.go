@@ -7,8 +7,8 @@ package redisstore
 import "github.com/redis/go-redis/v9"
 
 // now is the prelude of every script: the current time in milliseconds on Redis's own
-// clock (TIME), never the caller's. Since Redis 5 scripts replicate their effects, so a
-// script may read TIME and then write.
+// clock (TIME), never the caller's. Since Redis 5, scripts are replicated by their
+// effects, so a script may read TIME and then write.
 const now = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

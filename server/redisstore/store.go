@@ -6,6 +6,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,9 @@ type Store struct {
 func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, ErrNoClient
+	}
+	if v := reflect.ValueOf(client); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, ErrNoClient // a nil *redis.Client in the interface
 	}
 	var o Options
 	if opts != nil {

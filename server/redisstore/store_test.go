@@ -87,6 +87,10 @@ func TestNew(t *testing.T) {
 	if _, err := redisstore.New(nil, nil); !errors.Is(err, redisstore.ErrNoClient) {
 		t.Errorf("New(nil): %v, want ErrNoClient", err)
 	}
+	var none *redis.Client
+	if _, err := redisstore.New(none, nil); !errors.Is(err, redisstore.ErrNoClient) {
+		t.Errorf("New of a nil *redis.Client: %v, want ErrNoClient", err)
+	}
 }
 
 // A lease is judged by Redis's clock: a record whose lease field says it ended (as a
