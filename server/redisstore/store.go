@@ -1,0 +1,128 @@
+// store.go is the Store: New, its Options, and the five server.Store methods, each one
+// call of a Lua script (scripts.go) whose reply encode.go decodes.
+
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idem-go/idem/server"
+)
+
+// DefaultPrefix starts every key when Options.Prefix is "".
+const DefaultPrefix = "idem:"
+
+// Options configures a Store; the zero value (or nil) works. New copies it: a plain
+// value, safe to reuse.
+type Options struct {
+	// Prefix starts every record's key, "<Prefix>{<Scope.ID()>}", so that several
+	// services (or tests) can share one Redis. It must not contain '{' or '}'. "" means
+	// DefaultPrefix.
+	Prefix string
+}
+
+// Store is a server.Store on Redis: one hash per record, each method one Lua script, every
+// lease and expiry on Redis's clock (see the package doc). It is safe for concurrent use
+// by many goroutines, and by many processes sharing one Redis.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+// New returns a Store keeping its records through client: a *redis.Client, a
+// *redis.ClusterClient, a failover client, or any other redis.UniversalClient the service
+// already has. New does not contact Redis. It returns ErrNoClient for a nil client and
+// ErrBadPrefix for a prefix with a brace; opts may be nil.
+func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+	if client == nil {
+		return nil, ErrNoClient
+	}
+	if v := reflect.ValueOf(client); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, ErrNoClient // a nil *redis.Client in the interface
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, ErrBadPrefix
+	}
+	return &Store{client: client, prefix: o.Prefix}, nil
+}
+
+// Key returns the Redis key of sc's record: "<Prefix>{<sc.ID()>}".
+func (s *Store) Key(sc server.Scope) string {
+	return s.prefix + "{" + sc.ID() + "}"
+}
+
+// Claim implements server.Store. Its Redis errors, like every method's, are returned
+// wrapped ("redisstore: claim: …"); the fenced methods' refusals are server.ErrLeaseLost.
+func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+	token := newToken()
+	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(sc)}, fingerprint, token, ms(lease), ms(ttl)).Slice()
+	if err != nil {
+		return server.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if len(reply) == 1 && reply[0] == int64(1) {
+		return server.Claim{Claimed: true, Token: token}, nil
+	}
+	rec, err := decodeRecord(reply)
+	if err != nil {
+		return server.Claim{}, err
+	}
+	return server.Claim{Record: rec}, nil
+}
+
+// Renew implements server.Store.
+func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
+	return s.fenced(ctx, "renew", renewScript, sc, token, ms(lease))
+}
+
+// Complete implements server.Store. The response is stored as four hash fields: status,
+// header (in the binary form the package doc describes), body and the unreplayable mark.
+func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
+	return s.fenced(ctx, "complete", completeScript, sc, token, ms(ttl),
+		strconv.Itoa(resp.Status), encodeHeader(resp.Header), resp.Body, resp.Unreplayable)
+}
+
+// Release implements server.Store.
+func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
+	return s.fenced(ctx, "release", releaseScript, sc, token)
+}
+
+// TakeOver implements server.Store.
+func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lease time.Duration) (string, error) {
+	token := newToken()
+	if err := s.fenced(ctx, "take over", takeOverScript, sc, stale, token, ms(lease)); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// fenced runs script on sc's record with token and args as ARGV, and maps its reply: 1
+// done, 0 refused (server.ErrLeaseLost), a Redis error wrapped.
+func (s *Store) fenced(ctx context.Context, op string, script *redis.Script, sc server.Scope, token string, args ...any) error {
+	if token == "" {
+		return server.ErrLeaseLost // no record is ever held under ""
+	}
+	n, err := script.Run(ctx, s.client, []string{s.Key(sc)}, append([]any{token}, args...)...).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("redisstore: %s: %w", op, err)
+	case n != 1:
+		return server.ErrLeaseLost
+	}
+	return nil
+}
+
+var _ server.Store = (*Store)(nil)

@@ -1,0 +1,150 @@
+// store_test.go runs the conformance suite against real Redis, and checks what is the
+// Redis Store's own: its key layout, New's errors, and that leases and expiry are Redis's.
+
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/redisstore"
+	"github.com/idem-go/idem/server/servertest"
+)
+
+// The conformance suite, on Redis's own clock: leases of RealLease are waited for for
+// real.
+func TestConformance(t *testing.T) {
+	c := newClient(t)
+	servertest.Run(t, servertest.Config{
+		Open:      func(t testing.TB) server.Store { return newStore(t, c) },
+		RealLease: 500 * time.Millisecond, // room for round trips on a loaded machine
+	})
+}
+
+// A record is one hash at "<prefix>{<Scope.ID()>}" (one hash tag, so one cluster slot),
+// with a TTL, and nothing else is written.
+func TestKeyLayout(t *testing.T) {
+	c := newClient(t)
+	prefix := newPrefix(t, c)
+	s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "k"}
+	want := prefix + "{" + sc.ID() + "}"
+	if got := s.Key(sc); got != want {
+		t.Errorf("Key = %q, want %q", got, want)
+	}
+	cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	if err != nil || !cl.Claimed {
+		t.Fatalf("Claim = %+v, %v", cl, err)
+	}
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != want {
+		t.Errorf("keys = %q, want only %q", keys, want)
+	}
+	if typ := c.Type(ctx, want).Val(); typ != "hash" {
+		t.Errorf("TYPE = %q, want hash", typ)
+	}
+	if ttl := c.PTTL(ctx, want).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("PTTL = %v, want about the 1 h TTL", ttl)
+	}
+	if err := s.Complete(ctx, sc, cl.Token, &server.Response{Status: 201, Body: []byte("ok")}, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.PTTL(ctx, want).Val(); ttl <= time.Hour {
+		t.Errorf("PTTL after Complete = %v, want about the 2 h TTL", ttl)
+	}
+	if _, ok := c.HGetAll(ctx, want).Val()["tok"]; ok {
+		t.Error("a done record still holds a token")
+	}
+}
+
+// The default prefix is "idem:"; a prefix with a brace, and a nil client, are refused.
+func TestNew(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	s, err := redisstore.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := s.Key(server.Scope{}); !strings.HasPrefix(k, "idem:{") {
+		t.Errorf("Key with the default prefix = %q", k)
+	}
+	if _, err := redisstore.New(c, &redisstore.Options{Prefix: "a{b}:"}); !errors.Is(err, redisstore.ErrBadPrefix) {
+		t.Errorf("New with a braced prefix: %v, want ErrBadPrefix", err)
+	}
+	if _, err := redisstore.New(nil, nil); !errors.Is(err, redisstore.ErrNoClient) {
+		t.Errorf("New(nil): %v, want ErrNoClient", err)
+	}
+	var none *redis.Client
+	if _, err := redisstore.New(none, nil); !errors.Is(err, redisstore.ErrNoClient) {
+		t.Errorf("New of a nil *redis.Client: %v, want ErrNoClient", err)
+	}
+}
+
+// A lease is judged by Redis's clock: a record whose lease field says it ended (as a
+// holder whose clock ran fast would never see) is taken over, and one whose lease runs
+// far ahead is not, whatever the caller's clock says.
+func TestLeaseOnRedisClock(t *testing.T) {
+	c := newClient(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: t.Name()}
+	cl, err := s.Claim(ctx, sc, "fp", time.Hour, 2*time.Hour)
+	if err != nil || !cl.Claimed {
+		t.Fatalf("Claim = %+v, %v", cl, err)
+	}
+	if _, err := s.TakeOver(ctx, sc, cl.Token, time.Minute); !errors.Is(err, server.ErrLeaseLost) {
+		t.Fatalf("TakeOver of an hour's lease: %v, want ErrLeaseLost", err)
+	}
+	redisNow, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HSet(ctx, s.Key(sc), "lease", redisNow.Add(-time.Second).UnixMilli())
+	cl2, err := s.Claim(ctx, sc, "fp", time.Hour, 2*time.Hour)
+	if err != nil || cl2.Claimed || cl2.Record.LeaseLeft > -time.Second+100*time.Millisecond {
+		t.Fatalf("Claim after the lease field was set a second back = %+v, %v; want LeaseLeft about -1 s", cl2, err)
+	}
+	token, err := s.TakeOver(ctx, sc, cl.Token, time.Minute)
+	if err != nil || token == cl.Token {
+		t.Fatalf("TakeOver of a lapsed lease = %q, %v", token, err)
+	}
+}
+
+// Any Redis error is returned wrapped, never as ErrLeaseLost: the middleware fails closed.
+func TestRedisErrorWrapped(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	defer c.Close()
+	s, err := redisstore.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sc := server.Scope{Key: "k"}
+	_, err = s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	checkRedisErr(t, "Claim", err)
+	checkRedisErr(t, "Renew", s.Renew(ctx, sc, "t", time.Minute))
+	checkRedisErr(t, "Complete", s.Complete(ctx, sc, "t", &server.Response{Status: 200}, time.Hour))
+	checkRedisErr(t, "Release", s.Release(ctx, sc, "t"))
+	_, err = s.TakeOver(ctx, sc, "t", time.Minute)
+	checkRedisErr(t, "TakeOver", err)
+}
+
+func checkRedisErr(t *testing.T, op string, err error) {
+	t.Helper()
+	if err == nil || errors.Is(err, server.ErrLeaseLost) || !strings.HasPrefix(err.Error(), "redisstore: ") {
+		t.Errorf("%s on a Redis that is not there: %v, want a wrapped connection error", op, err)
+	}
+}
