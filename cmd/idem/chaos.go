@@ -24,7 +24,7 @@ func runChaos(args []string) error {
 	fs.IntVar(&fc.workers, "workers", fc.workers, "worker processes sharing the journal: 2 or more with a postgres:// -journal (a fleet: one is killed for good)")
 	fs.DurationVar(&fc.lease, "lease", fc.lease, "with a postgres:// -journal: the journal's lease, which bounds the time to adopt a dead worker's operations")
 	fs.IntVar(&cfg.servers, "servers", 1, "fake servers behind a round-robin TCP proxy, sharing one idempotency store (-server-store)")
-	fs.StringVar(&cfg.serverStore, "server-store", "", "the `store` the fake servers share: a postgres:// URL (its schema parameter names the schema), or nothing for one in memory")
+	fs.StringVar(&cfg.serverStore, "server-store", "", "the `store` the fake servers share: a redis:// URL, a postgres:// URL (its schema parameter names the schema), or nothing for one in memory")
 	fs.StringVar(&fc.restartDB, "restart-db", "", "with a postgres:// -journal: a shell `command` that restarts PostgreSQL, run once half way through")
 	if err := parseFlags(fs, args); err != nil {
 		return err

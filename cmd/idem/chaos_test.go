@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
+	"net"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -83,4 +86,28 @@ func TestChaosTwoServersOnePostgres(t *testing.T) {
 	require.Regexp(t, `never made\s+0\b`, out)
 	require.Contains(t, out, "300/300 payments made exactly once")
 	require.NotContains(t, out, "s3cret", "a password never shows")
+}
+
+// TestChaosTwoServersOneRedis is the same on one Redis (IDEM_REDIS_ADDR, by default the
+// local one): the run's records go under a prefix of its own, deleted at the end.
+func TestChaosTwoServersOneRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for several seconds")
+	}
+	addr := cmp.Or(os.Getenv("IDEM_REDIS_ADDR"), "127.0.0.1:6379")
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Redis at %s: %v (CI is set: the server must run)", addr, err)
+		}
+		t.Skipf("Redis not reachable at %s (set IDEM_REDIS_ADDR): %v", addr, err)
+	} else {
+		c.Close()
+	}
+	bin := idemBinary(t)
+	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-n", "300", "-concurrency", "16", "-kills", "4",
+		"-kill-within", "800ms", "-seed", "12", "-servers", "2", "-server-store", "redis://"+addr+"/0")
+	require.NoError(t, err, out)
+	require.Regexp(t, `by server \(round robin\)\s+[1-9]\d* / [1-9]\d*`, out, "both servers took requests")
+	require.Regexp(t, `made twice or more \(charged again\)\s+0\b`, out)
+	require.Contains(t, out, "300/300 payments made exactly once")
 }
