@@ -134,7 +134,7 @@ func (r row) record() (server.Record, error) {
 	if r.status == nil {
 		return rec, nil // a done record without a response: the middleware answers 503
 	}
-	h, err := decodeHeader(r.header)
+	h, err := server.ParseHeader(r.header)
 	if err != nil {
 		return server.Record{}, err
 	}

@@ -116,7 +116,7 @@ func (s *Store) complete(exec execFunc, sc server.Scope, token string, resp *ser
 		body = []byte{} // NULL is for a record without a response
 	}
 	return fenced("complete")(exec(s.q.complete, sc.ID(), token, micros(ttl),
-		int32(resp.Status), encodeHeader(resp.Header), body, resp.Unreplayable))
+		int32(resp.Status), server.AppendHeader(nil, resp.Header), body, resp.Unreplayable))
 }
 
 // fenced turns the result of a fenced statement into the transition's error: none if it

@@ -92,7 +92,7 @@ func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease 
 // header (in the binary form the package doc describes), body and the unreplayable mark.
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	return s.fenced(ctx, "complete", completeScript, sc, token, ms(ttl),
-		strconv.Itoa(resp.Status), encodeHeader(resp.Header), resp.Body, resp.Unreplayable)
+		strconv.Itoa(resp.Status), server.AppendHeader(nil, resp.Header), resp.Body, resp.Unreplayable)
 }
 
 // Release implements server.Store.
