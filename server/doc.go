@@ -32,11 +32,12 @@
 //
 // Each request with a key has a fingerprint (section 2.4); reusing the key with another
 // fingerprint gets 422 and runs nothing. By default (DefaultFingerprint) it is a SHA-256
-// over the method, the path and the body. A JSON body (application/json, or any +json
-// type) is hashed in a canonical form in the manner of RFC 8785: object members sorted,
-// white space dropped, strings with minimal escapes, and numbers written by value, so 100,
-// 1e2 and 100.0 are one number. Numbers are compared as exact decimals, not as IEEE 754
-// doubles as RFC 8785 does, so amounts that differ past 2^53 stay different. A JSON body
+// over the method, the path, the query (if any) and the body. A JSON body
+// (application/json, or any +json type) is hashed in a canonical form in the manner of
+// RFC 8785: object members sorted, white space dropped, strings with minimal escapes, and
+// numbers written by value, so 100, 1e2 and 100.0 are one number. Numbers are compared as
+// exact decimals, not as IEEE 754 doubles as RFC 8785 does, so amounts that differ past
+// 2^53 stay different. A JSON body
 // that is invalid, not UTF-8, or has a duplicate member name gets 400. Other bodies are
 // hashed as bytes. Options.Fingerprint replaces all this.
 //
