@@ -37,8 +37,8 @@
 // RFC 8785: object members sorted, white space dropped, strings with minimal escapes, and
 // numbers written by value, so 100, 1e2 and 100.0 are one number. Numbers are compared as
 // exact decimals, not as IEEE 754 doubles as RFC 8785 does, so amounts that differ past
-// 2^53 stay different. A JSON body
-// that is invalid, not UTF-8, or has a duplicate member name gets 400. Other bodies are
+// 2^53 stay different. A JSON body that is invalid, not UTF-8, or has a duplicate member
+// name gets 400. Other bodies, and those sent with a Content-Encoding such as gzip, are
 // hashed as bytes. Options.Fingerprint replaces all this.
 //
 // The body is read in full before the claim, up to Options.MaxBodyBytes (1 MiB; larger:

@@ -16,11 +16,11 @@ import (
 // Content-Type is JSON (application/json or any +json type) is hashed in canonical form
 // (see the package doc: key order, white space and number spelling do not matter), and
 // refused with an error, which the middleware answers with 400, if it is not valid I-JSON
-// (invalid, duplicate member names, not UTF-8). Any other body, and an empty one, is
-// hashed as raw bytes.
+// (invalid, duplicate member names, not UTF-8). Any other body, an empty one, and one
+// sent with a Content-Encoding (gzip: not JSON text on the wire) are hashed as raw bytes.
 func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
 	kind, canon := "raw", body
-	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) {
+	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) && notEncoded(r) {
 		var err error
 		if canon, err = canonicalJSON(body); err != nil {
 			return "", err
@@ -50,4 +50,17 @@ func isJSON(ct string) bool {
 		return false
 	}
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// notEncoded reports whether r's body is sent as it is: no Content-Encoding, or only
+// "identity" (RFC 9110 section 8.4).
+func notEncoded(r *http.Request) bool {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
 }
