@@ -7,6 +7,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -46,16 +47,24 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if rec.status == 0 && !rec.hijacked {
 		rec.WriteHeader(http.StatusOK)
 	}
-	rec.written += int64(len(p))
+	n, err := rec.w.Write(p)
+	kept := p
+	if errors.Is(err, http.ErrContentLength) || errors.Is(err, http.ErrBodyNotAllowed) {
+		// net/http refused these bytes (past a declared Content-Length, or a body on a 204
+		// or 304): they never reach any client, so they are not replayed either. Any
+		// other error (the client went away) does not change the handler's answer.
+		kept = p[:n]
+	}
+	rec.written += int64(len(kept))
 	if !rec.overflow {
-		if int64(rec.body.Len()+len(p)) > rec.limit {
+		if int64(rec.body.Len()+len(kept)) > rec.limit {
 			rec.overflow = true
 			rec.body = bytes.Buffer{} // never kept: drop what we had
 		} else {
-			rec.body.Write(p)
+			rec.body.Write(kept)
 		}
 	}
-	return rec.w.Write(p)
+	return n, err
 }
 
 // Flush marks the answer streamed (not replayable: see the package doc) and flushes it.
