@@ -200,6 +200,7 @@ func (p *Processor) run(ctx context.Context, sc server.Scope, token string, hand
 	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, holdKey{}, h))
 	defer cancel(nil)
 	stop := p.heartbeat(hctx, sc, token, cancel)
+	defer stop() // a panicking handler's claim is left to lapse
 	herr := handle(hctx)
 	stop()
 	done := context.WithoutCancel(ctx) // the handler's work is done: record it even if ctx ended
