@@ -24,9 +24,10 @@
 //
 // A key names an operation only for one identity, method and path (section 5 recommends
 // such a composite key): the same key from another identity is another operation, never
-// sees this one's response, and neither waits for the other. Options.Identity says who
-// sent a request (tenant, account, API key ID); by default it is the Authorization header.
-// Only a SHA-256 of the identity reaches the Store.
+// sees this one's response, and neither waits for the other. The path is compared with
+// its percent-encodings normalised (RFC 3986 section 6.2.2: /%70ayments is /payments).
+// Options.Identity says who sent a request (tenant, account, API key ID); by default it
+// is the Authorization header. Only a SHA-256 of the identity reaches the Store.
 //
 // # Fingerprint
 //

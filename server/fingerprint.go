@@ -34,7 +34,7 @@ func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
 		// keeps the fingerprint it had before the query counted, and none collides with it.
 		kind += "?" + r.URL.RawQuery
 	}
-	for _, f := range []string{"idem-fingerprint-v1", r.Method, r.URL.EscapedPath(), kind} {
+	for _, f := range []string{"idem-fingerprint-v1", r.Method, canonicalPath(r.URL.EscapedPath()), kind} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
 	}
