@@ -118,16 +118,24 @@ func (rec *recorder) response(unstored map[string]bool) *Response {
 	if sent == nil { // nothing written: net/http sends the header as it is now
 		sent = rec.w.Header()
 	}
+	// Names are compared canonically: a handler may set a field under any spelling of its
+	// name (w.Header()["set-cookie"]), and net/http sends it all the same.
+	canon := textproto.CanonicalMIMEHeaderKey
 	// Fields the Connection field names are hop-by-hop too (RFC 9110 section 7.6.1).
 	named := map[string]bool{}
-	for _, v := range sent.Values("Connection") {
-		for f := range strings.SplitSeq(v, ",") {
-			named[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f))] = true
+	for k, vs := range sent {
+		if canon(k) != "Connection" {
+			continue
+		}
+		for _, v := range vs {
+			for f := range strings.SplitSeq(v, ",") {
+				named[canon(strings.TrimSpace(f))] = true
+			}
 		}
 	}
 	h := http.Header{}
 	for k, vs := range sent {
-		if !unstored[k] && !named[k] {
+		if ck := canon(k); !unstored[ck] && !named[ck] {
 			h[k] = append([]string(nil), vs...)
 		}
 	}
