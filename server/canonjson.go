@@ -41,21 +41,101 @@ func canonicalJSON(body []byte) ([]byte, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	var out bytes.Buffer
-	if err := canonValue(dec, &out, 0); err != nil {
+	var v pieces
+	if err := canonValue(dec, &v, 0); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: data after the JSON value", errNotJSON)
 	}
+	var out bytes.Buffer
+	out.Grow(len(body))
+	v.writeTo(&out)
 	return out.Bytes(), nil
 }
 
 // maxDepth bounds nesting, so a body of a million '[' costs no deep recursion.
 const maxDepth = 1000
 
-// canonValue writes the next value of dec to out.
-func canonValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
+// pieces is a canonical value under construction: runs of finished bytes, and objects,
+// whose members are sorted only once the object ends. Objects larger than flatMax are
+// kept as nodes and written out once at the end, so a large member value is never copied
+// into its object's buffer level by level: nested objects cost time and memory linear in
+// the body, where copying each level cost a gigabyte for a 1 MiB body.
+type pieces []piece
+
+// piece is finished bytes (lit) or an object (obj).
+type piece struct {
+	lit *bytes.Buffer
+	obj *object
+}
+
+type object struct {
+	members []member
+	size    int // about how many bytes it writes
+}
+
+// flatMax is the size up to which an object is written out at once, as bytes, rather than
+// kept as a node: small objects (the many {"a":1} of an array) then cost no node, and a
+// byte is copied into at most the few small objects around it.
+const flatMax = 256
+
+type member struct {
+	name  string
+	units []uint16 // the name in UTF-16, the sort key
+	value pieces
+}
+
+// buf returns the run of bytes at the end of ps, starting one if needed.
+func (ps *pieces) buf() *bytes.Buffer {
+	if n := len(*ps); n > 0 && (*ps)[n-1].lit != nil {
+		return (*ps)[n-1].lit
+	}
+	b := new(bytes.Buffer)
+	*ps = append(*ps, piece{lit: b})
+	return b
+}
+
+// size is about how many bytes ps writes.
+func (ps pieces) size() int {
+	n := 0
+	for _, p := range ps {
+		if p.obj == nil {
+			n += p.lit.Len()
+		} else {
+			n += p.obj.size
+		}
+	}
+	return n
+}
+
+// writeTo writes the canonical text of ps to out.
+func (ps pieces) writeTo(out *bytes.Buffer) {
+	for _, p := range ps {
+		if p.obj == nil {
+			out.Write(p.lit.Bytes())
+		} else {
+			p.obj.writeTo(out)
+		}
+	}
+}
+
+// writeTo writes the canonical text of o, its members sorted, to out.
+func (o *object) writeTo(out *bytes.Buffer) {
+	out.WriteByte('{')
+	for i, m := range o.members {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		writeString(out, m.name)
+		out.WriteByte(':')
+		m.value.writeTo(out)
+	}
+	out.WriteByte('}')
+}
+
+// canonValue appends the next value of dec to out.
+func canonValue(dec *json.Decoder, out *pieces, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: nested deeper than %d", errNotJSON, maxDepth)
 	}
@@ -73,26 +153,26 @@ func canonValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 		}
 		return fmt.Errorf("%w: unexpected %q", errNotJSON, t)
 	case string:
-		writeString(out, t)
+		writeString(out.buf(), t)
 	case json.Number:
 		n, err := canonNumber(string(t))
 		if err != nil {
 			return err
 		}
-		out.WriteString(n)
+		out.buf().WriteString(n)
 	case bool:
-		out.WriteString(strconv.FormatBool(t))
+		out.buf().WriteString(strconv.FormatBool(t))
 	case nil:
-		out.WriteString("null")
+		out.buf().WriteString("null")
 	}
 	return nil
 }
 
-func canonArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
-	out.WriteByte('[')
+func canonArray(dec *json.Decoder, out *pieces, depth int) error {
+	out.buf().WriteByte('[')
 	for i := 0; dec.More(); i++ {
 		if i > 0 {
-			out.WriteByte(',')
+			out.buf().WriteByte(',')
 		}
 		if err := canonValue(dec, out, depth+1); err != nil {
 			return err
@@ -101,46 +181,41 @@ func canonArray(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 	if _, err := dec.Token(); err != nil { // the ']'
 		return fmt.Errorf("%w: %v", errNotJSON, err)
 	}
-	out.WriteByte(']')
+	out.buf().WriteByte(']')
 	return nil
 }
 
-func canonObject(dec *json.Decoder, out *bytes.Buffer, depth int) error {
-	type member struct {
-		name  string
-		units []uint16 // the name in UTF-16, the sort key
-		value []byte
-	}
-	var ms []member
+func canonObject(dec *json.Decoder, out *pieces, depth int) error {
+	o := object{size: 2}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return fmt.Errorf("%w: %v", errNotJSON, err)
 		}
 		name, _ := tok.(string) // the decoder allows only a string here
-		var v bytes.Buffer
+		var v pieces
 		if err := canonValue(dec, &v, depth+1); err != nil {
 			return err
 		}
-		ms = append(ms, member{name, utf16.Encode([]rune(name)), v.Bytes()})
+		o.members = append(o.members, member{name, utf16.Encode([]rune(name)), v})
+		o.size += len(name) + 4 + v.size()
 	}
 	if _, err := dec.Token(); err != nil { // the '}'
 		return fmt.Errorf("%w: %v", errNotJSON, err)
 	}
+	ms := o.members
 	slices.SortFunc(ms, func(a, b member) int { return slices.Compare(a.units, b.units) })
-	out.WriteByte('{')
-	for i, m := range ms {
-		if i > 0 {
-			if m.name == ms[i-1].name {
-				return fmt.Errorf("%w: duplicate member name", errNotJSON)
-			}
-			out.WriteByte(',')
+	for i := 1; i < len(ms); i++ {
+		if ms[i].name == ms[i-1].name {
+			return fmt.Errorf("%w: duplicate member name", errNotJSON)
 		}
-		writeString(out, m.name)
-		out.WriteByte(':')
-		out.Write(m.value)
 	}
-	out.WriteByte('}')
+	if o.size <= flatMax {
+		o.writeTo(out.buf())
+	} else {
+		node := o
+		*out = append(*out, piece{obj: &node})
+	}
 	return nil
 }
 

@@ -24,20 +24,22 @@
 //
 // A key names an operation only for one identity, method and path (section 5 recommends
 // such a composite key): the same key from another identity is another operation, never
-// sees this one's response, and neither waits for the other. Options.Identity says who
-// sent a request (tenant, account, API key ID); by default it is the Authorization header.
-// Only a SHA-256 of the identity reaches the Store.
+// sees this one's response, and neither waits for the other. The path is compared with
+// its percent-encodings normalised (RFC 3986 section 6.2.2: /%70ayments is /payments).
+// Options.Identity says who sent a request (tenant, account, API key ID); by default it
+// is the Authorization header. Only a SHA-256 of the identity reaches the Store.
 //
 // # Fingerprint
 //
 // Each request with a key has a fingerprint (section 2.4); reusing the key with another
 // fingerprint gets 422 and runs nothing. By default (DefaultFingerprint) it is a SHA-256
-// over the method, the path and the body. A JSON body (application/json, or any +json
-// type) is hashed in a canonical form in the manner of RFC 8785: object members sorted,
-// white space dropped, strings with minimal escapes, and numbers written by value, so 100,
-// 1e2 and 100.0 are one number. Numbers are compared as exact decimals, not as IEEE 754
-// doubles as RFC 8785 does, so amounts that differ past 2^53 stay different. A JSON body
-// that is invalid, not UTF-8, or has a duplicate member name gets 400. Other bodies are
+// over the method, the path, the query (if any) and the body. A JSON body
+// (application/json, or any +json type) is hashed in a canonical form in the manner of
+// RFC 8785: object members sorted, white space dropped, strings with minimal escapes, and
+// numbers written by value, so 100, 1e2 and 100.0 are one number. Numbers are compared as
+// exact decimals, not as IEEE 754 doubles as RFC 8785 does, so amounts that differ past
+// 2^53 stay different. A JSON body that is invalid, not UTF-8, or has a duplicate member
+// name gets 400. Other bodies, and those sent with a Content-Encoding such as gzip, are
 // hashed as bytes. Options.Fingerprint replaces all this.
 //
 // The body is read in full before the claim, up to Options.MaxBodyBytes (1 MiB; larger:

@@ -86,9 +86,53 @@ func scopeOf(r *http.Request, key, id string) Scope {
 	return Scope{
 		Identity: hex.EncodeToString(sum[:]),
 		Method:   r.Method,
-		Path:     r.URL.EscapedPath(),
+		Path:     canonicalPath(r.URL.EscapedPath()),
 		Key:      key,
 	}
+}
+
+// canonicalPath returns the escaped path p with its percent-encodings normalised as RFC
+// 3986 section 6.2.2 says: an encoded unreserved character (letters, digits, "-._~") is
+// the character itself, and the other encodings take upper-case hex digits. So /%70ayments
+// and /payments, which one route serves and a proxy may rewrite one into the other, name
+// one operation, while /a%2Fb stays apart from /a/b. A path without '%' is returned as is.
+func canonicalPath(p string) string {
+	if !strings.Contains(p, "%") {
+		return p
+	}
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		hi, lo := -1, -1
+		if p[i] == '%' && i+2 < len(p) {
+			hi, lo = unhex(p[i+1]), unhex(p[i+2])
+		}
+		if hi < 0 || lo < 0 {
+			b.WriteByte(p[i])
+			continue
+		}
+		c := byte(hi<<4 | lo)
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			b.Write([]byte{'%', hexDigits[hi], hexDigits[lo]})
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// unhex is the value of the hex digit c, or -1.
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	case 'A' <= c && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
 }
 
 // authIdentity is the identity when Options.Identity is nil: the Authorization header.

@@ -7,6 +7,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -46,16 +47,24 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if rec.status == 0 && !rec.hijacked {
 		rec.WriteHeader(http.StatusOK)
 	}
-	rec.written += int64(len(p))
+	n, err := rec.w.Write(p)
+	kept := p
+	if errors.Is(err, http.ErrContentLength) || errors.Is(err, http.ErrBodyNotAllowed) {
+		// net/http refused these bytes (past a declared Content-Length, or a body on a 204
+		// or 304): they never reach any client, so they are not replayed either. Any
+		// other error (the client went away) does not change the handler's answer.
+		kept = p[:n]
+	}
+	rec.written += int64(len(kept))
 	if !rec.overflow {
-		if int64(rec.body.Len()+len(p)) > rec.limit {
+		if int64(rec.body.Len()+len(kept)) > rec.limit {
 			rec.overflow = true
 			rec.body = bytes.Buffer{} // never kept: drop what we had
 		} else {
-			rec.body.Write(p)
+			rec.body.Write(kept)
 		}
 	}
-	return rec.w.Write(p)
+	return n, err
 }
 
 // Flush marks the answer streamed (not replayable: see the package doc) and flushes it.
@@ -109,16 +118,24 @@ func (rec *recorder) response(unstored map[string]bool) *Response {
 	if sent == nil { // nothing written: net/http sends the header as it is now
 		sent = rec.w.Header()
 	}
+	// Names are compared canonically: a handler may set a field under any spelling of its
+	// name (w.Header()["set-cookie"]), and net/http sends it all the same.
+	canon := textproto.CanonicalMIMEHeaderKey
 	// Fields the Connection field names are hop-by-hop too (RFC 9110 section 7.6.1).
 	named := map[string]bool{}
-	for _, v := range sent.Values("Connection") {
-		for f := range strings.SplitSeq(v, ",") {
-			named[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(f))] = true
+	for k, vs := range sent {
+		if canon(k) != "Connection" {
+			continue
+		}
+		for _, v := range vs {
+			for f := range strings.SplitSeq(v, ",") {
+				named[canon(strings.TrimSpace(f))] = true
+			}
 		}
 	}
 	h := http.Header{}
 	for k, vs := range sent {
-		if !unstored[k] && !named[k] {
+		if ck := canon(k); !unstored[ck] && !named[ck] {
 			h[k] = append([]string(nil), vs...)
 		}
 	}

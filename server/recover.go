@@ -86,6 +86,18 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 		m.replay(w, r, rq, resp)
 		return "", false
 	case got.Rerun:
+		// No heartbeat ran while the hook did: if it outlived our lease, another copy may
+		// have taken the record over (and run the handler) meanwhile. Renewing is the fence.
+		switch err := c.Store.Renew(ctx, rq.scope, token, c.Lease); {
+		case errors.Is(err, ErrLeaseLost):
+			c.Observer.Conflict(r, false)
+			c.writeProblem(w, http.StatusConflict, ProblemInProgress, "A request with this key is in progress",
+				"Another request with this idempotency key is being processed; retry later.", c.Lease)
+			return "", false
+		case err != nil:
+			m.unavailable(w, r, err)
+			return "", false
+		}
 		return token, true
 	}
 	// Undecided: our lease lapses in its turn and the next copy asks again.

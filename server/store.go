@@ -97,7 +97,7 @@ type Scope struct {
 	// never sees the credential or account name itself.
 	Identity string
 	Method   string
-	Path     string
+	Path     string // escaped, percent-encodings normalised (RFC 3986 section 6.2.2)
 	Key      string // the idempotency key, as the client sent it, unquoted
 }
 

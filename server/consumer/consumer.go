@@ -127,13 +127,21 @@ var doneMark = &server.Response{Status: 200}
 
 // Process runs handle for the message id of queue unless the group has processed it, and
 // says what to tell the broker. handle's ctx carries the claim (HoldFrom) and is canceled
-// if the claim is lost. An error means the Store could not answer, or a bad message.
+// if the claim is lost. An error means the Store could not answer, ctx had ended before
+// the claim, or a bad message.
 func (p *Processor) Process(ctx context.Context, queue, id string, handle func(ctx context.Context) error) (Result, error) {
 	if queue == "" || id == "" || len(queue) > maxIDBytes || len(id) > maxIDBytes {
 		return 0, ErrBadMessage
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	sc := server.Scope{Identity: p.o.Group, Method: "MESSAGE", Path: queue, Key: id}
-	c, err := p.o.Store.Claim(ctx, sc, "", p.o.Lease, p.o.TTL)
+	// The claim is made without ctx's cancellation, as the middleware's is: a claim that
+	// ctx cut off after the Store made it would leave the message held by no one, Busy
+	// to every redelivery. If ctx ended meanwhile, the handler sees it and the claim is
+	// released when it returns.
+	c, err := p.o.Store.Claim(context.WithoutCancel(ctx), sc, "", p.o.Lease, p.o.TTL)
 	if err != nil {
 		return 0, fmt.Errorf("consumer: claim %s/%s: %w", queue, id, err)
 	}
@@ -192,6 +200,7 @@ func (p *Processor) run(ctx context.Context, sc server.Scope, token string, hand
 	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, holdKey{}, h))
 	defer cancel(nil)
 	stop := p.heartbeat(hctx, sc, token, cancel)
+	defer stop() // a panicking handler's claim is left to lapse
 	herr := handle(hctx)
 	stop()
 	done := context.WithoutCancel(ctx) // the handler's work is done: record it even if ctx ended

@@ -43,8 +43,9 @@ func MarkCompleted(ctx context.Context) bool {
 	return ok
 }
 
-// heartbeat renews the claim every Lease/3 until stop is called; if the claim is lost it
-// cancels the handler's context with server.ErrLeaseLost.
+// heartbeat renews the claim every Lease/3 until stop is called (when the handler has
+// returned, or panicked), whether or not ctx has ended; if the claim is lost it cancels
+// the handler's context with server.ErrLeaseLost.
 func (p *Processor) heartbeat(ctx context.Context, sc server.Scope, token string, cancel context.CancelCauseFunc) (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
@@ -52,10 +53,11 @@ func (p *Processor) heartbeat(ctx context.Context, sc server.Scope, token string
 		t := time.NewTicker(p.o.Lease / 3)
 		defer t.Stop()
 		for {
+			// Not stopped by ctx: a handler still running after its context ended (a
+			// consumer shutting down) is still making its effect, and holds its claim
+			// until it returns.
 			select {
 			case <-quit:
-				return
-			case <-ctx.Done():
 				return
 			case <-t.C:
 			}

@@ -1,0 +1,63 @@
+package consumer_test
+
+// shutdown_lease_test.go: a consumer shutting down cancels the context it passed to
+// Process, but a handler that finishes its work anyway (or ignores its context, as many
+// do) is still running its effect. Its claim must stay renewed until it returns, or
+// another consumer finds it abandoned and runs the message again.
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/server/consumer"
+	"github.com/idem-go/idem/server/memstore"
+)
+
+func TestHandlerFinishingAfterCancelKeepsItsClaim(t *testing.T) {
+	store := memstore.New(nil) // real clock: the lease is 30 ms, renewed every 10 ms
+	const lease = 30 * time.Millisecond
+	stopping := newProcessor(t, consumer.Options{Store: store, Lease: lease})
+	other := newProcessor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
+	var runs atomic.Int32
+	started, finish := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan consumer.Result, 1)
+	go func() {
+		res, _ := stopping.Process(ctx, "q", "m-1", func(context.Context) error {
+			close(started)
+			<-finish // the effect takes its time, whatever the context says
+			runs.Add(1)
+			return nil
+		})
+		done <- res
+	}()
+	<-started
+	cancel()              // the consumer is shutting down
+	time.Sleep(4 * lease) // the handler is still at work
+	res, err := other.Process(bg, "q", "m-1", func(context.Context) error { runs.Add(1); return nil })
+	close(finish)
+	require.NoError(t, err)
+	require.Equal(t, consumer.Busy, res, "a running handler's message was taken over")
+	require.Equal(t, consumer.Processed, <-done)
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// A handler that panics stops renewing its claim (and leaves no goroutine): the claim
+// lapses, and Recover decides about it as about a crashed consumer's.
+func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
+	store := memstore.New(nil)
+	const lease = 30 * time.Millisecond
+	p := newProcessor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
+	func() {
+		defer func() { require.NotNil(t, recover()) }()
+		_, _ = p.Process(bg, "q", "m-1", func(context.Context) error { panic("handler bug") })
+	}()
+	time.Sleep(2 * lease)
+	res, err := p.Process(bg, "q", "m-1", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, consumer.Processed, res, "the panicked handler's claim was still renewed")
+}
