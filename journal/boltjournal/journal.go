@@ -1,38 +1,7 @@
-// Package boltjournal is idem's embedded journal: a journal.Store in one
-// bbolt file, opened by one process at a time. Writes ahead are committed
-// with fsync before Create returns, sharing each commit among the writers
-// that queued meanwhile (group commit, commit.go); settles ride the next
-// commit or a flush within tens of milliseconds (deferred.go). Large bodies
-// are stored in chunks and staged ahead of their record (body.go), sealed
-// with AES-256-GCM under a Keyring if asked (encrypt.go, record_seal.go).
-// It is the only package of idem that imports go.etcd.io/bbolt; the idem
-// package opens it with idem.Open and idem.OpenJournal.
-//
 // This file holds the Journal: the bbolt file where operations are written
 // before they are sent (write-ahead) and kept until settled, expired or
 // failed. commit.go writes to it, read.go reads it, bolt.go opens the file,
 // and store.go is its journal.Store face.
-//
-// Layout (all keys of records are 8-byte big-endian sequence numbers, so
-// inserts append):
-//
-//	pending  ID -> Record metadata (JSON) of a pending operation: this bucket
-//	         stays as small as the work in flight
-//	done     ID -> Record metadata of a settled (without headers), failed or
-//	         expired operation, kept for Retention
-//	bodies   ID -> the request body (sealed if the record names a key ID),
-//	         until the operation settles; kept apart so listings never read
-//	         bodies and nothing copies them. A body over 64 KiB is stored
-//	         in chunks, ID+chunk number -> chunk (body.go)
-//	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version: 8, or 9 once a writer with
-//	         Options.Encryption has opened it (version 8 plus sealed records,
-//	         record_seal.go), so that an idem that cannot open them refuses
-//	         the file instead of sending ciphertext as a body;
-//	         "identity-key", the HMAC key of credential tags
-//	         (identity_key.go); and
-//	         "staged\x00"+ID while a body of 1 MiB or more is written ahead
-//	         of its record (body.go)
 
 package boltjournal
 
