@@ -33,7 +33,8 @@
 //
 // Each request with a key has a fingerprint (section 2.4); reusing the key with another
 // fingerprint gets 422 and runs nothing. By default (DefaultFingerprint) it is a SHA-256
-// over the method, the path, the query (if any) and the body. A JSON body
+// over the method, the path and the body (not the query: it may carry a credential a
+// client refreshes between attempts). A JSON body
 // (application/json, or any +json type) is hashed in a canonical form in the manner of
 // RFC 8785: object members sorted, white space dropped, strings with minimal escapes, and
 // numbers written by value, so 100, 1e2 and 100.0 are one number. Numbers are compared as

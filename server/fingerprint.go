@@ -12,12 +12,13 @@ import (
 )
 
 // DefaultFingerprint is the fingerprint when Options.Fingerprint is nil: hex SHA-256 over
-// the method, the path, the query (as sent, if any) and the body. A body whose
-// Content-Type is JSON (application/json or any +json type) is hashed in canonical form
-// (see the package doc: key order, white space and number spelling do not matter), and
-// refused with an error, which the middleware answers with 400, if it is not valid I-JSON
-// (invalid, duplicate member names, not UTF-8). Any other body, an empty one, and one
-// sent with a Content-Encoding (gzip: not JSON text on the wire) are hashed as raw bytes.
+// the method, the path and the body; not the query, which may carry a credential a client
+// refreshes between attempts (idem's SensitiveQueryParams). A body whose Content-Type is
+// JSON (application/json or any +json type) is hashed in canonical form (see the package
+// doc: key order, white space and number spelling do not matter), and refused with an
+// error, which the middleware answers with 400, if it is not valid I-JSON (invalid,
+// duplicate member names, not UTF-8). Any other body, an empty one, and one sent with a
+// Content-Encoding (gzip: not JSON text on the wire) are hashed as raw bytes.
 func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
 	kind, canon := "raw", body
 	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) && notEncoded(r) {
@@ -28,12 +29,6 @@ func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
 		kind = "json"
 	}
 	h := sha256.New()
-	if r.URL.RawQuery != "" {
-		// The query is part of the request (POST /transfers?to=bob). It rides in the kind
-		// field, which no NUL ends early (a URL holds none), so a request without a query
-		// keeps the fingerprint it had before the query counted, and none collides with it.
-		kind += "?" + r.URL.RawQuery
-	}
 	for _, f := range []string{"idem-fingerprint-v1", r.Method, canonicalPath(r.URL.EscapedPath()), kind} {
 		h.Write([]byte(f))
 		h.Write([]byte{0})
