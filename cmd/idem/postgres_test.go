@@ -71,7 +71,9 @@ func pgJournalWithRecords(t *testing.T, journalURL string, pool *pgxpool.Pool, s
 	j, err := pgjournal.Open(context.Background(), pool, &target.opts)
 	require.NoError(t, err)
 	defer j.Close() // gives its leases up: the command may resume at once
-	tr, err := idem.NewTransport(j, &idem.Options{MaxAttempts: 1})
+	// A 1 ms backoff makes the pending operation due again at once, for the
+	// command's resume.
+	tr, err := idem.NewTransport(j, &idem.Options{MaxAttempts: 1, InitialInterval: time.Millisecond, MaxInterval: time.Millisecond})
 	require.NoError(t, err)
 	for _, op := range []string{"order-1/charge", "order-2/charge"} {
 		req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), op),
