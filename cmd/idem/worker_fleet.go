@@ -20,15 +20,12 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
-	"github.com/idem-go/idem/journal/pgjournal"
 )
 
 // fleetWorker is a worker on a PostgreSQL journal shared with others.
 type fleetWorker struct {
 	worker
 	target *pgTarget
-	tr     *idem.Transport
-	j      *pgjournal.Journal
 }
 
 func runFleetWorker(journalURL, url string, n, conc, slot, workers int, attemptTimeout, lease time.Duration) error {
@@ -65,7 +62,7 @@ func runFleetWorker(journalURL, url string, n, conc, slot, workers int, attemptT
 	if err != nil {
 		return err
 	}
-	w := &fleetWorker{worker: worker{url: url, out: out, http: &http.Client{Transport: tr}}, target: t, tr: tr, j: j}
+	w := &fleetWorker{worker: worker{url: url, out: out, http: &http.Client{Transport: tr}}, target: t}
 	stop := tr.StartResumer(ctx, w.report)
 	defer stop()
 	order := make([]int, n) // every payment, from this worker's share on
