@@ -9,6 +9,7 @@ package boltjournal
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -35,13 +36,7 @@ func (j *Journal) sawWritten(t time.Time) {
 	if t.IsZero() {
 		return
 	}
-	n := t.UnixNano()
-	for {
-		old := j.written.Load()
-		if n <= old || j.written.CompareAndSwap(old, n) {
-			return
-		}
-	}
+	raise(&j.written, t.UnixNano())
 }
 
 // writtenStep is the granularity of the newest time kept in the file: it is
@@ -73,10 +68,13 @@ func (j *Journal) raiseWritten(tx *bolt.Tx, t time.Time) (int64, error) {
 }
 
 // noteFileWritten records that the file holds n as its newest time.
-func (j *Journal) noteFileWritten(n int64) {
+func (j *Journal) noteFileWritten(n int64) { raise(&j.fileWritten, n) }
+
+// raise sets v to n unless it holds n or more already.
+func raise(v *atomic.Int64, n int64) {
 	for {
-		old := j.fileWritten.Load()
-		if n <= old || j.fileWritten.CompareAndSwap(old, n) {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
 			return
 		}
 	}
