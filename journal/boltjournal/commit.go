@@ -13,6 +13,7 @@ package boltjournal
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +43,7 @@ type committer struct {
 	deferred map[uint64]*deferredWrite // newest state per record ID, not yet committed
 	flushing map[uint64]*deferredWrite // what the running commit is writing
 	timer    *time.Timer
+	history  history // settled records owed to the done bucket (history.go)
 	// lastPrune is when the periodic prune last started.
 	lastPrune time.Time
 }
@@ -178,9 +180,12 @@ func (j *Journal) lead() {
 		c.flushing, c.deferred = c.deferred, make(map[uint64]*deferredWrite)
 	}
 	settles := c.flushing
+	// A flush (a nil rec) writes every settle made before it whole.
+	flush := slices.ContainsFunc(batch, func(w *write) bool { return w.rec == nil })
+	owed := c.history.take(flush)
 	c.mu.Unlock()
 
-	err := j.commitBatch(batch, settles)
+	left, err := j.commitBatch(batch, settles, owed, !flush)
 
 	c.mu.Lock()
 	if err != nil {
@@ -190,7 +195,9 @@ func (j *Journal) lead() {
 				c.deferred[id] = d
 			}
 		}
+		left = owed // the settles go back to deferred; what was owed stays owed
 	}
+	c.history.committed(j.now(), left)
 	c.flushing = nil
 	if now, keep := j.now(), j.retention; keep > 0 && !c.closed && now.Sub(c.lastPrune) >= pruneInterval {
 		c.lastPrune = now
@@ -205,24 +212,30 @@ func (j *Journal) lead() {
 		}
 		c.idle.Broadcast()
 	}
+	if !c.closed {
+		c.history.arm(j.now(), j.flushHistory)
+	}
 	c.mu.Unlock()
 	for _, w := range batch {
 		w.wake <- true
 	}
 }
 
-// commitBatch writes the deferred state changes and the write-aheads in one
-// transaction. A write-ahead whose key or operation ID is taken fails alone;
-// any other failure fails the whole batch.
-func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite) error {
+// commitBatch writes the deferred state changes, the settled records owed
+// to the done bucket (history.go) and the write-aheads in one transaction.
+// With lazy, a settle that lazySettle allows only deletes the pending
+// record, and its settled record comes back in left, owed. A write-ahead
+// whose key or operation ID is taken fails alone; any other failure fails
+// the whole batch.
+func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferredWrite, lazy bool) (left map[uint64]*deferredWrite, _ error) {
 	inserts := 0
 	for _, w := range batch {
 		if w.rec != nil {
 			inserts++
 		}
 	}
-	if inserts == 0 && len(settles) == 0 {
-		return nil // only flush markers, and nothing to flush
+	if inserts == 0 && len(settles) == 0 && len(owed) == 0 {
+		return nil, nil // only flush markers, and nothing to flush
 	}
 	errs := make([]error, len(batch))
 	ids := make([]uint64, len(batch))
@@ -250,8 +263,22 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 		for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies} {
 			tx.Bucket(name).FillPercent = appendFill
 		}
+		left = nil // a retry of the transaction starts again
 		for id, d := range settles {
-			if err := j.move(tx, idKey(id), d); err != nil {
+			owe := lazy && lazySettle(d)
+			moved, err := j.move(tx, idKey(id), d, !owe)
+			if err != nil {
+				return err
+			}
+			if owe && moved {
+				if left == nil {
+					left = make(map[uint64]*deferredWrite)
+				}
+				left[id] = d
+			}
+		}
+		for id, d := range owed {
+			if err := tx.Bucket(bucketDone).Put(idKey(id), d.data); err != nil {
 				return err
 			}
 		}
@@ -317,7 +344,7 @@ func (j *Journal) commitBatch(batch []*write, settles map[uint64]*deferredWrite)
 		j.sawWritten(newest)
 		j.noteFileWritten(stored)
 	}
-	return err
+	return left, err
 }
 
 // rependTx writes a pending record durably: in place if it is pending in

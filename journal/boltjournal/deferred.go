@@ -69,6 +69,9 @@ func (j *Journal) unsaved(id uint64) *Record {
 		d = c.flushing[id]
 	}
 	if d == nil {
+		d = c.history.get(id)
+	}
+	if d == nil {
 		return nil
 	}
 	return deepCopy(d.rec)
@@ -94,6 +97,7 @@ func (j *Journal) closeCommits() error {
 		c.timer.Stop()
 		c.timer = nil
 	}
+	c.history.stop()
 	for c.leading {
 		c.idle.Wait()
 	}
@@ -106,16 +110,17 @@ func (j *Journal) closeCommits() error {
 	c.leading = true // nobody else will lead again
 	c.flushing, c.deferred = c.deferred, nil
 	settles := c.flushing
+	owed := c.history.take(true)
 	c.mu.Unlock()
-	if len(settles) == 0 {
+	if len(settles) == 0 && len(owed) == 0 {
 		return nil
 	}
-	marker := &write{} // carries the commit's error back
-	j.commitBatch([]*write{marker}, settles)
+	_, err := j.commitBatch(nil, settles, owed, false)
 	c.mu.Lock()
 	c.flushing = nil
+	c.history.committed(j.now(), nil)
 	c.mu.Unlock()
-	return marker.err
+	return err
 }
 
 // unsavedWrites are the state changes not yet committed, by record ID: the
@@ -153,9 +158,11 @@ func (j *Journal) unsavedIDs() map[uint64]bool {
 }
 
 // move writes a record's new state into the bucket that state belongs in:
-// pending, or done (settled, failed, expired). A settled operation's body is
-// deleted; a failed or expired one keeps it, for reconciling or resending.
-func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
+// pending, or done (settled, failed, expired), unless toDone is false (the
+// record then leaves pending without entering done: history.go). A settled
+// operation's body is deleted; a failed or expired one keeps it, for
+// reconciling or resending. moved reports that the record left pending.
+func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (moved bool, _ error) {
 	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
 	// One search finds the record and, for a settle, deletes it there.
 	cur := pending.Cursor()
@@ -164,25 +171,28 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite) error {
 		// durably, before it is re-sent), or pruned: never resurrect it, nor
 		// write a record without its body and index entries.
 		if d.rec.State == StatePending || done.Get(id) == nil {
-			return nil
+			return false, nil
 		}
 		if d.rec.State == StateSettled { // e.g. a failed one resolved: no body kept
 			if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
-				return err
+				return false, err
 			}
 		}
-		return done.Put(id, d.data) // e.g. expired after a give-up
+		return false, done.Put(id, d.data) // e.g. expired after a give-up
 	}
 	if d.rec.State == StatePending {
-		return pending.Put(id, d.data)
+		return false, pending.Put(id, d.data)
 	}
 	if err := cur.Delete(); err != nil {
-		return err
+		return false, err
 	}
 	if d.rec.State == StateSettled {
 		if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return done.Put(id, d.data)
+	if !toDone {
+		return true, nil
+	}
+	return true, done.Put(id, d.data)
 }

@@ -14,7 +14,9 @@
 //	pending  ID -> Record metadata (JSON) of a pending operation: this bucket
 //	         stays as small as the work in flight
 //	done     ID -> Record metadata of a settled (without headers), failed or
-//	         expired operation, kept for Retention
+//	         expired operation, kept for Retention; a settled operation
+//	         with neither operation ID nor caller's key is written here up
+//	         to a second later than its settle, with others (history.go)
 //	bodies   ID -> the request body (sealed if the record names a key ID),
 //	         until the operation settles; kept apart so listings never read
 //	         bodies and nothing copies them. A body over 64 KiB is stored

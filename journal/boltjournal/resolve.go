@@ -107,6 +107,9 @@ func (j *Journal) byHand(ref journal.Name, verb string, change func(*Record) err
 	if j.readOnly {
 		return fail(fmt.Errorf("%w: the journal is open read-only", journal.ErrInvalidOptions))
 	}
+	if err := j.flush(); err != nil { // settled records owed to the file (history.go)
+		return fail(err)
+	}
 	found, err := j.findRef(ref)
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,136 @@
+// Tests for history.go: the settled records of operations nobody can name
+// are written to the done bucket in batches; named ones never wait.
+
+package boltjournal
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+)
+
+// inBuckets says which buckets of the file hold record id, past every
+// in-memory overlay.
+func inBuckets(t *testing.T, j *Journal, id uint64) (pending, done bool) {
+	t.Helper()
+	require.NoError(t, j.view(func(tx *bolt.Tx) error {
+		pending = tx.Bucket(bucketPending).Get(idKey(id)) != nil
+		done = tx.Bucket(bucketDone).Get(idKey(id)) != nil
+		return nil
+	}))
+	return pending, done
+}
+
+func owedBytes(j *Journal) int {
+	j.commit.mu.Lock()
+	defer j.commit.mu.Unlock()
+	return j.commit.history.bytes
+}
+
+// settle saves rec as settled, deferred, as a Transport does after a final
+// response.
+func settle(t *testing.T, j *Journal, rec *Record) {
+	t.Helper()
+	rec.State, rec.Status, rec.Attempts, rec.Updated = StateSettled, 201, 1, time.Now()
+	require.NoError(t, j.Update(context.Background(), rec, journal.Deferred))
+}
+
+// An unnamed settle leaves pending with the next commit, its settled record
+// waits, and reads see it settled all along; a named one is in done at once.
+func TestHistoryUnnamedSettleWaitsNamedDoesNot(t *testing.T) {
+	j, _ := testJournal(t)
+	ctx := context.Background()
+	unnamed, named := pendingRecord("minted"), pendingRecord("k")
+	named.OperationID = "order-1/charge"
+	require.NoError(t, j.insert(unnamed, false))
+	require.NoError(t, j.insert(named, false))
+	settle(t, j, unnamed)
+	settle(t, j, named)
+	require.NoError(t, j.insert(pendingRecord("next"), false)) // the commit they ride
+
+	p, d := inBuckets(t, j, seqOf(unnamed))
+	require.False(t, p, "the settle deleted the pending record")
+	require.False(t, d, "the settled record waits")
+	p, d = inBuckets(t, j, seqOf(named))
+	require.False(t, p)
+	require.True(t, d, "a named record is never owed: a lookup by its name must find it after a crash")
+
+	got, err := j.Reload(ctx, unnamed)
+	require.NoError(t, err)
+	require.Equal(t, StateSettled, got.State)
+	require.Equal(t, 201, got.Status)
+
+	require.NoError(t, j.Flush(ctx))
+	_, d = inBuckets(t, j, seqOf(unnamed))
+	require.True(t, d, "Flush writes what is owed")
+}
+
+// With nothing else written, the owed records reach the file within
+// historyDelay.
+func TestHistoryWrittenWithinDelay(t *testing.T) {
+	j, _ := testJournal(t)
+	rec := pendingRecord("minted")
+	require.NoError(t, j.insert(rec, false))
+	settle(t, j, rec)
+	start := time.Now()
+	deadline := start.Add(historyDelay + 5*time.Second) // the machine may be busy
+	for {
+		if _, d := inBuckets(t, j, seqOf(rec)); d {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "owed for %v", time.Since(start))
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, time.Since(start), historyDelay/2, "written long before it was due")
+}
+
+// Once historyMax bytes are owed, the next commit writes them all.
+func TestHistoryWrittenAtMaxBytes(t *testing.T) {
+	j := fastJournal(t)
+	var recs []*Record
+	for i := 0; owedBytes(j) < historyMax; i++ {
+		rec := pendingRecord(fmt.Sprintf("minted-%d", i))
+		require.NoError(t, j.insert(rec, false))
+		settle(t, j, rec)
+		recs = append(recs, rec)
+		require.NoError(t, j.insert(pendingRecord(fmt.Sprintf("ride-%d", i)), false))
+		require.Less(t, i, 10*historyMax/100, "owed bytes never grew")
+	}
+	require.NoError(t, j.insert(pendingRecord("last"), false)) // takes what is owed
+	for _, rec := range recs {
+		_, d := inBuckets(t, j, seqOf(rec))
+		require.True(t, d, "record %d still owed", seqOf(rec))
+	}
+}
+
+// Close writes what is owed: a clean restart lists every settled record.
+func TestHistoryWrittenOnClose(t *testing.T) {
+	j, _ := testJournal(t)
+	rec := pendingRecord("minted")
+	require.NoError(t, j.insert(rec, false))
+	settle(t, j, rec)
+	require.NoError(t, j.insert(pendingRecord("next"), false))
+	j = reopen(t, j)
+	recs, err := j.Records()
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, "minted", recs[1].Key)
+	require.Equal(t, StateSettled, recs[1].State)
+}
+
+// Resolving an operation by its minted key finds it while its settled
+// record is still owed: it is final, not missing.
+func TestHistoryResolveFindsOwed(t *testing.T) {
+	j, _ := testJournal(t)
+	rec := pendingRecord("minted")
+	require.NoError(t, j.insert(rec, false))
+	settle(t, j, rec)
+	require.NoError(t, j.insert(pendingRecord("next"), false))
+	_, _, err := j.ResolveFrom(journal.Name{Key: "minted"}, 200)
+	require.ErrorIs(t, err, journal.ErrFinal)
+}
