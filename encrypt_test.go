@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/testhook"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -194,7 +195,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 	j, tr := f.open(t, nil)
 	plainBody := f.leavePending(t, tr, "before")
 	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-8", journalVersion(t, f.path), "no encryption, no new version")
+	require.Equal(t, "idem-journal-10", journalVersion(t, f.path), "no encryption, no new version")
 
 	j, tr = f.open(t, kr)
 	f.leavePending(t, tr, "after")
@@ -203,7 +204,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plainBody, string(rec.Body))
 	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-9", journalVersion(t, f.path),
+	require.Equal(t, "idem-journal-11", journalVersion(t, f.path),
 		"marked, so that an idem without sealed records refuses the file")
 
 	// Read-only, without keys: listed, the sealed one as such.
@@ -242,11 +243,14 @@ func tamper(t *testing.T, path, op string, change func(tx *bolt.Tx, id []byte)) 
 	}))
 }
 
-// editMeta rewrites a record's stored metadata as a JSON object.
+// editMeta rewrites a record's stored metadata through its JSON form,
+// which the journal still reads.
 func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any)) {
 	b := tx.Bucket(bucketPending)
 	var m map[string]any
-	require.NoError(t, json.Unmarshal(b.Get(id), &m))
+	old, err := testhook.MetaJSON(b.Get(id))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(old, &m))
 	edit(m)
 	v, err := json.Marshal(m)
 	require.NoError(t, err)

@@ -173,7 +173,7 @@ func TestIdentityLegacyRecords(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	require.NoError(t, boltDB(j).View(func(tx *bolt.Tx) error {
-		require.Equal(t, "idem-journal-8", string(tx.Bucket(bucketMeta).Get(metaVersion)), "marked on open")
+		require.Equal(t, "idem-journal-10", string(tx.Bucket(bucketMeta).Get(metaVersion)), "marked on open")
 		require.Len(t, tx.Bucket(bucketMeta).Get(metaIdentityKey), identityKeySize, "and given a key")
 		return nil
 	}))

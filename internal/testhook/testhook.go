@@ -21,6 +21,10 @@ var (
 	// (unsealed), and EncodeMeta writes it.
 	DecodeMeta func(meta []byte) (any, error)
 	EncodeMeta func(rec any) ([]byte, error)
+	// MetaJSON returns a record's stored metadata, sealed part included, as
+	// the JSON form older journals hold, which the journal still reads: for
+	// tests that edit a record's fields in the file.
+	MetaJSON func(meta []byte) ([]byte, error)
 	// Sizes are the journal's size thresholds: the body size from which a
 	// body is staged ahead of its record, a body chunk, and the file's
 	// growth step.

@@ -145,11 +145,13 @@ func TestLargeBodiesPendingDoNotMultiplyMemory(t *testing.T) {
 
 func TestOlderJournalVersionsAreReadAndMarked(t *testing.T) {
 	for _, tc := range []struct{ from, want string }{
-		{"idem-journal-3", "idem-journal-8"},
-		{"idem-journal-4", "idem-journal-9"},
-		{"idem-journal-5", "idem-journal-8"},
-		{"idem-journal-6", "idem-journal-9"},
-		{"idem-journal-7", "idem-journal-9"},
+		{"idem-journal-3", "idem-journal-10"},
+		{"idem-journal-4", "idem-journal-11"},
+		{"idem-journal-5", "idem-journal-10"},
+		{"idem-journal-6", "idem-journal-11"},
+		{"idem-journal-7", "idem-journal-11"},
+		{"idem-journal-8", "idem-journal-10"},
+		{"idem-journal-9", "idem-journal-11"},
 	} {
 		t.Run(tc.from, func(t *testing.T) {
 			j, path := testJournal(t)

@@ -11,7 +11,7 @@
 // Layout (all keys of records are 8-byte big-endian sequence numbers, so
 // inserts append):
 //
-//	pending  ID -> Record metadata (JSON) of a pending operation: this bucket
+//	pending  ID -> Record metadata (record_binary.go) of a pending operation: this bucket
 //	         stays as small as the work in flight
 //	done     ID -> Record metadata of a settled (without headers), failed or
 //	         expired operation, kept for Retention; a settled operation
@@ -22,8 +22,8 @@
 //	         bodies and nothing copies them. A body over 64 KiB is stored
 //	         in chunks, ID+chunk number -> chunk (body.go)
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
-//	meta     the journal version: 8, or 9 once a writer with
-//	         Options.Encryption has opened it (version 8 plus sealed records,
+//	meta     the journal version: 10, or 11 once a writer with
+//	         Options.Encryption has opened it (version 10 plus sealed records,
 //	         record_seal.go), so that an idem that cannot open them refuses
 //	         the file instead of sending ciphertext as a body;
 //	         "identity-key", the HMAC key of credential tags

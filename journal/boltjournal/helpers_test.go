@@ -117,11 +117,14 @@ func tamper(t *testing.T, path, op string, change func(tx *bolt.Tx, id []byte)) 
 	}))
 }
 
-// editMeta rewrites a pending record's stored metadata as a JSON object.
+// editMeta rewrites a pending record's stored metadata through its JSON
+// form, which the journal still reads.
 func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any)) {
 	b := tx.Bucket(bucketPending)
 	var m map[string]any
-	require.NoError(t, json.Unmarshal(b.Get(id), &m))
+	old, err := metaJSON(b.Get(id))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(old, &m))
 	edit(m)
 	v, err := json.Marshal(m)
 	require.NoError(t, err)

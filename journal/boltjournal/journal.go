@@ -28,19 +28,21 @@ var (
 	bucketIndex   = []byte("index")
 	bucketMeta    = []byte("meta")
 	metaVersion   = []byte("version")
-	// The file's format version: 8 for a plaintext journal, 9 once opened
-	// with Options.Encryption (for good). 3 and 4, the same before bodies
-	// were stored in chunks (body.go), 6, sealed before large
-	// bodies were sealed in parts (sealSegment), and 5 and 7, before
-	// operations were bound to identities (identity.go), are read, and
-	// marked 8 or 9 when opened for writing, so that an older idem refuses
-	// the file rather than miss a chunked body, fail to open a body sealed
-	// in parts, or let another identity run a bound operation.
-	versionPlain  = []byte("idem-journal-8")
-	versionSealed = []byte("idem-journal-9")
+	// The file's format version: 10 for a plaintext journal, 11 once opened
+	// with Options.Encryption (for good). 8 and 9, the same before records
+	// were written in the binary form (record_binary.go); 3 and 4, before
+	// bodies were stored in chunks (body.go); 6, sealed before large bodies
+	// were sealed in parts (sealSegment); and 5 and 7, before operations
+	// were bound to identities (identity.go), are read, and marked 10 or 11
+	// when opened for writing, so that an older idem refuses the file
+	// rather than fail to read a binary record, miss a chunked body, fail to
+	// open a body sealed in parts, or let another identity run a bound
+	// operation.
+	versionPlain  = []byte("idem-journal-10")
+	versionSealed = []byte("idem-journal-11")
 	knownVersions = map[string]bool{ // version -> marked as sealed
 		"idem-journal-3": false, "idem-journal-4": true, "idem-journal-5": false,
-		"idem-journal-6": true, "idem-journal-7": true,
+		"idem-journal-6": true, "idem-journal-7": true, "idem-journal-8": false, "idem-journal-9": true,
 		string(versionPlain): false, string(versionSealed): true,
 	}
 )

@@ -1,9 +1,10 @@
-// This file reads a Record's metadata as record_json.go writes it, without
-// reflection: Resume reads every pending record, and encoding/json's
-// reflection was most of the cost of a read. It takes only the exact form
-// appendJSON writes (its field order, no spaces, only the escapes it makes)
-// and leaves anything else to encoding/json; what it does read, it reads as
-// encoding/json would (record_parse_test.go holds the two side by side).
+// This file reads a Record's metadata in the JSON form of journals before
+// version 10, without reflection: Resume reads every pending record, and
+// encoding/json's reflection was most of the cost of a read. It takes only
+// the exact form idem wrote (its field order, no spaces, only the escapes
+// it made: record_jsonform_test.go writes it) and leaves anything else to
+// encoding/json; what it does read, it reads as encoding/json would
+// (record_parse_test.go holds the two side by side).
 
 package boltjournal
 
@@ -16,9 +17,12 @@ import (
 	"unicode/utf8"
 )
 
-// unmarshalStored reads a record's stored metadata, as json.Unmarshal into
-// a storedRecord would.
+// unmarshalStored reads a record's stored metadata: the binary form
+// (record_binary.go), or JSON, as json.Unmarshal into a storedRecord would.
 func unmarshalStored(meta []byte) (storedRecord, error) {
+	if len(meta) > 0 && meta[0] == binaryTag {
+		return parseBinary(meta)
+	}
 	if s, ok := parseStored(meta); ok {
 		return s, nil
 	}
@@ -27,7 +31,7 @@ func unmarshalStored(meta []byte) (storedRecord, error) {
 	return s, err
 }
 
-// parseStored reads meta if it is in the exact form appendJSON writes; ok is
+// parseStored reads meta if it is in the exact JSON form idem wrote; ok is
 // false otherwise.
 func parseStored(meta []byte) (s storedRecord, ok bool) {
 	if !utf8.Valid(meta) { // encoding/json reads invalid UTF-8 as U+FFFD
@@ -152,7 +156,7 @@ func (p *parser) quoted() []byte {
 	return nil
 }
 
-// str reads a string with the escapes appendJSONString makes. A UTF-16
+// str reads a string with the escapes idem's JSON form made. A UTF-16
 // surrogate escape, which it never makes, is left to encoding/json.
 func (p *parser) str() string {
 	if !p.field(`"`) {

@@ -1,5 +1,5 @@
 // This file holds how a Record is stored (journal.go holds the layout): its
-// metadata as JSON, its body apart. When the record names a key ID
+// metadata (record_binary.go), its body apart. When the record names a key ID
 // (Options.Encryption, encrypt.go), what it holds of the request itself —
 // headers, the URL's query, the body's SHA-256, the body, and the
 // operation's identity binding and representation headers — is sealed; what Resume and listings need to schedule and name it (key,
@@ -58,11 +58,11 @@ func splitURL(u string) (plain, rest string) {
 	return u, ""
 }
 
-// encodeMeta returns r's metadata as stored: JSON, its request part sealed
+// encodeMeta returns r's metadata as stored (record_binary.go), its request part sealed
 // under r.EncryptionKeyID when that is set.
 func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	if r.EncryptionKeyID == "" {
-		return appendJSON(r, make([]byte, 0, 512), nil)
+		return appendBinary(r, make([]byte, 0, 256), nil)
 	}
 	plain, rest := splitURL(r.URL)
 	locPlain, locRest := splitURL(r.Location)
@@ -79,7 +79,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	c := *r
 	c.URL, c.Header, c.BodySHA256, c.Location = plain, nil, "", locPlain
 	c.Identity, c.CredentialTag, c.ContentType, c.ContentEncoding = "", "", "", ""
-	return appendJSON(&c, make([]byte, 0, 512+len(box)*4/3), box)
+	return appendBinary(&c, make([]byte, 0, 256+len(box)), box)
 }
 
 // encodeBody returns r's body as stored: itself, not copied, or sealed under
@@ -237,7 +237,7 @@ func (k *keyring) openSegments(rec *Record, stored []byte) ([]byte, error) {
 }
 
 // diskRecord is storedRecord as encoding/json reads and writes it, under the
-// field names appendJSON writes: what unmarshalStored falls back to for
+// field names of idem's JSON form: what unmarshalStored falls back to for
 // metadata parseStored does not take (record_parse.go).
 type diskRecord struct {
 	Key             string      `json:"key"`

@@ -229,7 +229,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		if rec.State == StateSettled {
 			rec.Header = nil
 		}
-		data, err := appendJSON(rec, make([]byte, 0, 512), s.Box)
+		data, err := appendBinary(rec, make([]byte, 0, 256+len(s.Box)), s.Box)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@
 package boltjournal
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
@@ -14,7 +15,8 @@ func init() {
 	testhook.SetNow = func(j any, now func() time.Time) { j.(*Journal).now = now }
 	testhook.HoldCommits = func(j any) func() { return j.(*Journal).holdCommits() }
 	testhook.DecodeMeta = func(meta []byte) (any, error) { return decodePlain(meta) }
-	testhook.EncodeMeta = func(rec any) ([]byte, error) { return appendJSON(rec.(*Record), nil, nil) }
+	testhook.EncodeMeta = func(rec any) ([]byte, error) { return appendBinary(rec.(*Record), nil, nil) }
+	testhook.MetaJSON = metaJSON
 	testhook.StageMin, testhook.BodyChunk, testhook.GrowStep = stageMin, bodyChunk, growStep
 }
 
@@ -31,4 +33,14 @@ func (j *Journal) holdCommits() (release func()) {
 		c.idle.Broadcast()
 		c.mu.Unlock()
 	}
+}
+
+// metaJSON returns stored metadata in the JSON form of journals before
+// version 10 (record_parse.go reads it).
+func metaJSON(meta []byte) ([]byte, error) {
+	s, err := unmarshalStored(meta)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
 }

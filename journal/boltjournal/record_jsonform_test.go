@@ -1,8 +1,8 @@
-// This file writes a Record's metadata as JSON without reflection: every
-// write-ahead and every state change encodes one, and encoding/json's
-// reflection was a tenth of a journaled call's allocations. The bytes are
-// those encoding/json writes for Record's struct tags (record_json_test.go
-// holds the two side by side); record_parse.go reads them back.
+// This file writes a Record's metadata in the JSON form journals before
+// version 10 were written in (record_binary.go writes the form of today),
+// without reflection, byte for byte as encoding/json writes Record's struct
+// tags (record_json_test.go holds the two side by side): the records of
+// older journals, which record_parse.go still reads.
 
 package boltjournal
 

@@ -1,0 +1,399 @@
+// This file writes and reads a Record's metadata in the journal's binary
+// form, the one every record is written in since journal version 10: about
+// a third of the bytes of the JSON form older versions wrote (record_json.go
+// and record_parse.go read those), so each commit writes fewer pages, and
+// no text to escape or times to format. The form, after its tag byte:
+//
+//	flags                   uvarint: 1 caller's key; 2, 4, 8 the SHA-256,
+//	                        the key (a UUID) and the credential tag as raw
+//	                        bytes (32, 16 and 16) rather than strings
+//	key                     16 bytes (flag 4), or a string
+//	op, method, url, host   strings
+//	header                  uvarint count of names, sorted; each a string
+//	                        and a list
+//	dropped, dropped query  lists
+//	identity                string
+//	cred                    16 bytes (flag 8), or a string
+//	content type, content encoding      strings
+//	sha256                  32 bytes (flag 2), or a string
+//	created                 time
+//	state                   one byte
+//	attempts                varint
+//	last attempt, next attempt          times
+//	status                  varint
+//	last error              string
+//	updated                 time
+//	kid, location           strings
+//	sealed                  the rest of the bytes
+//
+// A string is a uvarint length and its bytes; a list a uvarint (count+1,
+// 0 for none) and its strings; a time a kind byte (0 zero, 1 UTC, 2 with
+// an offset), then varint Unix seconds, uvarint nanoseconds and, for kind
+// 2, a varint offset in seconds.
+
+package boltjournal
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// binaryTag opens metadata in the binary form; JSON opens with '{'.
+const binaryTag = 0x01
+
+const (
+	flagCallerKey = 1 << iota
+	flagRawSHA    // BodySHA256 as 32 raw bytes
+	flagRawKey    // Key, a UUID in its canonical form, as 16 raw bytes
+	flagRawCred   // CredentialTag as 16 raw bytes
+	flagsKnown    = flagCallerKey | flagRawSHA | flagRawKey | flagRawCred
+)
+
+const (
+	timeZero = iota
+	timeUTC
+	timeOffset
+)
+
+// appendBinary appends r's metadata in the binary form, followed by box
+// (storedRecord's sealed part) when it is not nil. It refuses a time that
+// JSON could not hold either (checkTime), so that both forms keep the same
+// records.
+func appendBinary(r *Record, b, box []byte) ([]byte, error) {
+	var flags uint64
+	if r.CallerKey {
+		flags |= flagCallerKey
+	}
+	if isLowerHex(r.BodySHA256, 64) {
+		flags |= flagRawSHA
+	}
+	if isUUID(r.Key) {
+		flags |= flagRawKey
+	}
+	if isLowerHex(r.CredentialTag, 32) {
+		flags |= flagRawCred
+	}
+	b = append(b, binaryTag)
+	b = binary.AppendUvarint(b, flags)
+	if flags&flagRawKey != 0 {
+		b, _ = hex.AppendDecode(b, []byte(strings.ReplaceAll(r.Key, "-", ""))) // isUUID checked it
+	} else {
+		b = appendBinString(b, r.Key)
+	}
+	for _, s := range []string{r.OperationID, r.Method, r.URL, r.Host} {
+		b = appendBinString(b, s)
+	}
+	b = appendBinHeader(b, r.Header)
+	b = appendBinList(b, r.Dropped)
+	b = appendBinList(b, r.DroppedQuery)
+	b = appendBinString(b, r.Identity)
+	if flags&flagRawCred != 0 {
+		b, _ = hex.AppendDecode(b, []byte(r.CredentialTag)) // isLowerHex checked it
+	} else {
+		b = appendBinString(b, r.CredentialTag)
+	}
+	b = appendBinString(b, r.ContentType)
+	b = appendBinString(b, r.ContentEncoding)
+	if flags&flagRawSHA != 0 {
+		b, _ = hex.AppendDecode(b, []byte(r.BodySHA256))
+	} else {
+		b = appendBinString(b, r.BodySHA256)
+	}
+	var err error
+	if b, err = appendBinTime(b, r.Created); err != nil {
+		return nil, err
+	}
+	b = append(b, byte(r.State))
+	b = binary.AppendVarint(b, int64(r.Attempts))
+	for _, t := range []time.Time{r.LastAttempt, r.NextAttempt} {
+		if b, err = appendBinTime(b, t); err != nil {
+			return nil, err
+		}
+	}
+	b = binary.AppendVarint(b, int64(r.Status))
+	b = appendBinString(b, r.LastError)
+	if b, err = appendBinTime(b, r.Updated); err != nil {
+		return nil, err
+	}
+	b = appendBinString(b, r.EncryptionKeyID)
+	b = appendBinString(b, r.Location)
+	return append(b, box...), nil
+}
+
+// isLowerHex reports whether s is n lowercase hex digits: the form hex
+// strings take in a record (SHA-256, credential tags), stored as raw bytes.
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isUUID reports whether s is a UUID in the canonical lowercase form idem
+// mints keys in (RFC 9562 section 4), stored as its 16 bytes.
+func isUUID(s string) bool {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return false
+	}
+	return isLowerHex(s[:8]+s[9:13]+s[14:18]+s[19:23]+s[24:], 32)
+}
+
+// uuidString writes 16 bytes in the canonical UUID form; "" for fewer (a
+// failed read).
+func uuidString(b string) string {
+	if len(b) != 16 {
+		return ""
+	}
+	h := hex.EncodeToString([]byte(b))
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func appendBinString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendBinList writes s; nil and empty differ, as they do in JSON.
+func appendBinList(b []byte, s []string) []byte {
+	if s == nil {
+		return append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(s))+1)
+	for _, v := range s {
+		b = appendBinString(b, v)
+	}
+	return b
+}
+
+// appendBinHeader writes h with its names sorted, so that one record has
+// one form; an empty header reads back as nil, as JSON omits it.
+func appendBinHeader(b []byte, h http.Header) []byte {
+	b = binary.AppendUvarint(b, uint64(len(h)))
+	if len(h) == 0 {
+		return b
+	}
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		b = appendBinString(b, k)
+		b = appendBinList(b, h[k])
+	}
+	return b
+}
+
+var errRecordTime = errors.New("idem: time outside what a journal record holds (years 0-9999, offsets under a day)")
+
+// checkTime refuses what time.Time.MarshalJSON refuses: a year outside
+// [0, 9999], a zone offset of a day or more.
+func checkTime(t time.Time) error {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return errRecordTime
+	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		return errRecordTime
+	}
+	return nil
+}
+
+func appendBinTime(b []byte, t time.Time) ([]byte, error) {
+	if t == (time.Time{}) {
+		return append(b, timeZero), nil
+	}
+	if err := checkTime(t); err != nil {
+		return nil, err
+	}
+	_, off := t.Zone()
+	if off == 0 {
+		b = append(b, timeUTC)
+	} else {
+		b = append(b, timeOffset)
+	}
+	b = binary.AppendVarint(b, t.Unix())
+	b = binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	if off != 0 {
+		b = binary.AppendVarint(b, int64(off))
+	}
+	return b, nil
+}
+
+// parseBinary reads metadata appendBinary wrote. Its strings share one copy
+// of meta (which may be a transaction's memory): one allocation for all.
+func parseBinary(meta []byte) (storedRecord, error) {
+	d := &binReader{s: string(meta), i: 1, ok: len(meta) > 0 && meta[0] == binaryTag}
+	r := new(Record)
+	flags := d.uvarint()
+	r.CallerKey = flags&flagCallerKey != 0
+	if flags&flagRawKey != 0 {
+		r.Key = uuidString(d.take(16))
+	} else {
+		r.Key = d.str()
+	}
+	r.OperationID, r.Method, r.URL, r.Host = d.str(), d.str(), d.str(), d.str()
+	r.Header = d.header()
+	r.Dropped, r.DroppedQuery = d.list(), d.list()
+	r.Identity = d.str()
+	if flags&flagRawCred != 0 {
+		r.CredentialTag = hex.EncodeToString([]byte(d.take(16)))
+	} else {
+		r.CredentialTag = d.str()
+	}
+	r.ContentType, r.ContentEncoding = d.str(), d.str()
+	if flags&flagRawSHA != 0 {
+		r.BodySHA256 = hex.EncodeToString([]byte(d.take(32)))
+	} else {
+		r.BodySHA256 = d.str()
+	}
+	r.Created = d.time()
+	r.State = State(d.byte())
+	r.Attempts = d.int()
+	r.LastAttempt, r.NextAttempt = d.time(), d.time()
+	r.Status = d.int()
+	r.LastError = d.str()
+	r.Updated = d.time()
+	r.EncryptionKeyID, r.Location = d.str(), d.str()
+	var box []byte
+	if rest := d.take(len(d.s) - d.i); rest != "" {
+		box = []byte(rest)
+	}
+	if !d.ok || flags&^flagsKnown != 0 {
+		return storedRecord{}, errStored
+	}
+	return storedRecord{Record: r, Box: box}, nil
+}
+
+// binReader reads the binary form from s[i:]. Once a read fails, ok is
+// false and every later read returns a zero value.
+type binReader struct {
+	s  string
+	i  int
+	ok bool
+}
+
+func (d *binReader) take(n int) string {
+	if !d.ok || n < 0 || n > len(d.s)-d.i {
+		d.ok = false
+		return ""
+	}
+	v := d.s[d.i : d.i+n]
+	d.i += n
+	return v
+}
+
+func (d *binReader) byte() byte {
+	if v := d.take(1); v != "" {
+		return v[0]
+	}
+	return 0
+}
+
+func (d *binReader) uvarint() uint64 {
+	var v uint64
+	for shift := uint(0); d.ok && d.i < len(d.s) && shift < 64; shift += 7 {
+		c := d.s[d.i]
+		d.i++
+		if shift == 63 && c > 1 {
+			break // over 64 bits
+		}
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v
+		}
+	}
+	d.ok = false
+	return 0
+}
+
+func (d *binReader) varint() int64 {
+	u := d.uvarint()
+	return int64(u>>1) ^ -int64(u&1) // as binary.Varint decodes
+}
+
+func (d *binReader) int() int {
+	v := d.varint()
+	if v < math.MinInt || v > math.MaxInt {
+		d.ok = false
+		return 0
+	}
+	return int(v)
+}
+
+func (d *binReader) str() string {
+	n := d.uvarint()
+	if n > uint64(len(d.s)) {
+		d.ok = false
+		return ""
+	}
+	return d.take(int(n))
+}
+
+func (d *binReader) list() []string {
+	n := d.uvarint()
+	if n == 0 || n-1 > uint64(len(d.s)-d.i) { // each string takes a byte at least
+		d.ok = d.ok && n == 0
+		return nil
+	}
+	l := make([]string, n-1)
+	for i := range l {
+		l[i] = d.str()
+	}
+	return l
+}
+
+func (d *binReader) header() http.Header {
+	n := d.uvarint()
+	if n == 0 || n > uint64(len(d.s)-d.i) {
+		d.ok = d.ok && n == 0
+		return nil
+	}
+	h := make(http.Header, n)
+	for range n {
+		k := d.str()
+		h[k] = d.list()
+	}
+	return h
+}
+
+func (d *binReader) time() time.Time {
+	kind := d.byte()
+	if kind == timeZero || !d.ok {
+		return time.Time{}
+	}
+	sec, nsec := d.varint(), d.uvarint()
+	if nsec >= 1e9 || kind > timeOffset {
+		d.ok = false
+		return time.Time{}
+	}
+	t := time.Unix(sec, int64(nsec)).UTC()
+	if kind == timeOffset {
+		off := d.varint()
+		if off == 0 || off <= -24*3600 || off >= 24*3600 {
+			d.ok = false
+			return time.Time{}
+		}
+		// As time.Parse places an offset: in Local if Local has it then.
+		if _, lo := t.In(time.Local).Zone(); int64(lo) == off {
+			t = t.In(time.Local)
+		} else {
+			t = t.In(time.FixedZone("", int(off)))
+		}
+	}
+	if checkTime(t) != nil {
+		d.ok = false
+		return time.Time{}
+	}
+	return t
+}
