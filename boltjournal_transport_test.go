@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/testhook"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -39,17 +40,16 @@ func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 		change func(t *testing.T, tx *bolt.Tx, id []byte)
 	}{
 		{"sealed record, body entry lost", true, func(t *testing.T, tx *bolt.Tx, id []byte) {
-			require.NoError(t, tx.Bucket(bucketBodies).Delete(id))
+			require.NoError(t, testhook.SetStoredBody(tx, id, nil))
 		}},
 		{"sealed record, kid and sealed part stripped", true, func(t *testing.T, tx *bolt.Tx, id []byte) {
 			editMeta(t, tx, id, func(m map[string]any) { delete(m, "kid"); delete(m, "sealed") })
 		}},
 		{"plaintext record, body entry lost", false, func(t *testing.T, tx *bolt.Tx, id []byte) {
-			require.NoError(t, tx.Bucket(bucketBodies).Delete(id))
+			require.NoError(t, testhook.SetStoredBody(tx, id, nil))
 		}},
 		{"plaintext record, body altered", false, func(t *testing.T, tx *bolt.Tx, id []byte) {
-			b := tx.Bucket(bucketBodies)
-			require.NoError(t, b.Put(id, []byte(`{"amount":999999,"currency":"eur","reference":"x"}`)))
+			require.NoError(t, testhook.SetStoredBody(tx, id, []byte(`{"amount":999999,"currency":"eur","reference":"x"}`)))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

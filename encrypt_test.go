@@ -251,10 +251,14 @@ func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any))
 	old, err := testhook.MetaJSON(b.Get(id))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(old, &m))
+	body := testhook.StoredBody(tx, id) // a JSON record keeps its body in the bodies bucket
 	edit(m)
 	v, err := json.Marshal(m)
 	require.NoError(t, err)
 	require.NoError(t, b.Put(id, v))
+	if body != nil {
+		require.NoError(t, tx.Bucket(bucketBodies).Put(id, body))
+	}
 }
 
 func flipLast(b []byte) []byte {
@@ -269,17 +273,15 @@ func TestSealedRecordTampered(t *testing.T) {
 		change func(t *testing.T, tx *bolt.Tx, id1, id2 []byte)
 	}{
 		{"body byte flipped", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			b := tx.Bucket(bucketBodies)
-			require.NoError(t, b.Put(id1, flipLast(b.Get(id1))))
+			require.NoError(t, testhook.SetStoredBody(tx, id1, flipLast(testhook.StoredBody(tx, id1))))
 		}},
 		{"body truncated", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			require.NoError(t, tx.Bucket(bucketBodies).Put(id1, []byte{1, 2, 3}))
+			require.NoError(t, testhook.SetStoredBody(tx, id1, []byte{1, 2, 3}))
 		}},
 		{"bodies swapped", func(t *testing.T, tx *bolt.Tx, id1, id2 []byte) {
-			b := tx.Bucket(bucketBodies)
-			b1, b2 := bytes.Clone(b.Get(id1)), bytes.Clone(b.Get(id2))
-			require.NoError(t, b.Put(id1, b2))
-			require.NoError(t, b.Put(id2, b1))
+			b1, b2 := testhook.StoredBody(tx, id1), testhook.StoredBody(tx, id2)
+			require.NoError(t, testhook.SetStoredBody(tx, id1, b2))
+			require.NoError(t, testhook.SetStoredBody(tx, id2, b1))
 		}},
 		{"sealed part flipped", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
 			editMeta(t, tx, id1, func(m map[string]any) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/testhook"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -143,7 +144,11 @@ func unbind(tb testing.TB, path string, ops ...string) {
 			rec.Identity, rec.CredentialTag, rec.ContentType, rec.ContentEncoding = "", "", "", ""
 			meta, err := encodeMeta(rec)
 			require.NoError(tb, err)
+			body := testhook.StoredBody(tx, id) // kept in the bodies bucket, as then
 			require.NoError(tb, b.Put(id, meta))
+			if body != nil {
+				require.NoError(tb, tx.Bucket(bucketBodies).Put(id, body))
+			}
 		}
 		meta := tx.Bucket(bucketMeta)
 		require.NoError(tb, meta.Delete(metaIdentityKey))

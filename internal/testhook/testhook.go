@@ -25,6 +25,11 @@ var (
 	// the JSON form older journals hold, which the journal still reads: for
 	// tests that edit a record's fields in the file.
 	MetaJSON func(meta []byte) ([]byte, error)
+	// StoredBody returns the body of record id as stored (sealed or not),
+	// inside its record's value or in the bodies bucket, in a *bbolt.Tx;
+	// SetStoredBody replaces it there, or deletes it for nil.
+	StoredBody    func(tx any, id []byte) []byte
+	SetStoredBody func(tx any, id, body []byte) error
 	// Sizes are the journal's size thresholds: the body size from which a
 	// body is staged ahead of its record, a body chunk, and the file's
 	// growth step.

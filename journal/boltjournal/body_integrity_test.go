@@ -30,17 +30,16 @@ func TestReviewLoadChecksBodyIntegrity(t *testing.T) {
 		change func(t *testing.T, tx *bolt.Tx, id []byte)
 	}{
 		{"sealed record, body entry lost", true, func(t *testing.T, tx *bolt.Tx, id []byte) {
-			require.NoError(t, tx.Bucket(bucketBodies).Delete(id))
+			require.NoError(t, setStoredBodyTx(tx, id, nil))
 		}},
 		{"sealed record, kid and sealed part stripped", true, func(t *testing.T, tx *bolt.Tx, id []byte) {
 			editMeta(t, tx, id, func(m map[string]any) { delete(m, "kid"); delete(m, "sealed") })
 		}},
 		{"plaintext record, body entry lost", false, func(t *testing.T, tx *bolt.Tx, id []byte) {
-			require.NoError(t, tx.Bucket(bucketBodies).Delete(id))
+			require.NoError(t, setStoredBodyTx(tx, id, nil))
 		}},
 		{"plaintext record, body altered", false, func(t *testing.T, tx *bolt.Tx, id []byte) {
-			b := tx.Bucket(bucketBodies)
-			require.NoError(t, b.Put(id, []byte(`{"amount":999999,"currency":"eur","reference":"x"}`)))
+			require.NoError(t, setStoredBodyTx(tx, id, []byte(`{"amount":999999,"currency":"eur","reference":"x"}`)))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

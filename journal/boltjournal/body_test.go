@@ -60,9 +60,11 @@ func TestBodyStoredInChunks(t *testing.T) {
 			if size >= stageMin {
 				chunk = staged
 			}
-			if size <= bodyChunk {
+			switch {
+			case size <= inlineMax: // in its record's value (inline.go)
+			case size <= bodyChunk:
 				want[id] = size
-			} else {
+			default:
 				for n, left := 0, size; left > 0; n++ {
 					want[fmt.Sprintf("%s%08x", id, n)] = min(left, chunk)
 					left -= chunk

@@ -103,6 +103,9 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 		w.staged, err = j.stageBody(rec.Body, j.plainStep(), nil)
 	default:
 		w.body, err = j.keyring.encodeBody(rec)
+		if err == nil && len(w.body) <= inlineMax {
+			w.data, w.body = withBody(w.data, w.body), nil // inline.go
+		}
 	}
 	if err != nil {
 		return err
@@ -353,7 +356,7 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	id := idKey(seqOf(w.rec))
 	if pending := tx.Bucket(bucketPending); pending.Get(id) != nil {
-		return pending.Put(id, w.data)
+		return pending.Put(id, keepBody(w.data, pending.Get(id)))
 	}
 	done := tx.Bucket(bucketDone)
 	v := done.Get(id)
@@ -363,10 +366,11 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	if prev, err := decodePlain(v); err != nil || prev.State != StateFailed {
 		return errRepend
 	}
+	data := keepBody(w.data, v) // before the delete frees v's page
 	if err := done.Delete(id); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketPending).Put(id, w.data)
+	return tx.Bucket(bucketPending).Put(id, data)
 }
 
 func takenKey(index *bolt.Bucket, keys [][]byte) []byte {

@@ -37,7 +37,7 @@ func TestJournalConformance(t *testing.T) {
 		Damage: func(t *testing.T, s journal.Store, rec *journal.Record) journal.Store {
 			j := s.(*Journal)
 			err := j.db.Update(func(tx *bolt.Tx) error {
-				return tx.Bucket(bucketBodies).Put(idKey(journal.RefOf(rec).Seq), []byte(`{"amount":999999}`))
+				return setStoredBodyTx(tx, idKey(journal.RefOf(rec).Seq), []byte(`{"amount":999999}`))
 			})
 			if err != nil {
 				t.Fatal(err)

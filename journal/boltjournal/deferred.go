@@ -166,27 +166,38 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (m
 	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
 	// One search finds the record and, for a settle, deletes it there.
 	cur := pending.Cursor()
-	if k, _ := cur.Seek(id); !bytes.Equal(k, id) {
+	k, v := cur.Seek(id)
+	if !bytes.Equal(k, id) {
 		// Finished already (repend makes a failed record pending again,
 		// durably, before it is re-sent), or pruned: never resurrect it, nor
 		// write a record without its body and index entries.
-		if d.rec.State == StatePending || done.Get(id) == nil {
+		old := done.Get(id)
+		if d.rec.State == StatePending || old == nil {
 			return false, nil
 		}
 		if d.rec.State == StateSettled { // e.g. a failed one resolved: no body kept
-			if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
-				return false, err
+			if !hasInlineBody(old) {
+				if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
+					return false, err
+				}
 			}
+			return false, done.Put(id, d.data)
 		}
-		return false, done.Put(id, d.data) // e.g. expired after a give-up
+		return false, done.Put(id, keepBody(d.data, old)) // e.g. expired after a give-up
 	}
 	if d.rec.State == StatePending {
-		return false, pending.Put(id, d.data)
+		return false, pending.Put(id, keepBody(d.data, v))
+	}
+	// A failed or expired record keeps its body, for reconciling or
+	// resending; a settled one drops it.
+	data, inline := d.data, hasInlineBody(v)
+	if d.rec.State != StateSettled {
+		data = keepBody(d.data, v) // before the delete frees v's page
 	}
 	if err := cur.Delete(); err != nil {
 		return false, err
 	}
-	if d.rec.State == StateSettled {
+	if d.rec.State == StateSettled && !inline {
 		if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
 			return false, err
 		}
@@ -194,5 +205,5 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (m
 	if !toDone {
 		return true, nil
 	}
-	return true, done.Put(id, d.data)
+	return true, done.Put(id, data)
 }

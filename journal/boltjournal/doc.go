@@ -18,9 +18,9 @@
 //	         with neither operation ID nor caller's key is written here up
 //	         to a second later than its settle, with others (history.go)
 //	bodies   ID -> the request body (sealed if the record names a key ID),
-//	         until the operation settles; kept apart so listings never read
-//	         bodies and nothing copies them. A body over 64 KiB is stored
-//	         in chunks, ID+chunk number -> chunk (body.go)
+//	         until the operation settles, if it is over 2 KiB (smaller ones
+//	         follow their record's metadata: inline.go). A body over 64 KiB
+//	         is stored in chunks, ID+chunk number -> chunk (body.go)
 //	index    "o\x00"+operation ID and "k\x00"+caller's key -> ID
 //	meta     the journal version: 10, or 11 once a writer with
 //	         Options.Encryption has opened it (version 10 plus sealed records,

@@ -125,10 +125,14 @@ func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any))
 	old, err := metaJSON(b.Get(id))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(old, &m))
+	body := storedBodyTx(tx, id) // a JSON record keeps its body in the bodies bucket
 	edit(m)
 	v, err := json.Marshal(m)
 	require.NoError(t, err)
 	require.NoError(t, b.Put(id, v))
+	if body != nil {
+		require.NoError(t, tx.Bucket(bucketBodies).Put(id, body))
+	}
 }
 
 // flipLast returns a copy of b with its last byte altered.

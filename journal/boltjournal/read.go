@@ -109,13 +109,19 @@ func (j *Journal) reget(listed *Record) (*Record, error) {
 	var rec *Record
 	err := j.view(func(tx *bolt.Tx) (err error) {
 		id := idKey(seqOf(listed))
-		if !bytes.Equal(tx.Bucket(bucketPending).Get(id), listedMeta(listed)) {
+		meta, body, inline, _ := splitInline(tx.Bucket(bucketPending).Get(id))
+		if !bytes.Equal(meta, listedMeta(listed)) {
 			rec, err = j.load(tx, id)
 			return err
 		}
 		cp := *listed
 		setListed(&cp, nil)
-		if err := j.keyring.openBody(&cp, getBody(tx.Bucket(bucketBodies), id)); err != nil {
+		if inline {
+			body = bytes.Clone(body)
+		} else {
+			body = getBody(tx.Bucket(bucketBodies), id)
+		}
+		if err := j.keyring.openBody(&cp, body); err != nil {
 			return fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(&cp), cp.OperationID, err)
 		}
 		rec = &cp
@@ -135,8 +141,13 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Reco
 	if len(id) != 8 {
 		return nil, nil, fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, id)
 	}
-	var body []byte
-	if withBody {
+	_, body, inline, _ := splitInline(meta)
+	switch {
+	case !withBody:
+		body = nil
+	case inline:
+		body = bytes.Clone(body) // not the transaction's memory
+	default:
 		body = getBody(tx.Bucket(bucketBodies), id)
 	}
 	rec, sealErr, err = j.keyring.decodeStored(meta, body)
@@ -237,7 +248,8 @@ func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
 				cp.Body = nil
 				rec, v = &cp, d.data
 			}
-			setListed(rec, bytes.Clone(v))
+			meta, _, _, _ := splitInline(v) // a read of the body compares it (reget)
+			setListed(rec, bytes.Clone(meta))
 			recs = append(recs, rec)
 		}
 		return nil

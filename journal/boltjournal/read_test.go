@@ -222,7 +222,7 @@ func TestRegetRefusesAlteredBody(t *testing.T) {
 	page, err := j.pendingAfter(0, 10)
 	require.NoError(t, err)
 	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBodies).Put(idKey(seqOf(page[0])), []byte(`{"amount":900}`))
+		return setStoredBodyTx(tx, idKey(seqOf(page[0])), []byte(`{"amount":900}`))
 	}))
 	_, err = j.Reload(context.Background(), page[0])
 	require.ErrorIs(t, err, journal.ErrCorrupt, "the metadata is unchanged, the body is not")

@@ -6,7 +6,8 @@
 //
 //	flags                   uvarint: 1 caller's key; 2, 4, 8 the SHA-256,
 //	                        the key (a UUID) and the credential tag as raw
-//	                        bytes (32, 16 and 16) rather than strings
+//	                        bytes (32, 16 and 16) rather than strings; 16
+//	                        the body inline
 //	key                     16 bytes (flag 4), or a string
 //	op, method, url, host   strings
 //	header                  uvarint count of names, sorted; each a string
@@ -24,7 +25,8 @@
 //	last error              string
 //	updated                 time
 //	kid, location           strings
-//	sealed                  the rest of the bytes
+//	sealed                  a string
+//	body                    with flag 16 only: inline.go
 //
 // A string is a uvarint length and its bytes; a list a uvarint (count+1,
 // 0 for none) and its strings; a time a kind byte (0 zero, 1 UTC, 2 with
@@ -37,6 +39,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
@@ -52,7 +55,10 @@ const (
 	flagRawSHA    // BodySHA256 as 32 raw bytes
 	flagRawKey    // Key, a UUID in its canonical form, as 16 raw bytes
 	flagRawCred   // CredentialTag as 16 raw bytes
-	flagsKnown    = flagCallerKey | flagRawSHA | flagRawKey | flagRawCred
+	flagInline    // the body follows the metadata (inline.go)
+	// flagsKnown fit in the one byte after the tag, where withBody sets
+	// flagInline.
+	flagsKnown = flagCallerKey | flagRawSHA | flagRawKey | flagRawCred | flagInline
 )
 
 const (
@@ -123,6 +129,7 @@ func appendBinary(r *Record, b, box []byte) ([]byte, error) {
 	}
 	b = appendBinString(b, r.EncryptionKeyID)
 	b = appendBinString(b, r.Location)
+	b = binary.AppendUvarint(b, uint64(len(box)))
 	return append(b, box...), nil
 }
 
@@ -230,9 +237,15 @@ func appendBinTime(b []byte, t time.Time) ([]byte, error) {
 	return b, nil
 }
 
-// parseBinary reads metadata appendBinary wrote. Its strings share one copy
-// of meta (which may be a transaction's memory): one allocation for all.
-func parseBinary(meta []byte) (storedRecord, error) {
+// parseBinary reads a value appendBinary wrote, and withBody perhaps
+// extended; the body is left to splitInline. Its strings share one copy of
+// the metadata (the value may be a transaction's memory): one allocation
+// for all.
+func parseBinary(v []byte) (storedRecord, error) {
+	meta, _, inline, ok := splitInline(v)
+	if !ok {
+		return storedRecord{}, fmt.Errorf("%w: inline body of the wrong length", errStored)
+	}
 	d := &binReader{s: string(meta), i: 1, ok: len(meta) > 0 && meta[0] == binaryTag}
 	r := new(Record)
 	flags := d.uvarint()
@@ -266,10 +279,10 @@ func parseBinary(meta []byte) (storedRecord, error) {
 	r.Updated = d.time()
 	r.EncryptionKeyID, r.Location = d.str(), d.str()
 	var box []byte
-	if rest := d.take(len(d.s) - d.i); rest != "" {
-		box = []byte(rest)
+	if sealed := d.str(); sealed != "" {
+		box = []byte(sealed)
 	}
-	if !d.ok || flags&^flagsKnown != 0 {
+	if !d.ok || d.i != len(d.s) || flags&^flagsKnown != 0 || inline != (flags&flagInline != 0) {
 		return storedRecord{}, errStored
 	}
 	return storedRecord{Record: r, Box: box}, nil

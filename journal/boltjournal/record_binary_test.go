@@ -109,6 +109,7 @@ func TestJSONRecordsOfOlderJournalsAreRead(t *testing.T) {
 		old, err := appendJSON(rec, nil, nil)
 		require.NoError(t, err)
 		require.NoError(t, tx.Bucket(bucketPending).Put(id, old))
+		require.NoError(t, tx.Bucket(bucketBodies).Put(id, rec.Body)) // where it was then
 		require.NoError(t, tx.Bucket(bucketMeta).Put(metaVersion, []byte("idem-journal-8")))
 	})
 	j, err := Open(path, nil)

@@ -203,8 +203,9 @@ func (j *Journal) plainTx(tx *bolt.Tx, id []byte) (s *storedRecord, inPending bo
 // commit, and moves it to the bucket its new state belongs in. A sealed
 // part is written back as it was (the journal may lack its key); a settled
 // plaintext record loses its headers, as Record.stored has it. With
-// dropBody, the body is deleted. The caller holds the operation's lock:
-// deferred changes made before are committed first, so none lands on top.
+// dropBody, or once settled, the body is deleted. The caller holds the
+// operation's lock: deferred changes made before are committed first, so
+// none lands on top.
 // It returns the record as stored, without its body.
 func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) (*Record, error) {
 	if err := j.flush(); err != nil {
@@ -234,6 +235,15 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 			return err
 		}
 		pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
+		old := pending.Get(key)
+		if !wasPending {
+			old = done.Get(key)
+		}
+		drop := dropBody || rec.State == StateSettled
+		inline := hasInlineBody(old)
+		if !drop {
+			data = keepBody(data, old) // inline.go; before a delete frees old's page
+		}
 		to := done
 		if rec.State == StatePending {
 			to = pending
@@ -253,7 +263,7 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 		if newest, err = j.raiseWritten(tx, rec.Written()); err != nil {
 			return err
 		}
-		if dropBody {
+		if drop && !inline {
 			if err := deleteBody(tx.Bucket(bucketBodies), key); err != nil {
 				return err
 			}

@@ -4,10 +4,12 @@
 package boltjournal
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
+	bolt "go.etcd.io/bbolt"
 )
 
 func init() {
@@ -17,6 +19,8 @@ func init() {
 	testhook.DecodeMeta = func(meta []byte) (any, error) { return decodePlain(meta) }
 	testhook.EncodeMeta = func(rec any) ([]byte, error) { return appendBinary(rec.(*Record), nil, nil) }
 	testhook.MetaJSON = metaJSON
+	testhook.StoredBody = func(tx any, id []byte) []byte { return storedBodyTx(tx.(*bolt.Tx), id) }
+	testhook.SetStoredBody = func(tx any, id, body []byte) error { return setStoredBodyTx(tx.(*bolt.Tx), id, body) }
 	testhook.StageMin, testhook.BodyChunk, testhook.GrowStep = stageMin, bodyChunk, growStep
 }
 
@@ -43,4 +47,43 @@ func metaJSON(meta []byte) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(s)
+}
+
+// recordValue returns record id's stored value and the bucket holding it.
+func recordValue(tx *bolt.Tx, id []byte) (*bolt.Bucket, []byte) {
+	for _, name := range [][]byte{bucketPending, bucketDone} {
+		if v := tx.Bucket(name).Get(id); v != nil {
+			return tx.Bucket(name), v
+		}
+	}
+	return nil, nil
+}
+
+// storedBodyTx returns record id's body as stored: inline or in the bodies
+// bucket.
+func storedBodyTx(tx *bolt.Tx, id []byte) []byte {
+	if _, v := recordValue(tx, id); hasInlineBody(v) {
+		_, body, _, _ := splitInline(v)
+		return bytes.Clone(body)
+	}
+	return getBody(tx.Bucket(bucketBodies), id)
+}
+
+// setStoredBodyTx replaces record id's body where it is stored, or deletes it
+// for nil, as damage to the file would.
+func setStoredBodyTx(tx *bolt.Tx, id, body []byte) error {
+	b, v := recordValue(tx, id)
+	if !hasInlineBody(v) {
+		if body == nil {
+			return deleteBody(tx.Bucket(bucketBodies), id)
+		}
+		return tx.Bucket(bucketBodies).Put(id, body)
+	}
+	meta, _, _, _ := splitInline(v)
+	if body == nil {
+		meta = bytes.Clone(meta)
+		meta[1] &^= flagInline
+		return b.Put(id, meta)
+	}
+	return b.Put(id, withBody(meta, body))
 }
