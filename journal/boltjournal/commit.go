@@ -42,8 +42,12 @@ type committer struct {
 	queue    []*write
 	deferred map[uint64]*deferredWrite // newest state per record ID, not yet committed
 	flushing map[uint64]*deferredWrite // what the running commit is writing
-	timer    *time.Timer
-	history  history // settled records owed to the done bucket (history.go)
+	// spareQueue and spareDeferred are a commit's queue and deferred map,
+	// emptied, for the next commit to fill: no allocation per commit.
+	spareQueue    []*write
+	spareDeferred map[uint64]*deferredWrite
+	timer         *time.Timer
+	history       history // settled records owed to the done bucket (history.go)
 	// lastPrune is when the periodic prune last started.
 	lastPrune time.Time
 }
@@ -88,7 +92,11 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	if staged && rec.EncryptionKeyID != "" {
 		setBodySegment(rec, stageStep) // sealed in parts (sealSegment), named in its metadata
 	}
-	data, err := j.keyring.encodeMeta(rec)
+	room := 0
+	if !staged && len(rec.Body) <= inlineMax {
+		room = len(rec.Body) + 64 // the body inline, sealed or not
+	}
+	data, err := j.keyring.encodeMetaRoom(rec, room)
 	if err != nil {
 		return err
 	}
@@ -104,7 +112,7 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	default:
 		w.body, err = j.keyring.encodeBody(rec)
 		if err == nil && len(w.body) <= inlineMax {
-			w.data, w.body = withBody(w.data, w.body), nil // inline.go
+			w.data, w.body = appendBody(w.data, w.body), nil // inline.go
 		}
 	}
 	if err != nil {
@@ -178,9 +186,12 @@ func (j *Journal) lead() {
 	c := &j.commit
 	c.mu.Lock()
 	batch := c.queue
-	c.queue = nil
+	c.queue, c.spareQueue = c.spareQueue, nil
 	if len(c.deferred) > 0 {
-		c.flushing, c.deferred = c.deferred, make(map[uint64]*deferredWrite)
+		c.flushing, c.deferred, c.spareDeferred = c.deferred, c.spareDeferred, nil
+		if c.deferred == nil {
+			c.deferred = make(map[uint64]*deferredWrite)
+		}
 	}
 	settles := c.flushing
 	// A flush (a nil rec) writes every settle made before it whole.
@@ -198,10 +209,15 @@ func (j *Journal) lead() {
 				c.deferred[id] = d
 			}
 		}
-		left = owed // the settles go back to deferred; what was owed stays owed
+		c.history.failed(j.now()) // the settles go back to deferred; what was owed stays owed
+	} else {
+		c.history.committed(j.now(), left)
 	}
-	c.history.committed(j.now(), left)
 	c.flushing = nil
+	if settles != nil {
+		clear(settles)
+		c.spareDeferred = settles
+	}
 	if now, keep := j.now(), j.retention; keep > 0 && !c.closed && now.Sub(c.lastPrune) >= pruneInterval {
 		c.lastPrune = now
 		j.pruning.Go(func() { j.Prune(keep) }) // an error leaves it to the next round
@@ -215,13 +231,17 @@ func (j *Journal) lead() {
 		}
 		c.idle.Broadcast()
 	}
-	if !c.closed {
+	if !c.closed && c.history.unarmed() {
 		c.history.arm(j.now(), j.flushHistory)
 	}
 	c.mu.Unlock()
 	for _, w := range batch {
 		w.wake <- true
 	}
+	clear(batch)
+	c.mu.Lock()
+	c.spareQueue = batch[:0]
+	c.mu.Unlock()
 }
 
 // commitBatch writes the deferred state changes, the settled records owed
@@ -230,7 +250,7 @@ func (j *Journal) lead() {
 // record, and its settled record comes back in left, owed. A write-ahead
 // whose key or operation ID is taken fails alone; any other failure fails
 // the whole batch.
-func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferredWrite, lazy bool) (left map[uint64]*deferredWrite, _ error) {
+func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferredWrite, lazy bool) (left []owedWrite, _ error) {
 	inserts := 0
 	for _, w := range batch {
 		if w.rec != nil {
@@ -240,8 +260,6 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 	if inserts == 0 && len(settles) == 0 && len(owed) == 0 {
 		return nil, nil // only flush markers, and nothing to flush
 	}
-	errs := make([]error, len(batch))
-	ids := make([]uint64, len(batch))
 	var newest time.Time // of the records written (written.go)
 	for _, w := range batch {
 		if w.rec != nil && w.rec.Written().After(newest) {
@@ -259,14 +277,10 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		if stored, err = j.raiseWritten(tx, newest); err != nil {
 			return err
 		}
-		pending := tx.Bucket(bucketPending)
-		var index *bolt.Bucket // opened for the first record with index keys: an open costs allocations
-		// Record IDs only grow: packing pages (bbolt splits them half full by
-		// default, for random inserts) halves the pages each commit writes.
-		for _, name := range [][]byte{bucketPending, bucketDone, bucketBodies} {
-			tx.Bucket(name).FillPercent = appendFill
-		}
-		left = nil // a retry of the transaction starts again
+		// Buckets are opened as needed: an open costs allocations.
+		pending := appendBucket(tx, bucketPending)
+		var index *bolt.Bucket
+		left = left[:0] // a retry of the transaction starts again
 		for id, d := range settles {
 			owe := lazy && lazySettle(d)
 			moved, err := j.move(tx, idKey(id), d, !owe)
@@ -274,23 +288,21 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 				return err
 			}
 			if owe && moved {
-				if left == nil {
-					left = make(map[uint64]*deferredWrite)
-				}
-				left[id] = d
+				left = append(left, owedWrite{id, d})
 			}
 		}
 		for id, d := range owed {
-			if err := tx.Bucket(bucketDone).Put(idKey(id), d.data); err != nil {
+			if err := appendBucket(tx, bucketDone).Put(idKey(id), d.data); err != nil {
 				return err
 			}
 		}
-		for i, w := range batch {
+		for _, w := range batch {
+			w.id, w.err = 0, nil
 			switch {
 			case w.rec == nil:
 				continue
 			case w.repend:
-				errs[i] = j.rependTx(tx, w)
+				w.err = j.rependTx(tx, w)
 				continue
 			}
 			keys := w.keys
@@ -298,7 +310,7 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 				index = tx.Bucket(bucketIndex)
 			}
 			if taken := takenKey(index, keys); taken != nil {
-				errs[i] = fmt.Errorf("%w: %q is already in the journal", journal.ErrDuplicate, taken[2:])
+				w.err = fmt.Errorf("%w: %q is already in the journal", journal.ErrDuplicate, taken[2:])
 				if w.staged != 0 {
 					if err := dropStagedTx(tx, idKey(w.staged)); err != nil {
 						return err
@@ -322,24 +334,23 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 			}
 			bucket := pending // a test may insert a finished record
 			if w.rec.State != StatePending {
-				bucket = tx.Bucket(bucketDone)
+				bucket = appendBucket(tx, bucketDone)
 			}
 			if err := bucket.Put(idKey(id), w.data); err != nil {
 				return err
 			}
 			if len(w.body) > 0 {
 				// bbolt copies the value into its page: the one copy made.
-				if err := putBody(tx.Bucket(bucketBodies), idKey(id), w.body); err != nil {
+				if err := putBody(appendBucket(tx, bucketBodies), idKey(id), w.body); err != nil {
 					return err
 				}
 			}
-			ids[i] = id
+			w.id = id
 		}
 		return nil
 	})
-	for i, w := range batch {
-		w.id, w.err = ids[i], errs[i]
-		if err != nil {
+	if err != nil {
+		for _, w := range batch {
 			w.id, w.err = 0, err
 		}
 	}
@@ -348,6 +359,15 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		j.noteFileWritten(stored)
 	}
 	return left, err
+}
+
+// appendBucket opens bucket name of tx for appends. Record IDs only grow:
+// packing pages (bbolt splits them half full by default, for random
+// inserts) halves the pages each commit writes.
+func appendBucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	b := tx.Bucket(name)
+	b.FillPercent = appendFill
+	return b
 }
 
 // rependTx writes a pending record durably: in place if it is pending in

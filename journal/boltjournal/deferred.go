@@ -118,7 +118,7 @@ func (j *Journal) closeCommits() error {
 	_, err := j.commitBatch(nil, settles, owed, false)
 	c.mu.Lock()
 	c.flushing = nil
-	c.history.committed(j.now(), nil)
+	c.history.writing = nil // Close gives up what it failed to write
 	c.mu.Unlock()
 	return err
 }
@@ -163,7 +163,7 @@ func (j *Journal) unsavedIDs() map[uint64]bool {
 // operation's body is deleted; a failed or expired one keeps it, for
 // reconciling or resending. moved reports that the record left pending.
 func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (moved bool, _ error) {
-	pending, done := tx.Bucket(bucketPending), tx.Bucket(bucketDone)
+	pending := appendBucket(tx, bucketPending)
 	// One search finds the record and, for a settle, deletes it there.
 	cur := pending.Cursor()
 	k, v := cur.Seek(id)
@@ -171,6 +171,7 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (m
 		// Finished already (repend makes a failed record pending again,
 		// durably, before it is re-sent), or pruned: never resurrect it, nor
 		// write a record without its body and index entries.
+		done := appendBucket(tx, bucketDone)
 		old := done.Get(id)
 		if d.rec.State == StatePending || old == nil {
 			return false, nil
@@ -205,5 +206,5 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (m
 	if !toDone {
 		return true, nil
 	}
-	return true, done.Put(id, data)
+	return true, appendBucket(tx, bucketDone).Put(id, data)
 }

@@ -53,11 +53,24 @@ func (h *history) take(force bool) map[uint64]*deferredWrite {
 	return h.writing
 }
 
-// committed ends a commit's part in the history: add are the records it
-// left owed, or, if it failed, those it was to write (they wait for the
-// next one).
-func (h *history) committed(now time.Time, add map[uint64]*deferredWrite) {
-	for id, d := range add {
+// owedWrite is a settled record a commit left owed.
+type owedWrite struct {
+	id uint64
+	d  *deferredWrite
+}
+
+// committed ends a successful commit's part in the history: it wrote what
+// it took, and left owed the settled records in left.
+func (h *history) committed(now time.Time, left []owedWrite) {
+	for _, o := range left {
+		h.add(now, o.id, o.d)
+	}
+	h.writing = nil
+}
+
+// failed ends a failed commit's part: what it was to write is owed again.
+func (h *history) failed(now time.Time) {
+	for id, d := range h.writing {
 		h.add(now, id, d)
 	}
 	h.writing = nil
@@ -80,10 +93,13 @@ func (h *history) get(id uint64) *deferredWrite {
 	return h.writing[id]
 }
 
+// unarmed reports whether records are owed with no timer running for them.
+func (h *history) unarmed() bool { return len(h.owed) > 0 && h.timer == nil }
+
 // arm starts the timer that makes the owed records due historyDelay after
 // the oldest of them, unless it runs already.
 func (h *history) arm(now time.Time, fire func()) {
-	if len(h.owed) == 0 || h.timer != nil {
+	if !h.unarmed() {
 		return
 	}
 	h.timer = time.AfterFunc(max(0, historyDelay-now.Sub(h.since)), fire)

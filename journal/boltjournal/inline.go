@@ -20,11 +20,16 @@ const inlineMax = 2 << 10
 // withBody returns a new value: meta (the binary form) marked as holding
 // its body, then body and its length.
 func withBody(meta, body []byte) []byte {
-	v := make([]byte, 0, len(meta)+len(body)+4)
-	v = append(v, meta...)
-	v[1] |= flagInline // flags fit in one byte (flagsKnown)
-	v = append(v, body...)
-	return binary.LittleEndian.AppendUint32(v, uint32(len(body)))
+	v := make([]byte, len(meta), len(meta)+len(body)+4)
+	copy(v, meta)
+	return appendBody(v, body)
+}
+
+// appendBody is withBody on metadata the caller owns, appending in place.
+func appendBody(meta, body []byte) []byte {
+	meta[1] |= flagInline // flags fit in one byte (flagsKnown)
+	meta = append(meta, body...)
+	return binary.LittleEndian.AppendUint32(meta, uint32(len(body)))
 }
 
 // splitInline cuts a stored value into its metadata and its inline body;

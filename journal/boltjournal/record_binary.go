@@ -43,7 +43,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -88,7 +87,7 @@ func appendBinary(r *Record, b, box []byte) ([]byte, error) {
 	b = append(b, binaryTag)
 	b = binary.AppendUvarint(b, flags)
 	if flags&flagRawKey != 0 {
-		b, _ = hex.AppendDecode(b, []byte(strings.ReplaceAll(r.Key, "-", ""))) // isUUID checked it
+		b = appendUUID(b, r.Key)
 	} else {
 		b = appendBinString(b, r.Key)
 	}
@@ -153,7 +152,29 @@ func isUUID(s string) bool {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return false
 	}
-	return isLowerHex(s[:8]+s[9:13]+s[14:18]+s[19:23]+s[24:], 32)
+	for _, part := range [...]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
+		if !isLowerHex(part, len(part)) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendUUID appends the 16 bytes of s, a UUID isUUID accepted.
+func appendUUID(b []byte, s string) []byte {
+	for _, part := range [...]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
+		for i := 0; i < len(part); i += 2 {
+			b = append(b, unhex(part[i])<<4|unhex(part[i+1]))
+		}
+	}
+	return b
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // uuidString writes 16 bytes in the canonical UUID form; "" for fewer (a
@@ -190,7 +211,8 @@ func appendBinHeader(b []byte, h http.Header) []byte {
 	if len(h) == 0 {
 		return b
 	}
-	names := make([]string, 0, len(h))
+	var one [1]string // most requests keep one header: no slice to sort
+	names := one[:0]
 	for k := range h {
 		names = append(names, k)
 	}

@@ -58,11 +58,15 @@ func splitURL(u string) (plain, rest string) {
 	return u, ""
 }
 
-// encodeMeta returns r's metadata as stored (record_binary.go), its request part sealed
-// under r.EncryptionKeyID when that is set.
-func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
+// encodeMeta returns r's metadata as stored (record_binary.go), its
+// request part sealed under r.EncryptionKeyID when that is set.
+func (k *keyring) encodeMeta(r *Record) ([]byte, error) { return k.encodeMetaRoom(r, 0) }
+
+// encodeMetaRoom is encodeMeta with room for room more bytes after the
+// metadata (an inline body: inline.go) without copying it again.
+func (k *keyring) encodeMetaRoom(r *Record, room int) ([]byte, error) {
 	if r.EncryptionKeyID == "" {
-		return appendBinary(r, make([]byte, 0, 256), nil)
+		return appendBinary(r, make([]byte, 0, 256+room), nil)
 	}
 	plain, rest := splitURL(r.URL)
 	locPlain, locRest := splitURL(r.Location)
@@ -79,7 +83,7 @@ func (k *keyring) encodeMeta(r *Record) ([]byte, error) {
 	c := *r
 	c.URL, c.Header, c.BodySHA256, c.Location = plain, nil, "", locPlain
 	c.Identity, c.CredentialTag, c.ContentType, c.ContentEncoding = "", "", "", ""
-	return appendBinary(&c, make([]byte, 0, 256+len(box)), box)
+	return appendBinary(&c, make([]byte, 0, 256+len(box)+room), box)
 }
 
 // encodeBody returns r's body as stored: itself, not copied, or sealed under
