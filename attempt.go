@@ -48,6 +48,7 @@ type op struct {
 	// operation already attempted (by Resume, or a call with its operation
 	// ID or key): its first attempt here is a retry.
 	retryToken bool
+	info       Info // what its responses carry (withInfo)
 }
 
 // outcome is what the last attempt left.

@@ -47,7 +47,8 @@ func ResponseInfo(resp *http.Response) (Info, bool) {
 // The request that got resp keeps its fields; only its context gains the
 // Info (and keeps what it held, such as a redirect's mark).
 func withInfo(resp *http.Response, o *op) {
-	info := &Info{Key: o.key, Journaled: o.rec != nil}
+	info := &o.info // no allocation of its own: it lives as long as o
+	*info = Info{Key: o.key, Journaled: o.rec != nil}
 	if o.rec != nil {
 		info.OperationID = o.rec.OperationID
 	}

@@ -159,9 +159,14 @@ func (j *Journal) flush() error {
 	return j.submit(&write{})
 }
 
+// wakes are write.wake channels, empty, for the next writes: submit
+// receives every value sent on its write's channel before it returns.
+var wakes = sync.Pool{New: func() any { return make(chan bool, 1) }}
+
 // submit queues w and waits until a commit that includes it has returned.
 func (j *Journal) submit(w *write) error {
-	w.wake = make(chan bool, 1)
+	w.wake = wakes.Get().(chan bool)
+	defer wakes.Put(w.wake)
 	c := &j.commit
 	c.mu.Lock()
 	if c.closed {

@@ -17,8 +17,9 @@ import (
 
 // deferredWrite is a state change waiting for a commit.
 type deferredWrite struct {
-	rec  *Record // a copy, for reads before the commit
+	rec  *Record // a copy, for reads before the commit: own, in one allocation with it
 	data []byte
+	own  Record
 }
 
 // save defers writing a state change of an existing record. It returns at
@@ -30,15 +31,16 @@ func (j *Journal) save(rec *Record) error {
 	if err != nil {
 		return err
 	}
-	cp := deepCopy(st) // the caller may change rec once Update returned
+	d := &deferredWrite{data: data}
+	d.rec = copyInto(&d.own, st) // the caller may change rec once Update returned
 	c := &j.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
 	}
-	c.deferred[seqOf(rec)] = &deferredWrite{rec: cp, data: data}
-	j.sawWritten(cp.Written()) // reads see it from now on
+	c.deferred[seqOf(rec)] = d
+	j.sawWritten(d.rec.Written()) // reads see it from now on
 	if !c.leading && c.timer == nil {
 		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
 	}
@@ -79,12 +81,15 @@ func (j *Journal) unsaved(id uint64) *Record {
 
 // deepCopy copies rec with its header, lists and body: records the Journal
 // takes in or hands out share no memory with the caller's (journal.Store).
-func deepCopy(rec *Record) *Record {
-	cp := *rec
-	cp.Header = rec.Header.Clone()
-	cp.Dropped, cp.DroppedQuery = slices.Clone(rec.Dropped), slices.Clone(rec.DroppedQuery)
-	cp.Body = bytes.Clone(rec.Body)
-	return &cp
+func deepCopy(rec *Record) *Record { return copyInto(new(Record), rec) }
+
+// copyInto is deepCopy into dst, which it returns.
+func copyInto(dst, rec *Record) *Record {
+	*dst = *rec
+	dst.Header = rec.Header.Clone()
+	dst.Dropped, dst.DroppedQuery = slices.Clone(rec.Dropped), slices.Clone(rec.DroppedQuery)
+	dst.Body = bytes.Clone(rec.Body)
+	return dst
 }
 
 // closeCommits refuses new writes, waits for a running commit, and commits
