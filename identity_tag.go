@@ -23,14 +23,28 @@ const credentialTagContext = "idem credential tag v1\x00"
 type tagger struct {
 	key    []byte
 	hashes sync.Pool // of *tagHash under key
+	// none is the tag of the empty credential set, what most calls carry:
+	// made once.
+	none func() string
 }
 
-func newTagger(key []byte) *tagger { return &tagger{key: key} }
+func newTagger(key []byte) *tagger {
+	g := &tagger{key: key}
+	g.none = sync.OnceValue(func() string { return g.hmac(nil) })
+	return g
+}
 
 // tag is Record.CredentialTag for a credential set as credentials encodes
 // it: HMAC-SHA-256 under the identity key, cut to its first 128 bits (RFC
 // 2104 section 5 allows cutting to half the output), in hex.
 func (g *tagger) tag(creds []byte) string {
+	if len(creds) == 0 {
+		return g.none()
+	}
+	return g.hmac(creds)
+}
+
+func (g *tagger) hmac(creds []byte) string {
 	h, _ := g.hashes.Get().(*tagHash)
 	if h == nil {
 		h = &tagHash{mac: hmac.New(sha256.New, g.key)}
