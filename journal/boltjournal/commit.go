@@ -199,9 +199,11 @@ func (j *Journal) lead() {
 		}
 	}
 	settles := c.flushing
-	// A flush (a nil rec) writes every settle made before it whole.
+	// A flush (a nil rec) writes every settle made before it whole. A
+	// change to a record whose settled record is owed needs it written
+	// first, or move would find the record nowhere.
 	flush := slices.ContainsFunc(batch, func(w *write) bool { return w.rec == nil })
-	owed := c.history.take(flush)
+	owed := c.history.take(flush || c.history.holdsAny(settles))
 	c.mu.Unlock()
 
 	left, err := j.commitBatch(batch, settles, owed, !flush)
@@ -285,6 +287,11 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		// Buckets are opened as needed: an open costs allocations.
 		pending := appendBucket(tx, bucketPending)
 		var index *bolt.Bucket
+		for id, d := range owed { // before the settles: one may change it
+			if err := appendBucket(tx, bucketDone).Put(idKey(id), d.data); err != nil {
+				return err
+			}
+		}
 		left = left[:0] // a retry of the transaction starts again
 		for id, d := range settles {
 			owe := lazy && lazySettle(d)
@@ -294,11 +301,6 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 			}
 			if owe && moved {
 				left = append(left, owedWrite{id, d})
-			}
-		}
-		for id, d := range owed {
-			if err := appendBucket(tx, bucketDone).Put(idKey(id), d.data); err != nil {
-				return err
 			}
 		}
 		for _, w := range batch {

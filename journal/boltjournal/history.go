@@ -59,6 +59,20 @@ type owedWrite struct {
 	d  *deferredWrite
 }
 
+// holdsAny reports whether a record of changes is owed: a change to it
+// must find it in the done bucket.
+func (h *history) holdsAny(changes map[uint64]*deferredWrite) bool {
+	if len(h.owed) == 0 {
+		return false
+	}
+	for id := range changes {
+		if h.owed[id] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // committed ends a successful commit's part in the history: it wrote what
 // it took, and left owed the settled records in left.
 func (h *history) committed(now time.Time, left []owedWrite) {

@@ -40,6 +40,19 @@ func settle(t *testing.T, j *Journal, rec *Record) {
 	require.NoError(t, j.Update(context.Background(), rec, journal.Deferred))
 }
 
+// owedAfterCommit writes an unnamed operation with key, settles it, and
+// lets a commit take the settle: its settled record is then owed.
+func owedAfterCommit(t *testing.T, j *Journal, key string) *Record {
+	t.Helper()
+	rec := pendingRecord(key)
+	require.NoError(t, j.insert(rec, false))
+	settle(t, j, rec)
+	require.NoError(t, j.insert(pendingRecord("next"), false))
+	_, d := inBuckets(t, j, seqOf(rec))
+	require.False(t, d, "owed, not yet in the done bucket")
+	return rec
+}
+
 // An unnamed settle leaves pending with the next commit, its settled record
 // waits, and reads see it settled all along; a named one is in done at once.
 func TestHistoryUnnamedSettleWaitsNamedDoesNot(t *testing.T) {
@@ -111,10 +124,7 @@ func TestHistoryWrittenAtMaxBytes(t *testing.T) {
 // Close writes what is owed: a clean restart lists every settled record.
 func TestHistoryWrittenOnClose(t *testing.T) {
 	j, _ := testJournal(t)
-	rec := pendingRecord("minted")
-	require.NoError(t, j.insert(rec, false))
-	settle(t, j, rec)
-	require.NoError(t, j.insert(pendingRecord("next"), false))
+	owedAfterCommit(t, j, "minted")
 	j = reopen(t, j)
 	recs, err := j.Records()
 	require.NoError(t, err)
@@ -127,10 +137,29 @@ func TestHistoryWrittenOnClose(t *testing.T) {
 // record is still owed: it is final, not missing.
 func TestHistoryResolveFindsOwed(t *testing.T) {
 	j, _ := testJournal(t)
-	rec := pendingRecord("minted")
-	require.NoError(t, j.insert(rec, false))
-	settle(t, j, rec)
-	require.NoError(t, j.insert(pendingRecord("next"), false))
+	owedAfterCommit(t, j, "minted")
 	_, _, err := j.ResolveFrom(journal.Name{Key: "minted"}, 200)
 	require.ErrorIs(t, err, journal.ErrFinal)
+}
+
+// A change to a record whose settled record is still owed is not lost: the
+// commit that carries it writes the owed record first.
+func TestHistoryChangeToOwedRecordKept(t *testing.T) {
+	j, _ := testJournal(t)
+	ctx := context.Background()
+	rec := owedAfterCommit(t, j, "minted")
+	rec.LastError, rec.Updated = "noted later", time.Now()
+	require.NoError(t, j.Update(ctx, rec, journal.Deferred))
+	require.NoError(t, j.insert(pendingRecord("another"), false)) // the commit it rides
+	j = reopen(t, j)
+	recs, err := j.Records()
+	require.NoError(t, err)
+	var got *Record
+	for _, r := range recs {
+		if r.Key == "minted" {
+			got = r
+		}
+	}
+	require.NotNil(t, got)
+	require.Equal(t, "noted later", got.LastError)
 }

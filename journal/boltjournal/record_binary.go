@@ -99,14 +99,14 @@ func appendBinary(r *Record, b, box []byte) ([]byte, error) {
 	b = appendBinList(b, r.DroppedQuery)
 	b = appendBinString(b, r.Identity)
 	if flags&flagRawCred != 0 {
-		b, _ = hex.AppendDecode(b, []byte(r.CredentialTag)) // isLowerHex checked it
+		b = appendHex(b, r.CredentialTag)
 	} else {
 		b = appendBinString(b, r.CredentialTag)
 	}
 	b = appendBinString(b, r.ContentType)
 	b = appendBinString(b, r.ContentEncoding)
 	if flags&flagRawSHA != 0 {
-		b, _ = hex.AppendDecode(b, []byte(r.BodySHA256))
+		b = appendHex(b, r.BodySHA256)
 	} else {
 		b = appendBinString(b, r.BodySHA256)
 	}
@@ -163,9 +163,16 @@ func isUUID(s string) bool {
 // appendUUID appends the 16 bytes of s, a UUID isUUID accepted.
 func appendUUID(b []byte, s string) []byte {
 	for _, part := range [...]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
-		for i := 0; i < len(part); i += 2 {
-			b = append(b, unhex(part[i])<<4|unhex(part[i+1]))
-		}
+		b = appendHex(b, part)
+	}
+	return b
+}
+
+// appendHex appends the bytes s spells, lowercase hex digits of an even
+// count that isLowerHex accepted.
+func appendHex(b []byte, s string) []byte {
+	for i := 0; i+1 < len(s); i += 2 {
+		b = append(b, unhex(s[i])<<4|unhex(s[i+1]))
 	}
 	return b
 }
