@@ -37,14 +37,16 @@ package boltjournal
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
+
+const hexDigits = "0123456789abcdef"
 
 // binaryTag opens metadata in the binary form; JSON opens with '{'.
 const binaryTag = 0x01
@@ -184,16 +186,6 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// uuidString writes 16 bytes in the canonical UUID form; "" for fewer (a
-// failed read).
-func uuidString(b string) string {
-	if len(b) != 16 {
-		return ""
-	}
-	h := hex.EncodeToString([]byte(b))
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
 func appendBinString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -267,20 +259,39 @@ func appendBinTime(b []byte, t time.Time) ([]byte, error) {
 }
 
 // parseBinary reads a value appendBinary wrote, and withBody perhaps
-// extended; the body is left to splitInline. Its strings share one copy of
-// the metadata (the value may be a transaction's memory): one allocation
-// for all.
+// extended; the body is left to splitInline. Its strings, the hex ones
+// written back out included, share one buffer: a copy of the metadata (the
+// value may be a transaction's memory) with room after it for the hex, which
+// a strings.Builder appends without moving what it already handed out.
 func parseBinary(v []byte) (storedRecord, error) {
 	meta, _, inline, ok := splitInline(v)
 	if !ok {
 		return storedRecord{}, fmt.Errorf("%w: inline body of the wrong length", errStored)
 	}
-	d := &binReader{s: string(meta), i: 1, ok: len(meta) > 0 && meta[0] == binaryTag}
+	var sb strings.Builder
+	sb.Grow(len(meta) + 36 + 32 + 64) // a UUID, a credential tag, a SHA-256
+	sb.Write(meta)
+	d := &binReader{s: sb.String(), i: 1, ok: len(meta) > 0 && meta[0] == binaryTag}
+	hexOf := func(n int, uuid bool) string {
+		raw := d.take(n)
+		if len(raw) != n {
+			return ""
+		}
+		start := sb.Len()
+		for i := 0; i < n; i++ {
+			if uuid && (i == 4 || i == 6 || i == 8 || i == 10) {
+				sb.WriteByte('-')
+			}
+			sb.WriteByte(hexDigits[raw[i]>>4])
+			sb.WriteByte(hexDigits[raw[i]&0xf])
+		}
+		return sb.String()[start:]
+	}
 	r := new(Record)
 	flags := d.uvarint()
 	r.CallerKey = flags&flagCallerKey != 0
 	if flags&flagRawKey != 0 {
-		r.Key = uuidString(d.take(16))
+		r.Key = hexOf(16, true)
 	} else {
 		r.Key = d.str()
 	}
@@ -289,13 +300,13 @@ func parseBinary(v []byte) (storedRecord, error) {
 	r.Dropped, r.DroppedQuery = d.list(), d.list()
 	r.Identity = d.str()
 	if flags&flagRawCred != 0 {
-		r.CredentialTag = hex.EncodeToString([]byte(d.take(16)))
+		r.CredentialTag = hexOf(16, false)
 	} else {
 		r.CredentialTag = d.str()
 	}
 	r.ContentType, r.ContentEncoding = d.str(), d.str()
 	if flags&flagRawSHA != 0 {
-		r.BodySHA256 = hex.EncodeToString([]byte(d.take(32)))
+		r.BodySHA256 = hexOf(32, false)
 	} else {
 		r.BodySHA256 = d.str()
 	}

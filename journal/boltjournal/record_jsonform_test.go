@@ -165,8 +165,6 @@ func appendJSONTime(b []byte, t time.Time) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendJSONString writes s as encoding/json does (HTML-safe): quotes,
 // backslashes and control characters escaped, <, > and & as \u003c and so
 // on, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
