@@ -238,6 +238,9 @@ func (b *budget) makeRoom() {
 // default port made explicit, so "https://a" and "https://A:443" share one.
 func budgetHost(u *url.URL) string {
 	port := u.Port()
+	if port != "" && !strings.Contains(u.Host, "[") {
+		return strings.ToLower(u.Host) // host:port already, and no allocation
+	}
 	if port == "" {
 		switch u.Scheme {
 		case "http":

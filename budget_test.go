@@ -110,6 +110,9 @@ func TestBudgetHost(t *testing.T) {
 		"http://api.example:8080/p": "api.example:8080",
 		"https://[::1]/p":           "[::1]:443",
 		"http://127.0.0.1:5555/pay": "127.0.0.1:5555",
+		"https://API.Example:8443/": "api.example:8443",
+		"https://[::1]:8443/p":      "[::1]:8443",
+		"http://u:p@api.example:81": "api.example:81",
 	} {
 		u, err := url.Parse(in)
 		require.NoError(t, err)
