@@ -53,10 +53,13 @@ type committer struct {
 }
 
 // write is one queued write-ahead, a failed record made pending again
-// (repend), or a flush marker when rec is nil.
+// (repend), or a flush marker when rec is nil, which may carry a read.
 type write struct {
 	rec    *Record
 	repend bool
+	// read, on a flush marker, reads the file once its commit returned,
+	// before another can start (readFlushed).
+	read   func(*bolt.Tx) error
 	keys   [][]byte // index entries: operation ID, and a caller-chosen key
 	data   []byte   // the metadata as stored
 	body   []byte   // the body as stored, for an insert, unless staged
@@ -159,6 +162,18 @@ func (j *Journal) flush() error {
 	return j.submit(&write{})
 }
 
+// readFlushed commits every deferred state change made before it was
+// called, settled records owed included (history.go), and runs read in a
+// read transaction before any other commit: no settle made meanwhile can
+// have left a record in neither bucket (its settled record still owed), as
+// one could between a flush and a later read.
+func (j *Journal) readFlushed(read func(*bolt.Tx) error) error {
+	if j.readOnly {
+		return j.view(read)
+	}
+	return j.submit(&write{read: read})
+}
+
 // wakes are write.wake channels, empty, for the next writes: submit
 // receives every value sent on its write's channel before it returns.
 var wakes = sync.Pool{New: func() any { return make(chan bool, 1) }}
@@ -207,6 +222,11 @@ func (j *Journal) lead() {
 	c.mu.Unlock()
 
 	left, err := j.commitBatch(batch, settles, owed, !flush)
+	for _, w := range batch { // still leading: no commit comes between
+		if w.read != nil && w.err == nil {
+			w.err = j.view(w.read)
+		}
+	}
 
 	c.mu.Lock()
 	if err != nil {

@@ -49,14 +49,24 @@ func (j *Journal) find(indexKey string) (*Record, error) {
 // visible, so a read of the file begun after finding nothing there sees it.
 // (Reading the file first could miss a change committed in between.)
 func (j *Journal) get(id uint64) (rec *Record, err error) {
-	if rec := j.unsaved(id); rec != nil {
-		return rec, nil
+	// Twice: a settle that only deleted the pending record (history.go)
+	// leaves the file without it until its settled record is written, while
+	// the overlay holds it. A settle committed between the overlay's read
+	// and the file's is in the overlay at the second look, or already in the
+	// file at the second read.
+	for range 2 {
+		if rec := j.unsaved(id); rec != nil {
+			return rec, nil
+		}
+		err = j.view(func(tx *bolt.Tx) error {
+			rec, err = j.load(tx, idKey(id))
+			return err
+		})
+		if err != nil || rec != nil {
+			return rec, err
+		}
 	}
-	err = j.view(func(tx *bolt.Tx) error {
-		rec, err = j.load(tx, idKey(id))
-		return err
-	})
-	return rec, err
+	return nil, nil
 }
 
 // load reads record id, body included, from whichever bucket holds it, and
@@ -130,6 +140,9 @@ func (j *Journal) reget(listed *Record) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rec == nil { // settled since the overlay was read, perhaps: get looks twice
+		return j.get(seqOf(listed))
+	}
 	return rec, nil
 }
 
@@ -168,11 +181,9 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Reco
 // sealed record the journal cannot open is listed without its sealed part
 // (see Record.Sealed); Lookup tells why.
 func (j *Journal) Records() ([]*Record, error) {
-	if err := j.flush(); err != nil {
-		return nil, err
-	}
 	var recs []*Record
-	err := j.view(func(tx *bolt.Tx) error {
+	err := j.readFlushed(func(tx *bolt.Tx) error {
+		recs = recs[:0]
 		for _, name := range [][]byte{bucketPending, bucketDone} {
 			err := tx.Bucket(name).ForEach(func(k, v []byte) error {
 				rec, _, err := j.decode(tx, k, v, true)

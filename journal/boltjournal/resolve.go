@@ -107,10 +107,11 @@ func (j *Journal) byHand(ref journal.Name, verb string, change func(*Record) err
 	if j.readOnly {
 		return fail(fmt.Errorf("%w: the journal is open read-only", journal.ErrInvalidOptions))
 	}
-	if err := j.flush(); err != nil { // settled records owed to the file (history.go)
-		return fail(err)
-	}
-	found, err := j.findRef(ref)
+	var found *Record
+	err := j.readFlushed(func(tx *bolt.Tx) (err error) { // settled records owed written first (history.go)
+		found, err = j.findRef(tx, ref)
+		return err
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -136,46 +137,41 @@ func (j *Journal) byHand(ref journal.Name, verb string, change func(*Record) err
 	return rec, from, nil
 }
 
-// findRef returns the readable metadata of the record ref names, or nil.
-// A key idem minted is not in the index: it is looked for among the pending
-// records, then the finished ones.
-func (j *Journal) findRef(ref journal.Name) (*Record, error) {
-	var found *Record
-	err := j.view(func(tx *bolt.Tx) error {
-		indexKey := "o\x00" + ref.OperationID
-		if ref.OperationID == "" {
-			indexKey = "k\x00" + ref.Key
+// findRef returns the readable metadata of the record ref names in tx, or
+// nil. A key idem minted is not in the index: it is looked for among the
+// pending records, then the finished ones.
+func (j *Journal) findRef(tx *bolt.Tx, ref journal.Name) (*Record, error) {
+	indexKey := "o\x00" + ref.OperationID
+	if ref.OperationID == "" {
+		indexKey = "k\x00" + ref.Key
+	}
+	if id := tx.Bucket(bucketIndex).Get([]byte(indexKey)); id != nil {
+		if len(id) != 8 {
+			return nil, fmt.Errorf("%w: %s: bad index entry %x", journal.ErrCorrupt, j.path, id)
 		}
-		if id := tx.Bucket(bucketIndex).Get([]byte(indexKey)); id != nil {
-			if len(id) != 8 {
-				return fmt.Errorf("%w: %s: bad index entry %x", journal.ErrCorrupt, j.path, id)
+		s, _, err := j.plainTx(tx, id)
+		if s == nil {
+			return nil, err
+		}
+		return s.Record, err
+	}
+	if ref.Key == "" {
+		return nil, nil
+	}
+	for _, name := range [][]byte{bucketPending, bucketDone} {
+		c := tx.Bucket(name).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			rec, err := decodePlain(v)
+			if err != nil || len(k) != 8 {
+				return nil, fmt.Errorf("%w: %s: record %x: %v", journal.ErrCorrupt, j.path, k, err)
 			}
-			s, _, err := j.plainTx(tx, id)
-			if s != nil {
-				found = s.Record
-			}
-			return err
-		}
-		if ref.Key == "" {
-			return nil
-		}
-		for _, name := range [][]byte{bucketPending, bucketDone} {
-			c := tx.Bucket(name).Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				rec, err := decodePlain(v)
-				if err != nil || len(k) != 8 {
-					return fmt.Errorf("%w: %s: record %x: %v", journal.ErrCorrupt, j.path, k, err)
-				}
-				if rec.Key == ref.Key {
-					setSeq(rec, binary.BigEndian.Uint64(k))
-					found = rec
-					return nil
-				}
+			if rec.Key == ref.Key {
+				setSeq(rec, binary.BigEndian.Uint64(k))
+				return rec, nil
 			}
 		}
-		return nil
-	})
-	return found, err
+	}
+	return nil, nil
 }
 
 // plainTx reads record id's stored metadata with its sealed part, if any,
