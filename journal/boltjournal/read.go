@@ -177,9 +177,10 @@ func (j *Journal) decode(tx *bolt.Tx, id, meta []byte, withBody bool) (rec *Reco
 // Records returns every record, bodies included: pending ones first, then the
 // settled, failed and expired ones kept for Retention, each group oldest
 // first. It commits deferred state changes first, and reads both groups in
-// one transaction, so what it lists is one consistent state of the file. A
-// sealed record the journal cannot open is listed without its sealed part
-// (see Record.Sealed); Lookup tells why.
+// one transaction, so what it lists is one consistent state of the file;
+// commits wait while it reads (readFlushed), so it is for inspection, not
+// for a busy path. A sealed record the journal cannot open is listed
+// without its sealed part (see Record.Sealed); Lookup tells why.
 func (j *Journal) Records() ([]*Record, error) {
 	var recs []*Record
 	err := j.readFlushed(func(tx *bolt.Tx) error {
