@@ -40,15 +40,15 @@ func splitInline(v []byte) (meta, body []byte, inline, ok bool) {
 	if len(v) < 2 || v[0] != binaryTag || v[1]&flagInline == 0 || v[1] >= 0x80 {
 		return v, nil, false, true
 	}
-	if len(v) < 4 {
+	if len(v) < 6 { // the tag, the flags and the length at least
 		return nil, nil, false, false
 	}
-	n := int(binary.LittleEndian.Uint32(v[len(v)-4:]))
-	if n > len(v)-6 { // the tag, the flags and the length at least
+	n := binary.LittleEndian.Uint32(v[len(v)-4:])
+	if uint64(n) > uint64(len(v)-6) { // compared unconverted: an int may have 32 bits
 		return nil, nil, false, false
 	}
 	end := len(v) - 4
-	return v[:end-n], v[end-n : end], true, true
+	return v[:end-int(n)], v[end-int(n) : end], true, true
 }
 
 // keepBody returns meta, a record's new metadata, carrying over the inline

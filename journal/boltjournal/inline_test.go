@@ -86,7 +86,7 @@ func TestInlineBodyDamagedTrailer(t *testing.T) {
 	require.NoError(t, j.Close())
 	tamper(t, path, "op", func(tx *bolt.Tx, id []byte) {
 		v := bytes.Clone(tx.Bucket(bucketPending).Get(id))
-		v[len(v)-4] = 0xff // a body longer than the value
+		copy(v[len(v)-4:], []byte{0xff, 0xff, 0xff, 0xff}) // a body longer than the value, or than an int
 		require.NoError(t, tx.Bucket(bucketPending).Put(id, v))
 	})
 	j, err := Open(path, nil)
