@@ -11,7 +11,10 @@
 
 package boltjournal
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 const (
 	// historyDelay bounds how long a settled record waits for its write.
@@ -30,6 +33,7 @@ type history struct {
 	since   time.Time                 // when the oldest in owed was settled
 	due     bool                      // historyDelay has passed: the next commit writes owed
 	timer   *time.Timer
+	delay   time.Duration // historyDelay, unless a test sets another
 }
 
 // lazySettle reports whether the settle d may leave its done record owed:
@@ -116,7 +120,7 @@ func (h *history) arm(now time.Time, fire func()) {
 	if !h.unarmed() {
 		return
 	}
-	h.timer = time.AfterFunc(max(0, historyDelay-now.Sub(h.since)), fire)
+	h.timer = time.AfterFunc(max(0, cmp.Or(h.delay, historyDelay)-now.Sub(h.since)), fire)
 }
 
 // stop stops the timer, for Close.

@@ -26,6 +26,14 @@ func inBuckets(t *testing.T, j *Journal, id uint64) (pending, done bool) {
 	return pending, done
 }
 
+// holdHistory makes the owed records wait a minute for their timer, so a
+// slow machine cannot see them written before a test looks.
+func holdHistory(j *Journal) {
+	j.commit.mu.Lock()
+	defer j.commit.mu.Unlock()
+	j.commit.history.delay = time.Minute
+}
+
 func owedBytes(j *Journal) int {
 	j.commit.mu.Lock()
 	defer j.commit.mu.Unlock()
@@ -57,6 +65,7 @@ func owedAfterCommit(t *testing.T, j *Journal, key string) *Record {
 // waits, and reads see it settled all along; a named one is in done at once.
 func TestHistoryUnnamedSettleWaitsNamedDoesNot(t *testing.T) {
 	j, _ := testJournal(t)
+	holdHistory(j)
 	ctx := context.Background()
 	unnamed, named := pendingRecord("minted"), pendingRecord("k")
 	named.OperationID = "order-1/charge"
@@ -87,11 +96,15 @@ func TestHistoryUnnamedSettleWaitsNamedDoesNot(t *testing.T) {
 // historyDelay.
 func TestHistoryWrittenWithinDelay(t *testing.T) {
 	j, _ := testJournal(t)
+	const delay = 200 * time.Millisecond
+	j.commit.mu.Lock()
+	j.commit.history.delay = delay
+	j.commit.mu.Unlock()
 	rec := pendingRecord("minted")
 	require.NoError(t, j.insert(rec, false))
 	settle(t, j, rec)
 	start := time.Now()
-	deadline := start.Add(historyDelay + 5*time.Second) // the machine may be busy
+	deadline := start.Add(delay + 5*time.Second) // the machine may be busy
 	for {
 		if _, d := inBuckets(t, j, seqOf(rec)); d {
 			break
@@ -99,7 +112,7 @@ func TestHistoryWrittenWithinDelay(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "owed for %v", time.Since(start))
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.GreaterOrEqual(t, time.Since(start), historyDelay/2, "written long before it was due")
+	require.GreaterOrEqual(t, time.Since(start), delay/2, "written long before it was due")
 }
 
 // Once historyMax bytes are owed, the next commit writes them all, without
@@ -107,6 +120,7 @@ func TestHistoryWrittenWithinDelay(t *testing.T) {
 // one commit makes them all owed however slow the machine.
 func TestHistoryWrittenAtMaxBytes(t *testing.T) {
 	j := fastJournal(t)
+	holdHistory(j)
 	var recs []*Record
 	for i := range 2000 {
 		rec := pendingRecord(fmt.Sprintf("minted-%d", i))
@@ -130,6 +144,7 @@ func TestHistoryWrittenAtMaxBytes(t *testing.T) {
 // Close writes what is owed: a clean restart lists every settled record.
 func TestHistoryWrittenOnClose(t *testing.T) {
 	j, _ := testJournal(t)
+	holdHistory(j)
 	owedAfterCommit(t, j, "minted")
 	j = reopen(t, j)
 	recs, err := j.Records()
@@ -143,6 +158,7 @@ func TestHistoryWrittenOnClose(t *testing.T) {
 // record is still owed: it is final, not missing.
 func TestHistoryResolveFindsOwed(t *testing.T) {
 	j, _ := testJournal(t)
+	holdHistory(j)
 	owedAfterCommit(t, j, "minted")
 	_, _, err := j.ResolveFrom(journal.Name{Key: "minted"}, 200)
 	require.ErrorIs(t, err, journal.ErrFinal)
@@ -152,6 +168,7 @@ func TestHistoryResolveFindsOwed(t *testing.T) {
 // commit that carries it writes the owed record first.
 func TestHistoryChangeToOwedRecordKept(t *testing.T) {
 	j, _ := testJournal(t)
+	holdHistory(j)
 	ctx := context.Background()
 	rec := owedAfterCommit(t, j, "minted")
 	rec.LastError, rec.Updated = "noted later", time.Now()
