@@ -57,15 +57,7 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	}
 	ctx := context.WithoutCancel(r.Context())
 	token, err := c.Store.TakeOver(ctx, rq.scope, rec.Token, c.Lease)
-	switch {
-	case errors.Is(err, ErrLeaseLost):
-		// Another copy took it over (or the holder woke up): it is in progress again.
-		c.Observer.Conflict(r, false)
-		c.writeProblem(w, http.StatusConflict, ProblemInProgress, "A request with this key is in progress",
-			"Another request with this idempotency key is being processed; retry later.", c.Lease)
-		return "", false
-	case err != nil:
-		m.unavailable(w, r, err)
+	if m.answerLeaseErr(w, r, err) { // lost: another copy took it over, or the holder woke up
 		return "", false
 	}
 	hr := r.WithContext(r.Context()) // the hook's copy, with a body it can read again
@@ -88,14 +80,7 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	case got.Rerun:
 		// No heartbeat ran while the hook did: if it outlived our lease, another copy may
 		// have taken the record over (and run the handler) meanwhile. Renewing is the fence.
-		switch err := c.Store.Renew(ctx, rq.scope, token, c.Lease); {
-		case errors.Is(err, ErrLeaseLost):
-			c.Observer.Conflict(r, false)
-			c.writeProblem(w, http.StatusConflict, ProblemInProgress, "A request with this key is in progress",
-				"Another request with this idempotency key is being processed; retry later.", c.Lease)
-			return "", false
-		case err != nil:
-			m.unavailable(w, r, err)
+		if m.answerLeaseErr(w, r, c.Store.Renew(ctx, rq.scope, token, c.Lease)) {
 			return "", false
 		}
 		return token, true
@@ -105,6 +90,24 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	c.writeProblem(w, http.StatusConflict, ProblemStuck, "The request with this key did not finish",
 		"The request with this idempotency key was interrupted and its outcome is being established; retry later.", c.Lease)
 	return "", false
+}
+
+// answerLeaseErr answers w for err, the error of taking over or renewing a
+// lease, and reports whether it did: ErrLeaseLost means another copy holds
+// the record, in progress again (409); any other error, an unavailable store.
+func (m *Middleware) answerLeaseErr(w http.ResponseWriter, r *http.Request, err error) bool {
+	c := m.cfg
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		c.Observer.Conflict(r, false)
+		c.writeProblem(w, http.StatusConflict, ProblemInProgress, "A request with this key is in progress",
+			"Another request with this idempotency key is being processed; retry later.", c.Lease)
+		return true
+	case err != nil:
+		m.unavailable(w, r, err)
+		return true
+	}
+	return false
 }
 
 // stuck answers a copy that found its record stuck when there is no recovery: 409 until
