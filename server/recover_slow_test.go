@@ -12,14 +12,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-go/idem/server"
 )
 
 func TestRecoverSlowerThanLeaseDoesNotRunTwice(t *testing.T) {
-	var crash atomic.Bool
-	crash.Store(true)
 	entered := make(chan struct{})
 	unblock := make(chan struct{})
 	var asked atomic.Int64
@@ -30,17 +27,7 @@ func TestRecoverSlowerThanLeaseDoesNotRunTwice(t *testing.T) {
 		}
 		return server.Recovery{Rerun: true}, nil
 	}}
-	s := newService(t, opts, func(s *service) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if crash.Load() {
-				panic(http.ErrAbortHandler) // dies before the effect
-			}
-			s.pay(w, r)
-		})
-	})
-	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-slow", s32Body)
-	require.Error(t, err)
-	crash.Store(false)
+	s := crashedOnce(t, opts, "k-slow", false)
 	s.clock.Advance(11 * time.Second) // stuck
 
 	first := make(chan answer, 1)

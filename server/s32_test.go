@@ -21,27 +21,32 @@ import (
 
 const s32Body = `{"amount":700,"currency":"EUR"}`
 
-// crashing returns a handler that, while crash is set, runs the effect and then dies
-// before answering, leaving its record in progress; otherwise it is the payments handler.
-func crashing(crash *atomic.Bool) func(s *service) http.Handler {
-	return func(s *service) http.Handler {
+// crashedOnce starts a service whose handler dies mid-request for its first request, under
+// key: after its effect (effectFirst), as a crash after the charge leaves it, or before it.
+// The record is left in progress; later requests reach the payments handler.
+func crashedOnce(t *testing.T, opts server.Options, key string, effectFirst bool) *service {
+	t.Helper()
+	var crash atomic.Bool
+	crash.Store(true)
+	s := newService(t, opts, func(s *service) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if crash.Load() {
-				s.effects.Add(1)
+				if effectFirst {
+					s.effects.Add(1)
+				}
 				panic(http.ErrAbortHandler) // the connection drops; nothing is stored
 			}
 			s.pay(w, r)
 		})
-	}
+	})
+	_, err := s.send(t.Context(), http.MethodPost, "/payments", key, s32Body)
+	require.Error(t, err, "the crashed request got an answer")
+	crash.Store(false)
+	return s
 }
 
 func TestS32StuckWithoutRecoverAnswers409UntilExpiry(t *testing.T) {
-	var crash atomic.Bool
-	crash.Store(true)
-	s := newService(t, server.Options{Lease: 10 * time.Second, TTL: time.Hour}, crashing(&crash))
-	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
-	require.Error(t, err, "the crashed request got an answer")
-	crash.Store(false)
+	s := crashedOnce(t, server.Options{Lease: 10 * time.Second, TTL: time.Hour}, "k-s32", true)
 
 	got := s.post("k-s32", s32Body) // within the dead holder's lease: looks in progress
 	assert.Equal(t, http.StatusConflict, got.status)
@@ -69,8 +74,6 @@ func TestS32StuckWithoutRecoverAnswers409UntilExpiry(t *testing.T) {
 // The hook finds the effect by its business reference and answers with it: the answer is
 // stored and replayed, and the hook is not asked again.
 func TestS32RecoverReplaysFoundEffect(t *testing.T) {
-	var crash atomic.Bool
-	crash.Store(true)
 	var asked atomic.Int64
 	opts := server.Options{Lease: 10 * time.Second, Recover: func(ctx context.Context, info server.RecoverInfo) (server.Recovery, error) {
 		asked.Add(1)
@@ -83,10 +86,7 @@ func TestS32RecoverReplaysFoundEffect(t *testing.T) {
 			Body:   []byte(`{"id":"pay_1","recovered":true}`),
 		}}, nil
 	}}
-	s := newService(t, opts, crashing(&crash))
-	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
-	require.Error(t, err)
-	crash.Store(false)
+	s := crashedOnce(t, opts, "k-s32", true)
 
 	assert.Equal(t, http.StatusConflict, s.post("k-s32", s32Body).status, "recovered while the lease ran")
 	assert.EqualValues(t, 0, asked.Load())
@@ -104,22 +104,10 @@ func TestS32RecoverReplaysFoundEffect(t *testing.T) {
 
 // The hook establishes that the effect did not happen: the handler runs again, once.
 func TestS32RecoverReruns(t *testing.T) {
-	var crash atomic.Bool
-	crash.Store(true)
 	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
 		return server.Recovery{Rerun: true}, nil
 	}}
-	s := newService(t, opts, func(s *service) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if crash.Load() {
-				panic(http.ErrAbortHandler) // dies before the effect
-			}
-			s.pay(w, r)
-		})
-	})
-	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
-	require.Error(t, err)
-	crash.Store(false)
+	s := crashedOnce(t, opts, "k-s32", false)
 	s.clock.Advance(11 * time.Second)
 	got := s.post("k-s32", s32Body)
 	assert.Equal(t, http.StatusCreated, got.status)
@@ -133,17 +121,12 @@ func TestS32RecoverReruns(t *testing.T) {
 // A hook that cannot tell yet (or fails) leaves the record stuck: 409, and the hook is
 // asked again once the taking-over copy's lease has lapsed in turn.
 func TestS32RecoverUndecided(t *testing.T) {
-	var crash atomic.Bool
-	crash.Store(true)
 	var asked atomic.Int64
 	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
 		asked.Add(1)
 		return server.Recovery{}, nil
 	}}
-	s := newService(t, opts, crashing(&crash))
-	_, err := s.send(t.Context(), http.MethodPost, "/payments", "k-s32", s32Body)
-	require.Error(t, err)
-	crash.Store(false)
+	s := crashedOnce(t, opts, "k-s32", true)
 	s.clock.Advance(11 * time.Second)
 	got := s.post("k-s32", s32Body)
 	assert.Equal(t, http.StatusConflict, got.status)
