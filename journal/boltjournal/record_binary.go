@@ -99,18 +99,10 @@ func appendBinary(r *Record, b, box []byte) ([]byte, error) {
 	b = appendBinList(b, r.Dropped)
 	b = appendBinList(b, r.DroppedQuery)
 	b = appendBinString(b, r.Identity)
-	if flags&flagRawCred != 0 {
-		b = appendHex(b, r.CredentialTag)
-	} else {
-		b = appendBinString(b, r.CredentialTag)
-	}
+	b = appendHexOrString(b, r.CredentialTag, flags&flagRawCred != 0)
 	b = appendBinString(b, r.ContentType)
 	b = appendBinString(b, r.ContentEncoding)
-	if flags&flagRawSHA != 0 {
-		b = appendHex(b, r.BodySHA256)
-	} else {
-		b = appendBinString(b, r.BodySHA256)
-	}
+	b = appendHexOrString(b, r.BodySHA256, flags&flagRawSHA != 0)
 	var err error
 	if b, err = appendBinTime(b, r.Created); err != nil {
 		return nil, err
@@ -167,6 +159,15 @@ func appendUUID(b []byte, s string) []byte {
 		b = appendHex(b, part)
 	}
 	return b
+}
+
+// appendHexOrString appends s as the bytes its hex spells (raw: isLowerHex
+// accepted it, and a flag says so), or as a string.
+func appendHexOrString(b []byte, s string, raw bool) []byte {
+	if raw {
+		return appendHex(b, s)
+	}
+	return appendBinString(b, s)
 }
 
 // appendHex appends the bytes s spells, lowercase hex digits of an even
