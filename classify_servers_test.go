@@ -181,6 +181,62 @@ func gatedClientAuth(tb testing.TB, ca *testCA, h2 bool, gate *requestGate, h ht
 	return srv.URL
 }
 
+// gatedNativeClientAuth starts a TLS 1.3 HTTP/1.1 server that requires a
+// client certificate issued by ca and refuses others with crypto/tls's own
+// alerts (certificate_required, unknown_ca). Its connections hold their
+// reads after the server's first flight until gate is open (or 5 s), so the
+// client's certificate is judged only after the request was written.
+func gatedNativeClientAuth(tb testing.TB, ca *testCA, gate *requestGate, h http.HandlerFunc) string {
+	tb.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = gatedListener{Listener: srv.Listener, g: gate}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(tb, false, time.Now().Add(time.Hour))},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool, MinVersion: tls.VersionTLS13}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the expected handshake failures
+	srv.StartTLS()
+	tb.Cleanup(srv.Close)
+	tb.Cleanup(gate.open) // runs before srv.Close
+	return srv.URL
+}
+
+// gatedListener's connections wait for their gate before any read that
+// follows a write.
+type gatedListener struct {
+	net.Listener
+	g *requestGate
+}
+
+func (l gatedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &heldConn{Conn: c, g: l.g}, nil
+}
+
+type heldConn struct {
+	net.Conn
+	g     *requestGate
+	wrote atomic.Bool
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	c.wrote.Store(true)
+	return c.Conn.Write(p)
+}
+
+func (c *heldConn) Read(p []byte) (int, error) {
+	if c.wrote.Load() {
+		bound := time.NewTimer(5 * time.Second)
+		select {
+		case <-c.g.sent:
+		case <-bound.C:
+		}
+		bound.Stop()
+	}
+	return c.Conn.Read(p)
+}
+
 // serveConns accepts connections on a fresh 127.0.0.1 listener and runs
 // handle on each until the test ends. It returns the listener's address.
 func serveConns(tb testing.TB, handle func(n int, c net.Conn)) string {
