@@ -5,14 +5,12 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +47,9 @@ type op struct {
 	// ID or key): its first attempt here is a retry.
 	retryToken bool
 	info       Info // what its responses carry (withInfo)
+	// firstTrace is the first attempt's; traced is set once it is taken.
+	firstTrace wroteTrace
+	traced     bool
 }
 
 // outcome is what the last attempt left.
@@ -177,7 +178,11 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		actx, stop = context.WithCancel(ctx)
 		cancel = stop
 	}
-	tr := new(wroteTrace)
+	tr := &o.firstTrace // one allocation fewer for the usual call of one attempt
+	if o.traced {
+		tr = new(wroteTrace)
+	}
+	o.traced = true
 	tr.trace.WroteHeaders = tr.wroteHeaders
 	if t.crashAt != nil {
 		tr.trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
@@ -243,66 +248,6 @@ type wroteTrace struct {
 }
 
 func (w *wroteTrace) wroteHeaders() { w.written.Store(true) }
-
-// attemptHeaders holds the AttemptHeader's values for the usual attempt
-// limits, made once: attemptHeaders[maxN][n].
-var attemptHeaders = func() (t [17][]string) {
-	for maxN := 1; maxN < len(t); maxN++ {
-		t[maxN] = make([]string, maxN+1)
-		for n := 1; n <= maxN; n++ {
-			t[maxN][n] = formatAttemptHeader(n, maxN)
-		}
-	}
-	return t
-}()
-
-// attemptHeader is the AttemptHeader's value for attempt n of maxN.
-func attemptHeader(n, maxN int) string {
-	if 1 <= n && n <= maxN && maxN < len(attemptHeaders) {
-		return attemptHeaders[maxN][n]
-	}
-	return formatAttemptHeader(n, maxN)
-}
-
-func formatAttemptHeader(n, maxN int) string {
-	b := make([]byte, 0, 24)
-	b = append(b, "attempt="...)
-	b = strconv.AppendInt(b, int64(n), 10)
-	b = append(b, "; max="...)
-	b = strconv.AppendInt(b, int64(maxN), 10)
-	return string(b)
-}
-
-// newRequest builds one attempt: the caller's request with a fresh reader over
-// the same bytes, the idempotency key, and the AttemptHeader's value unless
-// it is "".
-func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string) *http.Request {
-	r := o.req.Clone(ctx)
-	if r.Header == nil {
-		r.Header = make(http.Header)
-	}
-	switch {
-	case o.stream != nil:
-		r.Body, r.GetBody = o.stream, nil
-	case len(o.body) > 0:
-		body := o.body
-		r.ContentLength = int64(len(body))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		r.Body, _ = r.GetBody()
-	default:
-		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
-	}
-	if o.key != "" || attemptValue != "" {
-		values := []string{o.key, attemptValue} // one allocation for both headers
-		if o.key != "" {
-			setHeader(r.Header, keyHeader, values[0:1:1])
-		}
-		if attemptValue != "" {
-			setHeader(r.Header, AttemptHeader, values[1:2:2])
-		}
-	}
-	return r
-}
 
 // cancelOnClose ends an attempt's context once the caller is done with the
 // response body, as net/http.Client does for its timeouts.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -250,4 +251,21 @@ func TestS17_OneKeyAcrossStatusesAndRestart(t *testing.T) {
 		requireSameBytes(t, wire, perr.Key)
 		require.Equal(t, 1, srv.Ledger().Effects["order-s17"])
 	})
+}
+
+// A minted key is a version 4 UUID of the RFC 9562 variant, fresh each time.
+func TestNewKeyIsRandomUUIDv4(t *testing.T) {
+	t.Parallel()
+	seen := make(map[string]bool)
+	for range 1000 {
+		k, err := newKey()
+		require.NoError(t, err)
+		u, err := uuid.Parse(k)
+		require.NoError(t, err)
+		require.Equal(t, uuid.Version(4), u.Version(), k)
+		require.Equal(t, uuid.RFC4122, u.Variant(), k)
+		require.Equal(t, u.String(), k, "canonical form")
+		require.False(t, seen[k], "key %s minted twice", k)
+		seen[k] = true
+	}
 }

@@ -14,7 +14,9 @@ import (
 // A Store that keeps no claims of its own across processes embeds one.
 type Claims struct {
 	mu sync.Mutex
-	m  map[Name]chan struct{}
+	// m maps a held name to the channel its Release closes, made by the
+	// first waiter: most claims are never waited for.
+	m map[Name]chan struct{}
 }
 
 // Claim waits until name is free, then holds it; it returns ctx's error if
@@ -27,6 +29,10 @@ func (c *Claims) Claim(ctx context.Context, name Name) error {
 			c.take(name)
 			c.mu.Unlock()
 			return nil
+		}
+		if held == nil {
+			held = make(chan struct{})
+			c.m[name] = held
 		}
 		c.mu.Unlock()
 		select {
@@ -52,7 +58,7 @@ func (c *Claims) take(name Name) {
 	if c.m == nil {
 		c.m = make(map[Name]chan struct{})
 	}
-	c.m[name] = make(chan struct{})
+	c.m[name] = nil
 }
 
 // Release frees name, which the caller holds.
@@ -61,5 +67,7 @@ func (c *Claims) Release(name Name) {
 	held := c.m[name]
 	delete(c.m, name)
 	c.mu.Unlock()
-	close(held)
+	if held != nil {
+		close(held)
+	}
 }
