@@ -7,12 +7,15 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -160,4 +163,50 @@ func TestMaxBodyBytesMaxInt64SendsWholeBody(t *testing.T) {
 			require.Equal(t, hex.EncodeToString(sum[:]), onlyRecord(t, tr).BodySHA256)
 		})
 	}
+}
+
+// An attempt's body is one net/http knows to be in memory, as a caller's
+// bytes.Reader is: the request leaves in as many writes as plain net/http
+// makes for it (one), not with its headers flushed first.
+func TestAttemptWritesLikePlainNetHTTP(t *testing.T) {
+	t.Parallel()
+	srv := newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
+	body := strings.Repeat("x", 1024)
+	writes := func(send func(base http.RoundTripper, req *http.Request) (*http.Response, error)) int64 {
+		var n atomic.Int64
+		base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &writeCounter{Conn: c, n: &n}, nil
+		}}
+		defer base.CloseIdleConnections()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := send(base, req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return n.Load()
+	}
+	plain := writes(func(base http.RoundTripper, req *http.Request) (*http.Response, error) { return base.RoundTrip(req) })
+	journaled := writes(func(base http.RoundTripper, req *http.Request) (*http.Response, error) {
+		tr, _ := memTransport(t, &Options{Base: base})
+		return tr.RoundTrip(req)
+	})
+	require.Equal(t, int64(1), plain, "plain net/http writes this request at once")
+	require.Equal(t, plain, journaled, "idem's attempt takes as many writes as plain net/http")
+}
+
+// writeCounter counts the writes to a connection.
+type writeCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
 }
