@@ -245,9 +245,10 @@ func tlsRows() []classRow {
 			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool, MaxVersion: maxVersion}
 		return tlsServer(t, cfg, h2, created).URL
 	}
-	// nativeGated is gated's client before a server refusing with
-	// crypto/tls's own alerts.
-	nativeGated := func(otherCA bool) func(t *testing.T) classEnv {
+	// gated is a client through a requestGate, offering no certificate or
+	// one from another CA, and the server serve starts, which refuses it
+	// once the gate is open.
+	gated := func(otherCA bool, serve func(t *testing.T, ca *testCA, gate *requestGate) string) func(t *testing.T) classEnv {
 		return func(t *testing.T) classEnv {
 			ca, gate := newTestCA(t, "idem CA"), newRequestGate()
 			base := tlsBase(t, ca.pool)
@@ -255,8 +256,12 @@ func tlsRows() []classRow {
 			if otherCA {
 				offer(base, newTestCA(t, "other CA").issue(t, true, time.Now().Add(time.Hour)))
 			}
-			return classEnv{base: base, url: gatedNativeClientAuth(t, ca, gate, created), ctx: gate.context()}
+			return classEnv{base: base, url: serve(t, ca, gate), ctx: gate.context()}
 		}
+	}
+	// native refuses with crypto/tls's own alerts.
+	native := func(t *testing.T, ca *testCA, gate *requestGate) string {
+		return gatedNativeClientAuth(t, ca, gate, created)
 	}
 	var rows []classRow
 	for _, h2 := range []bool{false, true} {
@@ -264,19 +269,9 @@ func tlsRows() []classRow {
 		if h2 {
 			proto = "HTTP/2"
 		}
-		// gated is a client through a requestGate, offering no certificate
-		// or one from another CA, and a server that refuses it once the
-		// gate is open.
-		gated := func(otherCA bool) func(t *testing.T) classEnv {
-			return func(t *testing.T) classEnv {
-				ca, gate := newTestCA(t, "idem CA"), newRequestGate()
-				base := tlsBase(t, ca.pool)
-				base.DialContext = gate.dial
-				if otherCA {
-					offer(base, newTestCA(t, "other CA").issue(t, true, time.Now().Add(time.Hour)))
-				}
-				return classEnv{base: base, url: gatedClientAuth(t, ca, h2, gate, created), ctx: gate.context()}
-			}
+		// verifying refuses in VerifyConnection.
+		verifying := func(t *testing.T, ca *testCA, gate *requestGate) string {
+			return gatedClientAuth(t, ca, h2, gate, created)
 		}
 		rows = append(rows,
 			// TLS 1.3: the client's handshake completes before the server
@@ -284,9 +279,9 @@ func tlsRows() []classRow {
 			// first read, after the request was written. No handler ran. The
 			// server refuses only once the request's headers are on the wire
 			// (requestGate), the order a real network gives.
-			row("TLS 1.3 alert after the request/no client certificate/"+proto, ClassPermanent, gated(false)).
+			row("TLS 1.3 alert after the request/no client certificate/"+proto, ClassPermanent, gated(false, verifying)).
 				with(alertAfterWrite(42)), // bad_certificate, from VerifyConnection
-			row("TLS 1.3 alert after the request/client certificate from another CA/"+proto, ClassPermanent, gated(true)).
+			row("TLS 1.3 alert after the request/client certificate from another CA/"+proto, ClassPermanent, gated(true, verifying)).
 				with(alertAfterWrite(42)),
 			row("TLS 1.3 client certificate accepted/"+proto, ClassFinal, func(t *testing.T) classEnv {
 				ca := newTestCA(t, "idem CA")
@@ -303,9 +298,9 @@ func tlsRows() []classRow {
 		// alert. HTTP/1.1 only: over HTTP/2 an alert read before the first
 		// stream opens reaches idem as net/http's untyped "client conn
 		// could not be established" (the known limit in doc.go).
-		row("TLS 1.3 alert after handshake/no client certificate/HTTP/1.1", ClassPermanent, nativeGated(false)).
+		row("TLS 1.3 alert after handshake/no client certificate/HTTP/1.1", ClassPermanent, gated(false, native)).
 			with(alertAfterWrite(116)), // certificate_required
-		row("TLS 1.3 alert after handshake/client certificate from another CA/HTTP/1.1", ClassPermanent, nativeGated(true)).
+		row("TLS 1.3 alert after handshake/client certificate from another CA/HTTP/1.1", ClassPermanent, gated(true, native)).
 			with(alertAfterWrite(48)), // unknown_ca
 		row("TLS 1.2 alert in the handshake/no client certificate", ClassPermanent, func(t *testing.T) classEnv {
 			ca := newTestCA(t, "idem CA")
