@@ -124,6 +124,16 @@ func newRequestGate() *requestGate { return &requestGate{sent: make(chan struct{
 
 func (g *requestGate) open() { g.once.Do(func() { close(g.sent) }) }
 
+// wait returns once the gate is open, or after 5 s.
+func (g *requestGate) wait() {
+	bound := time.NewTimer(5 * time.Second)
+	defer bound.Stop()
+	select {
+	case <-g.sent:
+	case <-bound.C:
+	}
+}
+
 // context returns a context whose ClientTrace marks WroteHeaders; idem's
 // attempt adds its own trace, which calls this one too (httptrace composes).
 func (g *requestGate) context() context.Context {
@@ -163,12 +173,7 @@ func gatedClientAuth(tb testing.TB, ca *testCA, h2 bool, gate *requestGate, h ht
 	cfg := &tls.Config{Certificates: []tls.Certificate{ca.issue(tb, false, time.Now().Add(time.Hour))},
 		ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS13,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			bound := time.NewTimer(5 * time.Second)
-			defer bound.Stop()
-			select {
-			case <-gate.sent:
-			case <-bound.C:
-			}
+			gate.wait()
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("no client certificate")
 			}
@@ -227,12 +232,7 @@ func (c *heldConn) Write(p []byte) (int, error) {
 
 func (c *heldConn) Read(p []byte) (int, error) {
 	if c.wrote.Load() {
-		bound := time.NewTimer(5 * time.Second)
-		select {
-		case <-c.g.sent:
-		case <-bound.C:
-		}
-		bound.Stop()
+		c.g.wait()
 	}
 	return c.Conn.Read(p)
 }
