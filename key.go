@@ -3,11 +3,9 @@
 package idem
 
 import (
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 )
@@ -17,19 +15,12 @@ const maxKeyLen = 255
 
 // newKey returns a random (version 4) UUID from crypto/rand.
 func newKey() (string, error) {
-	b := keyBytes.Get().(*uuid.UUID)
-	defer keyBytes.Put(b)
-	if _, err := rand.Read(b[:]); err != nil {
+	u, err := uuid.NewRandom()
+	if err != nil {
 		return "", fmt.Errorf("idem: generating idempotency key: %w", err)
 	}
-	b[6] = b[6]&0x0f | 0x40 // version 4 (RFC 9562 section 5.4)
-	b[8] = b[8]&0x3f | 0x80 // the RFC 9562 variant
-	return b.String(), nil
+	return u.String(), nil
 }
-
-// keyBytes holds buffers for newKey's random bytes, which would otherwise
-// escape to the heap on every call through crypto/rand's io.Reader.
-var keyBytes = sync.Pool{New: func() any { return new(uuid.UUID) }}
 
 // validateKey accepts an idempotency key of 1..255 visible ASCII characters
 // (VCHAR, RFC 5234: no space), as the server middleware does and the IETF
