@@ -5,6 +5,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -47,9 +48,9 @@ type op struct {
 	// ID or key): its first attempt here is a retry.
 	retryToken bool
 	info       Info // what its responses carry (withInfo)
-	// firstTrace is the first attempt's; traced is set once it is taken.
-	firstTrace wroteTrace
-	traced     bool
+	// first is the first attempt's state; attempted is set once it is taken.
+	first     attemptState
+	attempted bool
 }
 
 // outcome is what the last attempt left.
@@ -178,11 +179,11 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		actx, stop = context.WithCancel(ctx)
 		cancel = stop
 	}
-	tr := &o.firstTrace // one allocation fewer for the usual call of one attempt
-	if o.traced {
-		tr = new(wroteTrace)
+	tr := &o.first // one allocation fewer for the usual call of one attempt
+	if o.attempted {
+		tr = new(attemptState)
 	}
-	o.traced = true
+	o.attempted = true
 	tr.trace.WroteHeaders = tr.wroteHeaders
 	if t.crashAt != nil {
 		tr.trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
@@ -192,6 +193,8 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		}
 	}
 	actx = httptrace.WithClientTrace(actx, &tr.trace)
+	// The response's request carries the call's Info (withInfo, info.go).
+	actx = context.WithValue(actx, infoCtxKey{}, &o.info)
 	var timer *time.Timer
 	if d > 0 {
 		timer = time.AfterFunc(d, func() { tr.timedOut.Store(true); cancel() })
@@ -200,7 +203,7 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	if !t.cfg.DisableAttemptHeader {
 		attemptValue = attemptHeader(n, maxN)
 	}
-	req := o.newRequest(actx, t.cfg.KeyHeader, attemptValue)
+	req := o.newRequest(actx, t.cfg.KeyHeader, attemptValue, tr)
 	base, done := t.base(), func() {}
 	if o.newConn {
 		base, done = t.newConnBase()
@@ -236,18 +239,21 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	return resp, tr.written.Load(), nil
 }
 
-// wroteTrace tells an attempt whether its request headers reached a
-// connection: one allocation for the flag and the trace that sets it, and
-// under an attempt timeout for whether its timer fired and for the response
-// body that ends its context.
-type wroteTrace struct {
+// attemptState is what one attempt keeps for itself, in one allocation:
+// whether its request headers reached a connection and the trace that tells,
+// under an attempt timeout whether its timer fired and the response body
+// that ends its context, and its request's body reader and key and
+// AttemptHeader values (attempt_request.go).
+type attemptState struct {
 	written  atomic.Bool
 	timedOut atomic.Bool
 	trace    httptrace.ClientTrace
 	body     cancelOnClose
+	reader   bytes.Reader
+	values   [2]string
 }
 
-func (w *wroteTrace) wroteHeaders() { w.written.Store(true) }
+func (w *attemptState) wroteHeaders() { w.written.Store(true) }
 
 // cancelOnClose ends an attempt's context once the caller is done with the
 // response body, as net/http.Client does for its timeouts.

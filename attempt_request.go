@@ -47,8 +47,8 @@ func formatAttemptHeader(n, maxN int) string {
 // it is "". As golang.org/x/oauth2's transport does, it copies the request
 // and its header map, not the URL or the header values, which neither idem
 // nor a base RoundTripper changes (the values are capped, so an append
-// copies them).
-func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string) *http.Request {
+// copies them). The body reader and the new values live in st, the attempt's.
+func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st *attemptState) *http.Request {
 	r := o.req.WithContext(ctx)
 	r.Header = make(http.Header, len(o.req.Header)+2)
 	for k, v := range o.req.Header {
@@ -67,12 +67,14 @@ func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string) *ht
 		// also inside io.NopCloser) with its headers, in one write; any
 		// other reader has the headers flushed first, a second syscall.
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		r.Body, _ = r.GetBody()
+		st.reader.Reset(body)
+		r.Body = io.NopCloser(&st.reader)
 	default:
 		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
 	}
 	if o.key != "" || attemptValue != "" {
-		values := []string{o.key, attemptValue} // one allocation for both headers
+		st.values = [2]string{o.key, attemptValue}
+		values := st.values[:]
 		if o.key != "" {
 			r.Header[http.CanonicalHeaderKey(keyHeader)] = values[0:1:1]
 		}

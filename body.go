@@ -4,12 +4,15 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"reflect"
+	"strings"
 )
 
 // body is a request body read into memory for replay. When the body is over
@@ -79,8 +82,8 @@ var errBodyAbandoned = errors.New("idem: request body abandoned")
 // readAll reads up to limit bytes of r, giving up when ctx ends: then it closes
 // r and returns errBodyAbandoned.
 func readAll(ctx context.Context, r io.ReadCloser, limit, size int64) ([]byte, error) {
-	if ctx.Done() == nil {
-		return readSized(r, limit, size)
+	if ctx.Done() == nil || inMemory(r) {
+		return readSized(r, limit, size) // cannot block: no goroutine to watch ctx
 	}
 	type result struct {
 		buf []byte
@@ -121,4 +124,25 @@ func readSized(r io.Reader, limit, size int64) ([]byte, error) {
 			buf = append(buf, 0)[:len(buf)] // longer than announced: grow
 		}
 	}
+}
+
+// nopCloserTypes are io.NopCloser's result types, which net/http also looks
+// through to tell a body held in memory.
+var nopCloserTypes = [2]reflect.Type{
+	reflect.TypeOf(io.NopCloser(strings.NewReader(""))), // one that is an io.WriterTo
+	reflect.TypeOf(io.NopCloser(struct{ io.Reader }{})),
+}
+
+// inMemory reports whether r reads from memory, as the bodies
+// http.NewRequest makes do (a *bytes.Reader, *bytes.Buffer or
+// *strings.Reader, bare or in io.NopCloser): reading it never blocks.
+func inMemory(r io.Reader) bool {
+	if t := reflect.TypeOf(r); t == nopCloserTypes[0] || t == nopCloserTypes[1] {
+		r, _ = reflect.ValueOf(r).Field(0).Interface().(io.Reader)
+	}
+	switch r.(type) {
+	case *bytes.Reader, *bytes.Buffer, *strings.Reader:
+		return true
+	}
+	return false
 }

@@ -241,3 +241,42 @@ func TestBlockingBodyHonoursDeadline(t *testing.T) {
 	noRequests(t, tr, srv)
 	require.EqualValues(t, 1, body.closes.Load())
 }
+
+// A body held in memory is read without a goroutine to watch the context:
+// reading it cannot block. Any other is read in one, so a cancel can
+// abandon it (TestBlockingBodyHonoursDeadline).
+func TestInMemoryBody(t *testing.T) {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	for _, tc := range []struct {
+		name string
+		r    io.Reader
+		want bool
+	}{
+		{"bytes.Reader", bytes.NewReader(nil), true},
+		{"strings.Reader", strings.NewReader(""), true},
+		{"bytes.Buffer", new(bytes.Buffer), true},
+		{"NopCloser(bytes.Reader)", io.NopCloser(bytes.NewReader(nil)), true},
+		{"NopCloser(strings.Reader)", io.NopCloser(strings.NewReader("")), true},
+		{"pipe", pr, false},
+		{"NopCloser(pipe)", io.NopCloser(pr), false},
+		{"NopCloser(nil)", io.NopCloser(nil), false},
+		{"LimitReader(bytes.Reader)", io.LimitReader(bytes.NewReader(nil), 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, inMemory(tc.r))
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	payload := []byte(`{"amount":100}`)
+	n := testing.AllocsPerRun(100, func() {
+		buf, err := readAll(ctx, io.NopCloser(bytes.NewReader(payload)), 1<<20, int64(len(payload)))
+		if err != nil || !bytes.Equal(buf, payload) {
+			t.Fatalf("readAll = %q, %v", buf, err)
+		}
+	})
+	// The reader and its NopCloser, and the buffer read into: no channel,
+	// closure or goroutine.
+	require.LessOrEqual(t, n, 3.0)
+}

@@ -214,8 +214,8 @@ func (t *Transport) credentials(req *http.Request) []byte {
 		b = append(b, s...)
 	}
 	for _, name := range t.droppedHeaders(req.Header) { // sorted
-		vals := headerValues(req.Header, name)
-		slices.Sort(vals) // a header spelled two ways is read in map order
+		// A header spelled two ways is read in map order.
+		vals := slices.Sorted(slices.Values(headerValues(req.Header, name)))
 		b = append(b, 'h')
 		str(name)
 		b = binary.AppendUvarint(b, uint64(len(vals)))

@@ -53,6 +53,9 @@ func withInfo(resp *http.Response, o *op) {
 		info.OperationID = o.rec.OperationID
 	}
 	sent := resp.Request
+	if sent != nil && sent.Context().Value(infoCtxKey{}) == info {
+		return // the attempt's own request, which carries it (attempt.go)
+	}
 	if sent == nil {
 		sent = o.req
 	}

@@ -172,3 +172,31 @@ func TestResponseInfoNone(t *testing.T) {
 	_, ok = ResponseInfo(&http.Response{Request: req})
 	require.False(t, ok)
 }
+
+// A base RoundTripper may answer with a response whose Request is not the
+// attempt's (none, or a copy without its context): the Info is still found,
+// on the request idem sent.
+func TestResponseInfoForeignRequest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		req  func(sent *http.Request) *http.Request
+	}{
+		{"nil", func(*http.Request) *http.Request { return nil }},
+		{"other context", func(sent *http.Request) *http.Request { return sent.WithContext(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusCreated, Body: http.NoBody, Request: tc.req(r)}, nil
+			})
+			tr, _ := memTransport(t, &Options{Base: base})
+			resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, "http://127.0.0.1/payments", `{"a":1}`))
+			require.NoError(t, err)
+			resp.Body.Close()
+			info, ok := ResponseInfo(resp)
+			require.True(t, ok)
+			require.True(t, info.Journaled)
+			require.Len(t, info.Key, 36)
+		})
+	}
+}

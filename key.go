@@ -66,12 +66,18 @@ func callerKey(r *http.Request, header string) (string, bool, error) {
 }
 
 // headerValues finds a header whatever its spelling, even one set in the map
-// without canonicalization.
+// without canonicalization. Under one spelling, the result is the map's own
+// slice, not a copy: callers must not modify it.
 func headerValues(h http.Header, name string) []string {
 	var vals []string
+	spellings := 0
 	for k, v := range h {
 		if strings.EqualFold(k, name) {
-			vals = append(vals, v...)
+			if spellings++; spellings == 1 {
+				vals = v
+			} else {
+				vals = append(vals[:len(vals):len(vals)], v...)
+			}
 		}
 	}
 	return vals

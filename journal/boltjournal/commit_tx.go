@@ -5,6 +5,7 @@
 package boltjournal
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -47,16 +48,17 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		}
 		// Buckets are opened as needed: an open costs allocations.
 		pending := appendBucket(tx, bucketPending)
+		ids := make(idKeys, 0, 8*(len(owed)+len(settles)+2*len(batch)))
 		var index *bolt.Bucket
 		for id, d := range owed { // before the settles: one may change it
-			if err := appendBucket(tx, bucketDone).Put(idKey(id), d.data); err != nil {
+			if err := appendBucket(tx, bucketDone).Put(ids.key(id), d.data); err != nil {
 				return err
 			}
 		}
 		left = left[:0] // a retry of the transaction starts again
 		for id, d := range settles {
 			owe := lazy && lazySettle(d)
-			moved, err := j.move(tx, idKey(id), d, !owe)
+			moved, err := j.move(tx, ids.key(id), d, !owe)
 			if err != nil {
 				return err
 			}
@@ -95,8 +97,9 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 			} else if err := tx.Bucket(bucketMeta).Delete(stagedKey(idKey(id))); err != nil {
 				return err
 			}
+			key := ids.key(id)
 			for _, k := range keys {
-				if err := index.Put(k, idKey(id)); err != nil {
+				if err := index.Put(k, key); err != nil {
 					return err
 				}
 			}
@@ -104,12 +107,12 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 			if w.rec.State != StatePending {
 				bucket = appendBucket(tx, bucketDone)
 			}
-			if err := bucket.Put(idKey(id), w.data); err != nil {
+			if err := bucket.Put(key, w.data); err != nil {
 				return err
 			}
 			if len(w.body) > 0 {
 				// bbolt copies the value into its page: the one copy made.
-				if err := putBody(appendBucket(tx, bucketBodies), idKey(id), w.body); err != nil {
+				if err := putBody(appendBucket(tx, bucketBodies), key, w.body); err != nil {
 					return err
 				}
 			}
@@ -159,6 +162,17 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 		return err
 	}
 	return tx.Bucket(bucketPending).Put(id, data)
+}
+
+// idKeys hands out a commit's record keys (idKey) from one buffer: bbolt
+// copies a key it stores, and reads a value only until the transaction
+// ends, which the buffer outlives.
+type idKeys []byte
+
+func (b *idKeys) key(id uint64) []byte {
+	n := len(*b)
+	*b = binary.BigEndian.AppendUint64(*b, id)
+	return (*b)[n:len(*b):len(*b)]
 }
 
 func takenKey(index *bolt.Bucket, keys [][]byte) []byte {
