@@ -18,21 +18,22 @@ import (
 // deferredWrite is a state change waiting for a commit.
 type deferredWrite struct {
 	rec  *Record // a copy, for reads before the commit: own, in one allocation with it
-	data []byte
+	data []byte  // the metadata as stored: in buf when it fits
 	own  Record
+	buf  [256]byte
 }
 
 // save defers writing a state change of an existing record. It returns at
 // once; the change is durable after the next commit, at most flushDelay later
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
-	st := stored(rec)
-	data, err := j.keyring.encodeMeta(st) // sealed again under the record's own key ID
+	d := new(deferredWrite)
+	d.rec = storedCopy(&d.own, rec)                        // the caller may change rec once Update returned
+	data, err := j.keyring.encodeMetaInto(d.rec, d.buf[:]) // sealed again under the record's own key ID
 	if err != nil {
 		return err
 	}
-	d := &deferredWrite{data: data}
-	d.rec = copyInto(&d.own, st) // the caller may change rec once Update returned
+	d.data = data
 	c := &j.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -90,6 +91,17 @@ func copyInto(dst, rec *Record) *Record {
 	dst.Dropped, dst.DroppedQuery = slices.Clone(rec.Dropped), slices.Clone(rec.DroppedQuery)
 	dst.Body = bytes.Clone(rec.Body)
 	return dst
+}
+
+// storedCopy is copyInto of what the file keeps of rec (stored), without
+// copying what it drops.
+func storedCopy(dst, rec *Record) *Record {
+	if rec.State != StateSettled {
+		return copyInto(dst, rec)
+	}
+	r := *rec
+	r.Body, r.Header = nil, nil
+	return copyInto(dst, &r)
 }
 
 // closeCommits refuses new writes, waits for a running commit, and commits

@@ -62,6 +62,15 @@ func splitURL(u string) (plain, rest string) {
 // request part sealed under r.EncryptionKeyID when that is set.
 func (k *keyring) encodeMeta(r *Record) ([]byte, error) { return k.encodeMetaRoom(r, 0) }
 
+// encodeMetaInto is encodeMeta into buf's memory, when unsealed metadata
+// fits there.
+func (k *keyring) encodeMetaInto(r *Record, buf []byte) ([]byte, error) {
+	if r.EncryptionKeyID == "" {
+		return appendBinary(r, buf[:0], nil)
+	}
+	return k.encodeMeta(r)
+}
+
 // encodeMetaRoom is encodeMeta with room for room more bytes after the
 // metadata (an inline body: inline.go) without copying it again.
 func (k *keyring) encodeMetaRoom(r *Record, room int) ([]byte, error) {
