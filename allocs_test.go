@@ -85,3 +85,24 @@ func TestMediaTypeAllocs(t *testing.T) {
 		t.Errorf("mediaType: %v allocations, want 0", n)
 	}
 }
+
+// A header journaled whole (no sensitive or key header, every name
+// canonical) is not copied: the record is the call's own, and a Store copies
+// what it keeps. One that needs changing is copied, never changed in place.
+func TestStoredHeaderAllocs(t *testing.T) {
+	tr, _ := memTransport(t, nil)
+	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r-1"}}
+	if n := testing.AllocsPerRun(100, func() { tr.storedHeader(h) }); n > 0 {
+		t.Errorf("storedHeader: %v allocations, want 0", n)
+	}
+	for _, in := range []http.Header{
+		{"Content-Type": {"application/json"}, "Authorization": {"Bearer s3cret"}},
+		{"content-type": {"application/json"}},
+		{"Content-Type": {"application/json"}, "idempotency-key": {"k-1"}},
+	} {
+		before := in.Clone()
+		got := tr.storedHeader(in)
+		require.Equal(t, before, in, "the caller's header is left as it was")
+		require.Equal(t, http.Header{"Content-Type": {"application/json"}}, got)
+	}
+}

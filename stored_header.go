@@ -14,10 +14,17 @@ import (
 
 // storedHeader drops sensitive headers and the key header before writing.
 // The values it keeps are copied into one array, as http.Header.Clone does.
+// A header it would keep whole, every name canonical, it returns as it is:
+// the record is only this call's, and a Store copies what it keeps
+// (journal.Store).
 func (t *Transport) storedHeader(h http.Header) http.Header {
-	n := 0
-	for _, v := range h {
+	n, whole := 0, true
+	for k, v := range h {
 		n += len(v)
+		whole = whole && k == http.CanonicalHeaderKey(k) && !t.cfg.sensitive[k] && !strings.EqualFold(k, t.cfg.KeyHeader)
+	}
+	if whole {
+		return h
 	}
 	values := make([]string, 0, n)
 	out := make(http.Header, len(h))

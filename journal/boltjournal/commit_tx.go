@@ -36,8 +36,8 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		}
 	}
 	for _, d := range settles {
-		if d.rec.Written().After(newest) {
-			newest = d.rec.Written()
+		if d.written.After(newest) {
+			newest = d.written
 		}
 	}
 	var stored int64 // the newest time written to the file by this commit

@@ -17,23 +17,34 @@ import (
 
 // deferredWrite is a state change waiting for a commit.
 type deferredWrite struct {
-	rec  *Record // a copy, for reads before the commit: own, in one allocation with it
-	data []byte  // the metadata as stored: in buf when it fits
-	own  Record
-	buf  [256]byte
+	data    []byte // the metadata as stored: in buf when it fits
+	state   State
+	written time.Time // the record's Written
+	named   bool      // it has an operation ID, or a caller's key
+	// rec is the record as stored, for reads before the commit; nil for an
+	// unsealed settled record (the usual settle), read back from data
+	// instead (record).
+	rec *Record
+	buf [256]byte
 }
 
 // save defers writing a state change of an existing record. It returns at
 // once; the change is durable after the next commit, at most flushDelay later
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
-	d := new(deferredWrite)
-	d.rec = storedCopy(&d.own, rec)                        // the caller may change rec once Update returned
-	data, err := j.keyring.encodeMetaInto(d.rec, d.buf[:]) // sealed again under the record's own key ID
+	d := &deferredWrite{state: rec.State, written: rec.Written(), named: rec.OperationID != "" || rec.CallerKey}
+	var err error
+	if rec.State == StateSettled && rec.EncryptionKeyID == "" {
+		st := *rec // what stored returns, on the stack
+		st.Body, st.Header = nil, nil
+		d.data, err = appendBinary(&st, d.buf[:0], nil)
+	} else {
+		d.rec = storedCopy(new(Record), rec)                    // the caller may change rec once Update returned
+		d.data, err = j.keyring.encodeMetaInto(d.rec, d.buf[:]) // sealed again under the record's own key ID
+	}
 	if err != nil {
 		return err
 	}
-	d.data = data
 	c := &j.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -41,11 +52,25 @@ func (j *Journal) save(rec *Record) error {
 		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
 	}
 	c.deferred[seqOf(rec)] = d
-	j.sawWritten(d.rec.Written()) // reads see it from now on
+	j.sawWritten(d.written) // reads see it from now on
 	if !c.leading && c.timer == nil {
 		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
 	}
 	return nil
+}
+
+// record returns a copy of record id as d stores it, or nil if its
+// metadata cannot be read back (then reads find the file's).
+func (d *deferredWrite) record(id uint64) *Record {
+	if d.rec != nil {
+		return deepCopy(d.rec)
+	}
+	rec, err := decodePlain(d.data)
+	if err != nil {
+		return nil
+	}
+	setSeq(rec, id)
+	return rec
 }
 
 // flushDeferred commits deferred changes that no write-ahead took along.
@@ -77,7 +102,7 @@ func (j *Journal) unsaved(id uint64) *Record {
 	if d == nil {
 		return nil
 	}
-	return deepCopy(d.rec)
+	return d.record(id)
 }
 
 // deepCopy copies rec with its header, lists and body: records the Journal
@@ -190,10 +215,10 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (m
 		// write a record without its body and index entries.
 		done := appendBucket(tx, bucketDone)
 		old := done.Get(id)
-		if d.rec.State == StatePending || old == nil {
+		if d.state == StatePending || old == nil {
 			return false, nil
 		}
-		if d.rec.State == StateSettled { // e.g. a failed one resolved: no body kept
+		if d.state == StateSettled { // e.g. a failed one resolved: no body kept
 			if !hasInlineBody(old) {
 				if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
 					return false, err
@@ -203,19 +228,19 @@ func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (m
 		}
 		return false, done.Put(id, keepBody(d.data, old)) // e.g. expired after a give-up
 	}
-	if d.rec.State == StatePending {
+	if d.state == StatePending {
 		return false, pending.Put(id, keepBody(d.data, v))
 	}
 	// A failed or expired record keeps its body, for reconciling or
 	// resending; a settled one drops it.
 	data, inline := d.data, hasInlineBody(v)
-	if d.rec.State != StateSettled {
+	if d.state != StateSettled {
 		data = keepBody(d.data, v) // before the delete frees v's page
 	}
 	if err := cur.Delete(); err != nil {
 		return false, err
 	}
-	if d.rec.State == StateSettled && !inline {
+	if d.state == StateSettled && !inline {
 		if err := deleteBody(tx.Bucket(bucketBodies), id); err != nil {
 			return false, err
 		}

@@ -39,7 +39,7 @@ type history struct {
 // lazySettle reports whether the settle d may leave its done record owed:
 // a settled record that no index entry names.
 func lazySettle(d *deferredWrite) bool {
-	return d.rec.State == StateSettled && !d.rec.CallerKey && d.rec.OperationID == ""
+	return d.state == StateSettled && !d.named
 }
 
 // take hands what is owed to a commit, if it is time to write it: force (a

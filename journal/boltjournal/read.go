@@ -253,7 +253,7 @@ func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
 				return err
 			}
 			if d := changed[seqOf(rec)]; d != nil {
-				if d.rec.State != StatePending {
+				if d.state != StatePending {
 					continue // settled, or given up for good, since
 				}
 				cp := *d.rec
