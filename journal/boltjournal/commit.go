@@ -2,9 +2,11 @@
 // file, read.go its reads, deferred.go the state changes that ride along,
 // commit_tx.go the transaction each commit runs).
 // Write-aheads from concurrent calls share one fsynced bbolt
-// transaction: a writer that finds no commit running commits at once (no
-// fixed delay); writers that arrive meanwhile queue up, and the next of them
-// commits the whole queue. State changes (settle, give-up, fail, expire) are
+// transaction, run by one commit loop: a write that finds no commit running
+// is committed at once (no fixed delay); writes that arrive meanwhile queue
+// up, and the loop commits the whole queue as soon as the running commit
+// returns, without waiting for a writer to be scheduled to lead it. State
+// changes (settle, give-up, fail, expire) are
 // deferred: they ride along with the next commit, or are committed within
 // flushDelay, or on Close. Losing one in a crash only costs a harmless replay
 // with the same key.
@@ -36,10 +38,17 @@ const pruneInterval = 10 * time.Minute
 
 // committer is the Journal's write queue. Its fields are guarded by mu.
 type committer struct {
-	mu       sync.Mutex
-	idle     *sync.Cond // signalled when leading turns false
-	leading  bool       // a writer is committing; others queue behind it
-	closed   bool
+	mu      sync.Mutex
+	idle    *sync.Cond // signalled when leading turns false
+	leading bool       // the commit loop is committing; writes queue behind it
+	closed  bool
+	// kick holds a token when the commit loop has work: a queued write, or
+	// deferred changes due. The loop runs from the first kick (looping)
+	// until stop is closed; loopDone is closed when it returns.
+	kick     chan struct{}
+	stop     chan struct{}
+	loopDone chan struct{}
+	looping  bool
 	queue    []*write
 	deferred map[uint64]*deferredWrite // newest state per record ID, not yet committed
 	flushing map[uint64]*deferredWrite // what the running commit is writing
@@ -67,14 +76,15 @@ type write struct {
 	staged uint64   // the record ID its body is staged under (stageBody), or 0
 	id     uint64
 	err    error
-	// wake receives true once the write is committed or failed (id and err
-	// are set), or false first if this writer is to commit the queue.
-	wake chan bool
+	// wake receives once the write is committed or failed (id and err are
+	// set).
+	wake chan struct{}
 }
 
 func (c *committer) init() {
 	c.idle = sync.NewCond(&c.mu)
 	c.deferred = make(map[uint64]*deferredWrite)
+	c.kick, c.stop = make(chan struct{}, 1), make(chan struct{})
 }
 
 // insert writes a new pending record and returns once the commit, fsync
@@ -176,12 +186,12 @@ func (j *Journal) readFlushed(read func(*bolt.Tx) error) error {
 }
 
 // wakes are write.wake channels, empty, for the next writes: submit
-// receives every value sent on its write's channel before it returns.
-var wakes = sync.Pool{New: func() any { return make(chan bool, 1) }}
+// receives the value sent on its write's channel before it returns.
+var wakes = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
 
 // submit queues w and waits until a commit that includes it has returned.
 func (j *Journal) submit(w *write) error {
-	w.wake = wakes.Get().(chan bool)
+	w.wake = wakes.Get().(chan struct{})
 	defer wakes.Put(w.wake)
 	c := &j.commit
 	c.mu.Lock()
@@ -190,22 +200,67 @@ func (j *Journal) submit(w *write) error {
 		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
 	}
 	c.queue = append(c.queue, w)
-	lead := !c.leading
-	c.leading = true
+	j.kickLoop()
 	c.mu.Unlock()
-	if !lead && <-w.wake {
-		return w.err
-	}
-	j.lead() // its batch holds w
 	<-w.wake
 	return w.err
 }
 
-// lead commits everything queued and deferred in one transaction, then hands
-// the lead to the first writer that queued meanwhile, if any.
-func (j *Journal) lead() {
+// kickLoop tells the commit loop it has work, starting it first if need
+// be. c.mu must be held, and the committer not closed.
+func (j *Journal) kickLoop() {
+	c := &j.commit
+	if !c.looping {
+		c.looping, c.loopDone = true, make(chan struct{})
+		go j.commitLoop(c.loopDone)
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default: // a kick is already waiting
+	}
+}
+
+// commitLoop commits whatever is queued and deferred each time it is
+// kicked, and again at once while writes queued during a commit, until
+// Close stops it.
+func (j *Journal) commitLoop(done chan struct{}) {
+	defer close(done)
+	c := &j.commit
+	for {
+		select {
+		case <-c.kick:
+		case <-c.stop:
+			return
+		}
+		for j.lead() {
+		}
+	}
+}
+
+// stopLoop ends the commit loop, if it ever ran, once it is idle. c.mu must
+// be held, and the committer closed: nothing kicks it again.
+func (j *Journal) stopLoop() {
+	c := &j.commit
+	for c.leading || len(c.queue) > 0 {
+		c.idle.Wait()
+	}
+	if !c.looping {
+		return
+	}
+	c.looping = false
+	close(c.stop)
+	c.mu.Unlock()
+	<-c.loopDone
+	c.mu.Lock()
+}
+
+// lead commits everything queued and deferred in one transaction. It
+// reports whether writes queued meanwhile, for the commit loop to commit at
+// once.
+func (j *Journal) lead() (again bool) {
 	c := &j.commit
 	c.mu.Lock()
+	c.leading = true
 	batch := c.queue
 	c.queue, c.spareQueue = c.spareQueue, nil
 	if len(c.deferred) > 0 {
@@ -250,9 +305,7 @@ func (j *Journal) lead() {
 		c.lastPrune = now
 		j.pruning.Go(func() { j.Prune(keep) }) // an error leaves it to the next round
 	}
-	if len(c.queue) > 0 {
-		c.queue[0].wake <- false
-	} else {
+	if again = len(c.queue) > 0; !again {
 		c.leading = false
 		if len(c.deferred) > 0 && c.timer == nil && !c.closed {
 			c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
@@ -264,10 +317,11 @@ func (j *Journal) lead() {
 	}
 	c.mu.Unlock()
 	for _, w := range batch {
-		w.wake <- true
+		w.wake <- struct{}{}
 	}
 	clear(batch)
 	c.mu.Lock()
 	c.spareQueue = batch[:0]
 	c.mu.Unlock()
+	return again
 }

@@ -78,13 +78,10 @@ func (j *Journal) flushDeferred() {
 	c := &j.commit
 	c.mu.Lock()
 	c.timer = nil
-	if c.closed || c.leading || len(c.deferred) == 0 {
-		c.mu.Unlock()
-		return // a running commit re-arms the timer if it leaves any
+	if !c.closed && !c.leading && len(c.deferred) > 0 { // a running commit re-arms the timer if it leaves any
+		j.kickLoop()
 	}
-	c.leading = true
 	c.mu.Unlock()
-	j.lead()
 }
 
 // unsaved returns the newest deferred state of record id, if any.
@@ -146,9 +143,7 @@ func (j *Journal) closeCommits() error {
 	c.mu.Unlock()
 	j.pruning.Wait() // its flush fails now that the journal is closed
 	c.mu.Lock()
-	for c.leading {
-		c.idle.Wait()
-	}
+	j.stopLoop()
 	c.leading = true // nobody else will lead again
 	c.flushing, c.deferred = c.deferred, nil
 	settles := c.flushing

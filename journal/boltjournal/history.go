@@ -142,11 +142,8 @@ func (j *Journal) flushHistory() {
 		return
 	}
 	c.history.due = true
-	if c.leading {
-		c.mu.Unlock()
-		return // that commit re-arms the timer, and the next one writes them
+	if !c.leading { // else that commit re-arms the timer, and the next one writes them
+		j.kickLoop()
 	}
-	c.leading = true
 	c.mu.Unlock()
-	j.lead()
 }
