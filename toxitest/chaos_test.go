@@ -95,7 +95,11 @@ const (
 	concurrency    = 16
 	attemptTimeout = 400 * time.Millisecond
 	callTimeout    = 15 * time.Second // bounds one call, all attempts included
-	resumePasses   = 40
+	// resumeFor bounds the resume passes after the load. A pass that
+	// settles nothing waits a second before the next: a host whose retry
+	// budget is spent gets one probe a second, and twice as many sends
+	// after each answered pass (idem.RetryBudget).
+	resumeFor = 2 * time.Minute
 )
 
 // tally counts what the callers saw.
@@ -379,22 +383,28 @@ func (cp *chaosProxy) removeToxics(t *testing.T) {
 	}
 }
 
-// resume runs Resume until nothing is pending, at most resumePasses times,
-// and returns the number of passes.
+// resume runs Resume until nothing is pending, for at most resumeFor, and
+// returns the number of passes.
 func resume(t *testing.T, client *idem.Client, n *tally) int {
 	t.Helper()
+	deadline := time.Now().Add(resumeFor)
+	before := -1 // pending before the last pass
 	for pass := 0; ; pass++ {
 		next, left := pendingOps(t, client.Journal())
 		if left == 0 {
 			return pass
 		}
-		if pass == resumePasses {
-			t.Errorf("%d operations still pending after %d resume passes", left, pass)
+		if time.Now().After(deadline) {
+			t.Errorf("%d operations still pending after %d resume passes in %v", left, pass, resumeFor)
 			return pass
 		}
-		if wait := time.Until(next); wait > 0 {
+		switch wait := time.Until(next); {
+		case wait > 0:
 			time.Sleep(min(wait, time.Second))
+		case left == before: // the budget held them back: wait for its probe
+			time.Sleep(time.Second)
 		}
+		before = left
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		err := client.Resume(ctx, func(o idem.Outcome) {
 			if o.Response == nil {
