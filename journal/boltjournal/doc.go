@@ -1,7 +1,8 @@
 // Package boltjournal is idem's embedded journal: a journal.Store in one
 // bbolt file, opened by one process at a time. Writes ahead are committed
 // with fsync before Create returns, sharing each commit among the writers
-// that queued meanwhile (group commit, commit.go); settles ride the next
+// that queued meanwhile (group commit, commit.go: one goroutine runs the
+// commits, from the first write until Close); settles ride the next
 // commit or a flush within tens of milliseconds (deferred.go). Large bodies
 // are stored in chunks and staged ahead of their record (body.go), sealed
 // with AES-256-GCM under a Keyring if asked (encrypt.go, record_seal.go).
