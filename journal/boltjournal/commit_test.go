@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -196,4 +197,40 @@ func TestPendingAfterPages(t *testing.T) {
 		after = seqOf(page[len(page)-1])
 	}
 	require.Equal(t, ids, got)
+}
+
+// The commit loop starts with the first write and ends with Close: a
+// journal leaves no goroutine behind, whether it wrote (write-aheads,
+// deferred settles, a flush) or never did.
+func TestCommitLoopEndsOnClose(t *testing.T) {
+	t.Run("wrote", func(t *testing.T) {
+		leakcheck.Check(t)
+		j, _ := testJournal(t)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 20 {
+					rec := pendingRecord(fmt.Sprintf("w%d-%d", w, i))
+					if err := j.insert(rec, true); err != nil {
+						t.Error(err)
+						return
+					}
+					rec.State = StateSettled
+					if err := j.save(rec); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, j.flush())
+		require.NoError(t, j.Close())
+		require.Equal(t, uint64(160), j.Stats().WriteAheads)
+	})
+	t.Run("never wrote", func(t *testing.T) {
+		leakcheck.Check(t)
+		j, _ := testJournal(t)
+		require.NoError(t, j.Close())
+		require.False(t, j.commit.looping)
+	})
 }
