@@ -42,6 +42,7 @@ type committer struct {
 	idle    *sync.Cond // signalled when leading turns false
 	leading bool       // the commit loop is committing; writes queue behind it
 	closed  bool
+	held    bool // a test holds commits back (holdCommits)
 	// kick holds a token when the commit loop has work: a queued write, or
 	// deferred changes due. The loop runs from the first kick (looping)
 	// until stop is closed; loopDone is closed when it returns.
@@ -249,8 +250,9 @@ func (j *Journal) stopLoop() {
 	}
 	c.looping = false
 	close(c.stop)
+	done := c.loopDone
 	c.mu.Unlock()
-	<-c.loopDone
+	<-done
 	c.mu.Lock()
 }
 
@@ -260,7 +262,14 @@ func (j *Journal) stopLoop() {
 func (j *Journal) lead() (again bool) {
 	c := &j.commit
 	c.mu.Lock()
+	for c.held {
+		c.idle.Wait()
+	}
 	c.leading = true
+	select {
+	case <-c.kick: // this commit takes what a waiting kick was for
+	default:
+	}
 	batch := c.queue
 	c.queue, c.spareQueue = c.spareQueue, nil
 	if len(c.deferred) > 0 {

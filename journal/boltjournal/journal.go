@@ -52,7 +52,8 @@ var (
 var openPaths sync.Map // absolute path -> struct{}
 
 // Journal is the durable record of operations, a bbolt file opened by one
-// process at a time. It is safe for concurrent use. Close it when done.
+// process at a time. It is safe for concurrent use. Close it when done: a
+// Journal that wrote runs its commits in a goroutine of its own until Close.
 type Journal struct {
 	db       *bolt.DB
 	path     string

@@ -24,16 +24,17 @@ func init() {
 	testhook.StageMin, testhook.BodyChunk, testhook.GrowStep = stageMin, bodyChunk, growStep
 }
 
-// holdCommits keeps deferred state changes from being committed (the flush
-// timer finds a commit running) until the returned function is called.
+// holdCommits keeps anything from being committed (the commit loop waits
+// before its next commit) until the returned function is called: deferred
+// state changes stay deferred, and a write waits.
 func (j *Journal) holdCommits() (release func()) {
 	c := &j.commit
 	c.mu.Lock()
-	c.leading = true
+	c.held = true
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
-		c.leading = false
+		c.held = false
 		c.idle.Broadcast()
 		c.mu.Unlock()
 	}
