@@ -47,7 +47,7 @@ type op struct {
 	// operation already attempted (by Resume, or a call with its operation
 	// ID or key): its first attempt here is a retry.
 	retryToken bool
-	info       Info // what its responses carry (withInfo)
+	info       callInfo // what its responses carry (withInfo, info.go)
 	// first is the first attempt's state; attempted is set once it is taken.
 	first     attemptState
 	attempted bool

@@ -8,6 +8,7 @@ package idem
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 )
 
 // Info describes the call a response answers.
@@ -26,6 +27,16 @@ type Info struct {
 
 type infoCtxKey struct{}
 
+// callInfo is the Info a call's responses carry, in their request's
+// context from the first attempt on; ready is set once the call has
+// returned a response and info is final. Until then ResponseInfo reports
+// nothing, as for a response idem did not return (a Classifier or a base
+// RoundTripper sees the attempts' responses first).
+type callInfo struct {
+	info  Info
+	ready atomic.Bool
+}
+
 // ResponseInfo returns the Info of the call that resp answers, and whether
 // resp came from an idem Transport: from RoundTrip (directly, or through an
 // http.Client, redirects included) or as an Outcome.Response of Resume. It
@@ -36,28 +47,29 @@ func ResponseInfo(resp *http.Response) (Info, bool) {
 	if resp == nil || resp.Request == nil {
 		return Info{}, false
 	}
-	info, ok := resp.Request.Context().Value(infoCtxKey{}).(*Info)
-	if !ok {
+	ci, ok := resp.Request.Context().Value(infoCtxKey{}).(*callInfo)
+	if !ok || !ci.ready.Load() {
 		return Info{}, false
 	}
-	return *info, true
+	return ci.info, true
 }
 
 // withInfo records on resp which call of o it answers, for ResponseInfo.
 // The request that got resp keeps its fields; only its context gains the
 // Info (and keeps what it held, such as a redirect's mark).
 func withInfo(resp *http.Response, o *op) {
-	info := &o.info // no allocation of its own: it lives as long as o
-	*info = Info{Key: o.key, Journaled: o.rec != nil}
+	ci := &o.info // no allocation of its own: it lives as long as o
+	ci.info = Info{Key: o.key, Journaled: o.rec != nil}
 	if o.rec != nil {
-		info.OperationID = o.rec.OperationID
+		ci.info.OperationID = o.rec.OperationID
 	}
+	ci.ready.Store(true)
 	sent := resp.Request
-	if sent != nil && sent.Context().Value(infoCtxKey{}) == info {
+	if sent != nil && sent.Context().Value(infoCtxKey{}) == ci {
 		return // the attempt's own request, which carries it (attempt.go)
 	}
 	if sent == nil {
 		sent = o.req
 	}
-	resp.Request = sent.WithContext(context.WithValue(sent.Context(), infoCtxKey{}, info))
+	resp.Request = sent.WithContext(context.WithValue(sent.Context(), infoCtxKey{}, ci))
 }

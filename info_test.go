@@ -5,7 +5,9 @@ package idem
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -199,4 +201,34 @@ func TestResponseInfoForeignRequest(t *testing.T) {
 			require.Len(t, info.Key, 36)
 		})
 	}
+}
+
+// Until the call returns it, a response has no Info: a Classifier (or a
+// base RoundTripper) looking at an attempt's response sees what it would
+// for a response idem did not return.
+func TestResponseInfoOnlyOnceReturned(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		io.Copy(io.Discard, r.Body)
+		status := http.StatusServiceUnavailable
+		if calls.Add(1) > 1 {
+			status = http.StatusCreated
+		}
+		return &http.Response{StatusCode: status, Body: http.NoBody, Request: r}, nil
+	})
+	var seen []bool
+	classify := func(a Attempt) Class {
+		_, ok := ResponseInfo(a.Response)
+		seen = append(seen, ok)
+		return DefaultClassifier(a)
+	}
+	tr, _ := memTransport(t, &Options{Base: base, Classifier: classify})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, "http://127.0.0.1/payments", `{"a":1}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, []bool{false, false}, seen, "the 503's and the 201's Info while the call ran")
+	info, ok := ResponseInfo(resp)
+	require.True(t, ok)
+	require.True(t, info.Journaled)
 }

@@ -21,7 +21,7 @@ func (t *Transport) storedHeader(h http.Header) http.Header {
 	n, whole := 0, true
 	for k, v := range h {
 		n += len(v)
-		whole = whole && k == http.CanonicalHeaderKey(k) && !t.cfg.sensitive[k] && !strings.EqualFold(k, t.cfg.KeyHeader)
+		whole = whole && len(v) > 0 && k == http.CanonicalHeaderKey(k) && !t.cfg.sensitive[k] && !strings.EqualFold(k, t.cfg.KeyHeader)
 	}
 	if whole {
 		return h
