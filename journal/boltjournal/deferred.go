@@ -33,15 +33,17 @@ type deferredWrite struct {
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
 	d := &deferredWrite{state: rec.State, written: rec.Written(), named: rec.OperationID != "" || rec.CallerKey}
-	var err error
+	var settled Record // what the file keeps of an unsealed settled record (stored)
+	st := &settled
 	if rec.State == StateSettled && rec.EncryptionKeyID == "" {
-		st := *rec // what stored returns, on the stack
-		st.Body, st.Header = nil, nil
-		d.data, err = appendBinary(&st, d.buf[:0], nil)
+		settled = *rec
+		settled.Body, settled.Header = nil, nil
 	} else {
-		d.rec = storedCopy(new(Record), rec)                    // the caller may change rec once Update returned
-		d.data, err = j.keyring.encodeMetaInto(d.rec, d.buf[:]) // sealed again under the record's own key ID
+		d.rec = storedCopy(new(Record), rec) // the caller may change rec once Update returned
+		st = d.rec
 	}
+	var err error
+	d.data, err = j.keyring.encodeMetaInto(st, d.buf[:]) // sealed again under the record's own key ID
 	if err != nil {
 		return err
 	}
