@@ -101,7 +101,7 @@ func TestSmoke(t *testing.T) {
 
 	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
-		"peak HeapInuse", "the same 200 POSTs sent by plain net/http", "total run time"} {
+		"peak HeapInuse", "client CPU", "per operation (getrusage", "the same 200 POSTs sent by plain net/http", "total run time"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -26,6 +26,7 @@ type config struct {
 	serverDelay  time.Duration // the server's think time per /payments request
 	cpuProfile   string        // write a CPU profile of the rounds here; "" for none
 	memProfile   string        // write an allocation profile of the rounds here; "" for none
+	resumeCPU    string        // write a CPU profile of the warm Resume here; "" for none
 }
 
 // warmup is the unmeasured run before each measured window: it fills the
@@ -48,6 +49,7 @@ func parseFlags(args []string) (config, error) {
 	delay := fs.Duration("server-delay", 0, "the server's think time before answering each /payments request, as a remote API has (e.g. 20ms)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the rounds (client side) to `file`; every allocation sampled")
+	resumeCPU := fs.String("resume-cpuprofile", "", "write a CPU profile of the warm Resume pass (client side) to `file`")
 	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")
@@ -59,7 +61,7 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay, cpuProfile: *cpuProfile, memProfile: *memProfile}
+	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay, cpuProfile: *cpuProfile, memProfile: *memProfile, resumeCPU: *resumeCPU}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

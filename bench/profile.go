@@ -1,6 +1,7 @@
-// This file holds -cpuprofile and -memprofile: profiles of the client side
-// during the rounds, to find where a journaled call's time and allocations
-// go (go tool pprof -focus idem ...).
+// This file holds -cpuprofile and -memprofile, profiles of the client side
+// during the rounds, and -resume-cpuprofile, one of the warm Resume: to find
+// where a journaled call's or a resumed operation's time and allocations go
+// (go tool pprof -focus idem ...).
 
 package main
 
@@ -14,25 +15,15 @@ import (
 // startProfiles starts what cfg asks for and returns the function that
 // writes the profiles.
 func startProfiles(cfg config) (stop func() error, err error) {
-	var cpu *os.File
-	if cfg.cpuProfile != "" {
-		if cpu, err = os.Create(cfg.cpuProfile); err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(cpu); err != nil {
-			cpu.Close()
-			return nil, err
-		}
+	stopCPU, err := cpuProfile(cfg.cpuProfile)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.memProfile != "" {
 		runtime.MemProfileRate = 1
 	}
 	return func() error {
-		var errs []error
-		if cpu != nil {
-			pprof.StopCPUProfile()
-			errs = append(errs, cpu.Close())
-		}
+		errs := []error{stopCPU()}
 		if cfg.memProfile != "" {
 			f, err := os.Create(cfg.memProfile)
 			if err != nil {
@@ -41,5 +32,25 @@ func startProfiles(cfg config) (stop func() error, err error) {
 			errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 		}
 		return errors.Join(errs...)
+	}, nil
+}
+
+// cpuProfile starts a CPU profile written to path, and returns the function
+// that stops it and closes the file; with path "", it does nothing.
+func cpuProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
 	}, nil
 }

@@ -224,9 +224,9 @@ func (r *report) resume(rr *resumeResult) {
 }
 
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time.
-func (r *report) plain(n, conc int, d time.Duration) {
-	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s)\n",
-		n, conc, fmtDur(d), float64(n)/d.Seconds())
+func (r *report) plain(n, conc int, p plainSend) {
+	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; client CPU %s per POST)\n",
+		n, conc, fmtDur(p.took), float64(n)/p.took.Seconds(), fmtDur(p.cpu/time.Duration(max(n, 1))))
 }
 
 // pass prints one Open and Resume of the backlog.
@@ -241,6 +241,8 @@ func (r *report) pass(name, what string, n, conc int, p resumePass) {
 	}
 	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d%s)\n",
 		fmtDur(p.done), p.resent, p.ok, float64(p.resent)/p.done.Seconds(), conc, which)
+	r.printf("    cpu       client CPU %s per operation (getrusage of this process during Resume)\n",
+		fmtDur(p.cpu/time.Duration(max(n, 1))))
 	if p.firstErr != nil || p.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-p.ok, n, p.firstErr)
 	}

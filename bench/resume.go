@@ -34,12 +34,18 @@ type resumeResult struct {
 	n            int           // pending operations made: wanted, or fewer if creating them ran out of budget
 	create       time.Duration // leaving n operations pending
 	journalBytes int64
-	concurrency  int           // Options.ResumeConcurrency in effect
-	warm, cold   resumePass    // the journal just written; a copy evicted from the page cache
-	evictErr     error         // why the cold pass did not run, if it did not
-	plain        time.Duration // plain net/http sending n such POSTs at concurrency
-	wide         resumePass    // a warm copy, with ResumeConcurrency wideConc
-	plainWide    time.Duration // plain net/http sending them wideConc at a time
+	concurrency  int        // Options.ResumeConcurrency in effect
+	warm, cold   resumePass // the journal just written; a copy evicted from the page cache
+	evictErr     error      // why the cold pass did not run, if it did not
+	plain        plainSend  // plain net/http sending n such POSTs at concurrency
+	wide         resumePass // a warm copy, with ResumeConcurrency wideConc
+	plainWide    plainSend  // plain net/http sending them wideConc at a time
+}
+
+// plainSend is plain net/http sending the backlog's POSTs: how long it took
+// and the client process's CPU time meanwhile (processCPU).
+type plainSend struct {
+	took, cpu time.Duration
 }
 
 // wideConc is the ResumeConcurrency of the third pass: as many at once as
@@ -57,6 +63,7 @@ type resumePass struct {
 	firstErr   error         // first outcome that was not a 201
 	heapBefore uint64        // HeapInuse after Open, before Resume
 	heapPeak   uint64        // largest HeapInuse sampled during Resume
+	cpu        time.Duration // the client process's CPU time during Resume (processCPU)
 }
 
 func runResume(ctx context.Context, cfg config, srv *child, dir string, progress io.Writer) (*resumeResult, error) {
@@ -88,12 +95,12 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 	}
 
 	fmt.Fprintf(progress, "bench: resuming %d pending operations (warm cache)\n", rr.n)
-	if rr.warm, err = resumeOnce(ctx, path, rr.concurrency); err != nil {
+	if rr.warm, err = resumeOnce(ctx, path, rr.concurrency, cfg.resumeCPU); err != nil {
 		return nil, err
 	}
 	if rr.evictErr = evict(coldPath); rr.evictErr == nil {
 		fmt.Fprintf(progress, "bench: resuming %d pending operations (cold cache)\n", rr.n)
-		if rr.cold, err = resumeOnce(ctx, coldPath, rr.concurrency); err != nil {
+		if rr.cold, err = resumeOnce(ctx, coldPath, rr.concurrency, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +109,7 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 		return nil, err
 	}
 	fmt.Fprintf(progress, "bench: resuming %d pending operations, %d at a time\n", rr.n, wideConc)
-	if rr.wide, err = resumeOnce(ctx, widePath, wideConc); err != nil {
+	if rr.wide, err = resumeOnce(ctx, widePath, wideConc, ""); err != nil {
 		return nil, err
 	}
 	if rr.plainWide, err = sendPlain(ctx, srv.url(pathHeld), rr.n, wideConc); err != nil {
@@ -111,8 +118,9 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 	return rr, ctx.Err()
 }
 
-// resumeOnce opens the journal at path and resumes it, timing both.
-func resumeOnce(ctx context.Context, path string, conc int) (resumePass, error) {
+// resumeOnce opens the journal at path and resumes it, timing both; with a
+// profile path, it writes a CPU profile of the Resume there.
+func resumeOnce(ctx context.Context, path string, conc int, profile string) (resumePass, error) {
 	var p resumePass
 	sends := &sendTimes{base: tunedTransport(conc)}
 	heapInuse() // a collection first, so Open starts from a quiet heap
@@ -126,7 +134,11 @@ func resumeOnce(ctx context.Context, path string, conc int) (resumePass, error) 
 
 	p.heapBefore = heapInuse()
 	stop := sampleHeap(10 * time.Millisecond)
-	t0 = time.Now()
+	stopProfile, err := cpuProfile(profile)
+	if err != nil {
+		return p, err
+	}
+	t0, cpu0 := time.Now(), processCPU()
 	err = c.Resume(ctx, func(o idem.Outcome) {
 		p.resent++
 		if o.Err == nil {
@@ -138,8 +150,11 @@ func resumeOnce(ctx context.Context, path string, conc int) (resumePass, error) 
 			p.firstErr = o.Err
 		}
 	})
-	p.done = time.Since(t0)
+	p.done, p.cpu = time.Since(t0), processCPU()-cpu0
 	p.heapPeak = stop()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return p, err
 	}
@@ -180,14 +195,14 @@ func (s *sendTimes) span() (first, last time.Time) {
 }
 
 // sendPlain sends n POSTs of the resume body to url with plain net/http, conc
-// at a time, and returns how long they took.
-func sendPlain(ctx context.Context, url string, n, conc int) (time.Duration, error) {
+// at a time, and returns how long they took and the CPU time they cost.
+func sendPlain(ctx context.Context, url string, n, conc int) (plainSend, error) {
 	send := sender(&http.Client{Transport: tunedTransport(conc)}, http.MethodPost, url,
 		resumeBody(resumeBodyBytes), http.StatusCreated)
 	var next atomic.Int64
 	errs := make([]error, conc)
 	var wg sync.WaitGroup
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), processCPU()
 	for i := range conc {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) && errs[i] == nil {
@@ -196,13 +211,13 @@ func sendPlain(ctx context.Context, url string, n, conc int) (time.Duration, err
 		})
 	}
 	wg.Wait()
-	d := time.Since(t0)
+	sent := plainSend{took: time.Since(t0), cpu: processCPU() - cpu0}
 	for _, err := range errs {
 		if err != nil {
-			return 0, err
+			return plainSend{}, err
 		}
 	}
-	return d, nil
+	return sent, nil
 }
 
 // copyFile copies the file at src to a new file at dst, fsynced.
