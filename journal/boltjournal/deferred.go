@@ -33,13 +33,9 @@ type deferredWrite struct {
 // (or on Close).
 func (j *Journal) save(rec *Record) error {
 	d := &deferredWrite{state: rec.State, written: rec.Written(), named: rec.OperationID != "" || rec.CallerKey}
-	var settled Record // what the file keeps of an unsealed settled record (stored)
-	st := &settled
-	if rec.State == StateSettled && rec.EncryptionKeyID == "" {
-		settled = *rec
-		settled.Body, settled.Header = nil, nil
-	} else {
-		d.rec = storedCopy(new(Record), rec) // the caller may change rec once Update returned
+	st := stored(rec)
+	if rec.State != StateSettled || rec.EncryptionKeyID != "" {
+		d.rec = deepCopy(st) // the caller may change rec once Update returned
 		st = d.rec
 	}
 	var err error
@@ -115,17 +111,6 @@ func copyInto(dst, rec *Record) *Record {
 	dst.Dropped, dst.DroppedQuery = slices.Clone(rec.Dropped), slices.Clone(rec.DroppedQuery)
 	dst.Body = bytes.Clone(rec.Body)
 	return dst
-}
-
-// storedCopy is copyInto of what the file keeps of rec (stored), without
-// copying what it drops.
-func storedCopy(dst, rec *Record) *Record {
-	if rec.State != StateSettled {
-		return copyInto(dst, rec)
-	}
-	r := *rec
-	r.Body, r.Header = nil, nil
-	return copyInto(dst, &r)
 }
 
 // closeCommits refuses new writes, waits for a running commit, and commits
