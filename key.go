@@ -70,14 +70,13 @@ func callerKey(r *http.Request, header string) (string, bool, error) {
 // slice, not a copy: callers must not modify it.
 func headerValues(h http.Header, name string) []string {
 	var vals []string
-	spellings := 0
 	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			if spellings++; spellings == 1 {
-				vals = v
-			} else {
-				vals = append(vals[:len(vals):len(vals)], v...)
-			}
+		switch {
+		case !strings.EqualFold(k, name):
+		case vals == nil:
+			vals = v
+		default: // another spelling: capped, so the append copies
+			vals = append(vals[:len(vals):len(vals)], v...)
 		}
 	}
 	return vals
