@@ -48,7 +48,7 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		}
 		// Buckets are opened as needed: an open costs allocations.
 		pending := appendBucket(tx, bucketPending)
-		ids := make(idKeys, 0, 8*(len(owed)+len(settles)+2*len(batch)))
+		ids := make(idKeys, 0, 8*(len(owed)+len(settles)+len(batch)))
 		var index *bolt.Bucket
 		for id, d := range owed { // before the settles: one may change it
 			if err := appendBucket(tx, bucketDone).Put(ids.key(id), d.data); err != nil {
