@@ -226,8 +226,11 @@ func (r *report) resume(rr *resumeResult) {
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time.
 func (r *report) plain(n, conc int, p plainSend) {
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; client CPU %s per POST)\n",
-		n, conc, fmtDur(p.took), float64(n)/p.took.Seconds(), fmtDur(p.cpu/time.Duration(max(n, 1))))
+		n, conc, fmtDur(p.took), float64(n)/p.took.Seconds(), perOp(p.cpu, n))
 }
+
+// perOp prints d shared among n operations.
+func perOp(d time.Duration, n int) string { return fmtDur(d / time.Duration(max(n, 1))) }
 
 // pass prints one Open and Resume of the backlog.
 func (r *report) pass(name, what string, n, conc int, p resumePass) {
@@ -241,8 +244,7 @@ func (r *report) pass(name, what string, n, conc int, p resumePass) {
 	}
 	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d%s)\n",
 		fmtDur(p.done), p.resent, p.ok, float64(p.resent)/p.done.Seconds(), conc, which)
-	r.printf("    cpu       client CPU %s per operation (getrusage of this process during Resume)\n",
-		fmtDur(p.cpu/time.Duration(max(n, 1))))
+	r.printf("    cpu       client CPU %s per operation (getrusage of this process during Resume)\n", perOp(p.cpu, n))
 	if p.firstErr != nil || p.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-p.ok, n, p.firstErr)
 	}
