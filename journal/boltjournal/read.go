@@ -105,7 +105,7 @@ func (j *Journal) checkBody(rec *Record) error {
 		journal.ErrCorrupt, j.path, seqOf(rec), rec.OperationID)
 }
 
-// reget is get for a record a listing returned (pendingAfter): while the
+// reget is get for a record a listing returned (readPending): while the
 // file holds the metadata it was listed from, only its body is read; the
 // metadata is decoded again only if it changed. Resume reads every record
 // twice, listing then sending, and decoding is most of a read.
@@ -209,64 +209,112 @@ const pendingPage = 256
 // pendingSeqAfter yields the pending records with an ID above after, without
 // their bodies, oldest first, reading a page at a time: memory stays bounded
 // however many are pending, and no read transaction is open while the caller
-// works. A read error ends the sequence and is stored in *errp.
+// works. A record is decoded when it is yielded, so a caller that stops early
+// (Resume, once its queue is full) decodes no more than it took. A read error
+// ends the sequence and is stored in *errp.
 func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 	return func(yield func(*Record) bool) {
 		for {
-			page, err := j.pendingAfter(after, pendingPage)
+			page, err := j.readPending(after, pendingPage)
 			if err != nil {
 				*errp = err
 				return
 			}
-			if len(page) == 0 {
-				return
-			}
-			// Read before yielding: the caller owns the records it is given
-			// (Resume updates each one from another goroutine).
-			last := seqOf(page[len(page)-1])
-			for _, r := range page {
-				if !yield(r) {
+			for _, l := range page {
+				rec, err := j.listedRecord(l)
+				if err != nil {
+					*errp = err
+					return
+				}
+				if !yield(rec) {
 					return
 				}
 			}
 			if len(page) < pendingPage {
 				return
 			}
-			after = last
+			after = page[len(page)-1].id
 		}
 	}
 }
 
-// pendingAfter returns at most n pending records with an ID above after,
-// without their bodies, in ID order: a page of a listing that holds only one
-// page in memory at a time. It reads the newest state: a deferred change
+// listed is a pending record as a listing read it, not yet decoded.
+type listed struct {
+	id uint64
+	// value is the stored value, copied out of the transaction, with an
+	// inline body left out (an empty one in its place, which decodes the
+	// same metadata); meta is its metadata, compared by reget.
+	value, meta []byte
+	d           *deferredWrite // a deferred change that stands in for it, or nil
+}
+
+// readPending reads at most n pending records with an ID above after, in ID
+// order: a page of a listing. It reads the newest state: a deferred change
 // (deferred.go) stands in for what the file holds, and is taken before the
-// file is read, so that one committed meanwhile is seen in the file.
-func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
+// file is read, so that one committed meanwhile is seen in the file. The
+// page's values share one buffer.
+func (j *Journal) readPending(after uint64, n int) ([]listed, error) {
 	changed := j.unsavedWrites()
-	var recs []*Record
+	page := make([]listed, 0, n)
+	ends := make([]int, 0, 2*n) // where each value and its metadata end in buf
+	var buf []byte
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
-		for k, v := c.Seek(idKey(after + 1)); k != nil && len(recs) < n; k, v = c.Next() {
-			rec, _, err := j.decode(tx, k, v, false) // Resume reads it again, and reports why it is sealed
-			if err != nil {
-				return err
+		for k, v := c.Seek(idKey(after + 1)); k != nil && len(page) < n; k, v = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, k)
 			}
-			if d := changed[seqOf(rec)]; d != nil {
-				if d.state != StatePending {
-					continue // settled, or given up for good, since
+			id := binary.BigEndian.Uint64(k)
+			if d := changed[id]; d != nil {
+				if d.state == StatePending {
+					page = append(page, listed{id: id, d: d})
+					ends = append(ends, len(buf), len(buf))
 				}
-				cp := *d.rec
-				cp.Body = nil
-				rec, v = &cp, d.data
+				continue // settled, or given up for good, since
 			}
-			meta, _, _, _ := splitInline(v) // a read of the body compares it (reget)
-			setListed(rec, bytes.Clone(meta))
-			recs = append(recs, rec)
+			meta, _, inline, ok := splitInline(v)
+			if !ok {
+				meta = v // decoding it says why
+			}
+			if buf == nil { // room for n values of about this size
+				buf = make([]byte, 0, n*(len(meta)+4))
+			}
+			buf = append(buf, meta...)
+			metaEnd := len(buf)
+			if inline {
+				buf = append(buf, 0, 0, 0, 0)
+			}
+			page = append(page, listed{id: id})
+			ends = append(ends, len(buf), metaEnd)
 		}
 		return nil
 	})
-	return recs, err
+	start := 0
+	for i := range page {
+		if page[i].d == nil {
+			page[i].value, page[i].meta = buf[start:ends[2*i]:ends[2*i]], buf[start:ends[2*i+1]:ends[2*i+1]]
+		}
+		start = ends[2*i]
+	}
+	return page, err
+}
+
+// listedRecord decodes a record a listing read, without its body, and notes
+// the metadata it was read from (reget).
+func (j *Journal) listedRecord(l listed) (*Record, error) {
+	if l.d != nil {
+		cp := *l.d.rec // a pending change keeps its record
+		cp.Body = nil
+		setListed(&cp, l.d.data)
+		return &cp, nil
+	}
+	rec, _, err := j.keyring.decodeStored(l.value, nil) // Resume reads it again, and reports why it is sealed
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: record %x: %w", journal.ErrCorrupt, j.path, idKey(l.id), err)
+	}
+	setSeq(rec, l.id)
+	setListed(rec, l.meta)
+	return rec, nil
 }
 
 // Prune deletes settled, failed and expired records last updated more than

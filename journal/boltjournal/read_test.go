@@ -136,7 +136,7 @@ func insertWithBody(t *testing.T, j *Journal, key, body string) *Record {
 }
 
 // Resume reads each pending record twice: listed a page at a time
-// (pendingAfter), then again under the operation's lock just before sending
+// (readPending), then again under the operation's lock just before sending
 // (reget, Store.Reload). The listing holds the newest state without a
 // commit.
 func TestPendingAfterSeesDeferredChanges(t *testing.T) {
@@ -226,4 +226,39 @@ func TestRegetRefusesAlteredBody(t *testing.T) {
 	}))
 	_, err = j.Reload(context.Background(), page[0])
 	require.ErrorIs(t, err, journal.ErrCorrupt, "the metadata is unchanged, the body is not")
+}
+
+// A listing decodes a record only when it yields it: a caller that stops
+// early never meets a damaged record further on, and one that reads on gets
+// every record before it, then the error.
+func TestPendingDecodesWhatItYields(t *testing.T) {
+	ctx := context.Background()
+	j, _ := testJournal(t)
+	a := insertWithBody(t, j, "a", "body-a")
+	b := insertWithBody(t, j, "b", "body-b")
+	bad := insertWithBody(t, j, "c", "body-c")
+	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPending).Put(idKey(seqOf(bad)), []byte{binaryTag, 0x7f})
+	}))
+
+	var took []uint64
+	for rec, err := range j.Pending(ctx, 0) {
+		require.NoError(t, err)
+		if took = append(took, seqOf(rec)); len(took) == 2 {
+			break
+		}
+	}
+	require.Equal(t, []uint64{seqOf(a), seqOf(b)}, took)
+
+	took = nil
+	var last error
+	for rec, err := range j.Pending(ctx, 0) {
+		if err != nil {
+			last = err
+			continue
+		}
+		took = append(took, seqOf(rec))
+	}
+	require.Equal(t, []uint64{seqOf(a), seqOf(b)}, took)
+	require.ErrorIs(t, last, journal.ErrCorrupt)
 }

@@ -42,7 +42,7 @@ func setSeq(rec *Record, seq uint64) {
 }
 
 // listedMeta is the metadata as the file held it when a listing read rec
-// (pendingAfter): reget reads only the body while they are unchanged.
+// (readPending): reget reads only the body while they are unchanged.
 func listedMeta(rec *Record) []byte { return journal.RefOf(rec).Meta }
 
 func setListed(rec *Record, meta []byte) {
