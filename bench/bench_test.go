@@ -101,13 +101,24 @@ func TestSmoke(t *testing.T) {
 
 	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
-		"peak HeapInuse", "client CPU", "per operation (getrusage", "the same 200 POSTs sent by plain net/http", "total run time"} {
+		"peak HeapInuse", "CPU per operation during Resume: client", "the same 200 POSTs sent by plain net/http",
+		"warm Resume ÷ net/http sending the same", "wide Resume ÷ net/http sending the same", "total run time"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
 	if passes := strings.Count(report, "200 re-sent, 200 answered 201"); runtime.GOOS == "linux" && passes != 3 {
 		t.Errorf("%d resume passes reported, want 3 (warm, cold and wide)", passes)
+	}
+	for _, line := range linesWithPrefix(report, "    ratio ") {
+		f := strings.Fields(line)
+		x, ok := strings.CutSuffix(f[len(f)-2], "x")
+		if v, err := strconv.ParseFloat(x, 64); !ok || err != nil || v <= 0 {
+			t.Errorf("resume ratio line %q: median %q is not a positive ratio", line, f[len(f)-2])
+		}
+	}
+	if n := len(linesWithPrefix(report, "    ratio ")); runtime.GOOS == "linux" && n != 3 {
+		t.Errorf("%d resume ratio lines, want 3 (warm, cold and wide)", n)
 	}
 	for line := range strings.Lines(report) {
 		if f := strings.Fields(line); len(f) > 0 && strings.EqualFold(strings.TrimSuffix(f[0], ":"), "note") {

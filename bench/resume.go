@@ -1,10 +1,12 @@
 // This file measures a restart with a backlog: with N operations left pending
-// in a fresh journal (backlog.go), it times idem.Open of that journal and a
-// Resume that re-sends them all, with the peak heap while Resume runs: once
-// with the file in the page cache (just written), once from a copy evicted
-// from it (a restart after a reboot); then once more, warm, with
-// ResumeConcurrency raised to wideConc. For scale, it also times plain
-// net/http sending the same N requests at each of those concurrencies.
+// in a fresh journal (backlog.go), it times idem.Open of a copy of that
+// journal and a Resume that re-sends them all, with the peak heap while
+// Resume runs: once with the copy in the page cache (just written), once
+// with a copy evicted from it (a restart after a reboot); then once more,
+// warm, with ResumeConcurrency raised to wideConc. For scale, plain net/http
+// sends the same N requests at each of those concurrencies in the same
+// round. It runs -rounds such rounds, so that its ratios are paired per round
+// as the other figures' are.
 //
 // Resumed requests keep their journaled URL, so the backlog is made against
 // /held while the server holds it (503), and the server is released before
@@ -34,18 +36,26 @@ type resumeResult struct {
 	n            int           // pending operations made: wanted, or fewer if creating them ran out of budget
 	create       time.Duration // leaving n operations pending
 	journalBytes int64
-	concurrency  int        // Options.ResumeConcurrency in effect
-	warm, cold   resumePass // the journal just written; a copy evicted from the page cache
-	evictErr     error      // why the cold pass did not run, if it did not
-	plain        plainSend  // plain net/http sending n such POSTs at concurrency
-	wide         resumePass // a warm copy, with ResumeConcurrency wideConc
-	plainWide    plainSend  // plain net/http sending them wideConc at a time
+	concurrency  int           // Options.ResumeConcurrency in effect
+	evictErr     error         // why the cold passes did not run, if they did not
+	rounds       []resumeRound // -rounds of them, each pass on its own copy of the backlog
 }
 
-// plainSend is plain net/http sending the backlog's POSTs: how long it took
-// and the client process's CPU time meanwhile (processCPU).
+// resumeRound is one round of the resume figure: each pass paired with plain
+// net/http sending the same POSTs in the same round, as the disk's and the
+// machine's speed drift between rounds.
+type resumeRound struct {
+	warm, cold resumePass // a copy in the page cache; a copy evicted from it
+	plain      plainSend  // plain net/http sending n such POSTs at concurrency
+	wide       resumePass // a warm copy, with ResumeConcurrency wideConc
+	plainWide  plainSend  // plain net/http sending them wideConc at a time
+}
+
+// plainSend is plain net/http sending the backlog's POSTs: how long it took,
+// the client process's CPU time meanwhile (processCPU) and the server's
+// (childCPU).
 type plainSend struct {
-	took, cpu time.Duration
+	took, cpu, serverCPU time.Duration
 }
 
 // wideConc is the ResumeConcurrency of the third pass: as many at once as
@@ -64,6 +74,7 @@ type resumePass struct {
 	heapBefore uint64        // HeapInuse after Open, before Resume
 	heapPeak   uint64        // largest HeapInuse sampled during Resume
 	cpu        time.Duration // the client process's CPU time during Resume (processCPU)
+	serverCPU  time.Duration // the server's CPU time during Resume (childCPU)
 }
 
 func runResume(ctx context.Context, cfg config, srv *child, dir string, progress io.Writer) (*resumeResult, error) {
@@ -85,37 +96,61 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 	if err := control(srv, pathRelease); err != nil {
 		return nil, err
 	}
-	// The same bytes under another name, for the cold pass: each pass
-	// settles what it resumes.
-	coldPath, widePath := filepath.Join(dir, "resume-cold.journal"), filepath.Join(dir, "resume-wide.journal")
-	for _, p := range []string{coldPath, widePath} {
-		if err := copyFile(p, path); err != nil {
+	for i := range cfg.rounds {
+		fmt.Fprintf(progress, "bench: resume round %d of %d\n", i+1, cfg.rounds)
+		profile := ""
+		if i == 0 {
+			profile = cfg.resumeCPU
+		}
+		rd, err := resumeRoundOf(ctx, rr, srv, path, profile)
+		if err != nil {
 			return nil, err
 		}
-	}
-
-	fmt.Fprintf(progress, "bench: resuming %d pending operations (warm cache)\n", rr.n)
-	if rr.warm, err = resumeOnce(ctx, path, rr.concurrency, cfg.resumeCPU); err != nil {
-		return nil, err
-	}
-	if rr.evictErr = evict(coldPath); rr.evictErr == nil {
-		fmt.Fprintf(progress, "bench: resuming %d pending operations (cold cache)\n", rr.n)
-		if rr.cold, err = resumeOnce(ctx, coldPath, rr.concurrency, ""); err != nil {
-			return nil, err
-		}
-	}
-	fmt.Fprintf(progress, "bench: sending %d such POSTs with net/http\n", rr.n)
-	if rr.plain, err = sendPlain(ctx, srv.url(pathHeld), rr.n, rr.concurrency); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(progress, "bench: resuming %d pending operations, %d at a time\n", rr.n, wideConc)
-	if rr.wide, err = resumeOnce(ctx, widePath, wideConc, ""); err != nil {
-		return nil, err
-	}
-	if rr.plainWide, err = sendPlain(ctx, srv.url(pathHeld), rr.n, wideConc); err != nil {
-		return nil, err
+		rr.rounds = append(rr.rounds, rd)
 	}
 	return rr, ctx.Err()
+}
+
+// resumeRoundOf runs one round: each pass resumes its own copy of the
+// backlog at path (a pass settles what it resumes), and plain net/http sends
+// the same POSTs after the warm and the wide passes.
+func resumeRoundOf(ctx context.Context, rr *resumeResult, srv *child, path, profile string) (resumeRound, error) {
+	var rd resumeRound
+	pass := func(p *resumePass, conc int, evictFirst bool, profile string) error {
+		cp := path + ".copy"
+		defer os.Remove(cp)
+		if err := copyFile(cp, path); err != nil {
+			return err
+		}
+		if evictFirst {
+			if rr.evictErr = evict(cp); rr.evictErr != nil {
+				return nil
+			}
+		}
+		cpu0 := childCPU(srv)
+		var err error
+		*p, err = resumeOnce(ctx, cp, conc, profile)
+		p.serverCPU = childCPU(srv) - cpu0
+		return err
+	}
+	plain := func(p *plainSend, conc int) (err error) {
+		cpu0 := childCPU(srv)
+		*p, err = sendPlain(ctx, srv.url(pathHeld), rr.n, conc)
+		p.serverCPU = childCPU(srv) - cpu0
+		return err
+	}
+	for _, step := range []func() error{
+		func() error { return pass(&rd.warm, rr.concurrency, false, profile) },
+		func() error { return plain(&rd.plain, rr.concurrency) },
+		func() error { return pass(&rd.cold, rr.concurrency, true, "") },
+		func() error { return pass(&rd.wide, wideConc, false, "") },
+		func() error { return plain(&rd.plainWide, wideConc) },
+	} {
+		if err := step(); err != nil {
+			return rd, err
+		}
+	}
+	return rd, nil
 }
 
 // resumeOnce opens the journal at path and resumes it, timing both; with a
