@@ -7,6 +7,8 @@ package boltjournal
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -50,15 +52,19 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		pending := appendBucket(tx, bucketPending)
 		ids := make(idKeys, 0, 8*(len(owed)+len(settles)+len(batch)))
 		var index *bolt.Bucket
-		for id, d := range owed { // before the settles: one may change it
-			if err := appendBucket(tx, bucketDone).Put(ids.key(id), d.data); err != nil {
+		// In ID order: appends to the done bucket, and deletes in pending
+		// that walk its pages in order, touch each page once.
+		for _, id := range sortedIDs(owed) { // before the settles: one may change it
+			if err := appendBucket(tx, bucketDone).Put(ids.key(id), owed[id].data); err != nil {
 				return err
 			}
 		}
 		left = left[:0] // a retry of the transaction starts again
-		for id, d := range settles {
+		cur := pending.Cursor()
+		for _, id := range sortedIDs(settles) {
+			d := settles[id]
 			owe := lazy && lazySettle(d)
-			moved, err := j.move(tx, ids.key(id), d, !owe)
+			moved, err := j.move(tx, cur, ids.key(id), d, !owe)
 			if err != nil {
 				return err
 			}
@@ -167,6 +173,11 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 // idKeys hands out a commit's record keys (idKey) from one buffer: bbolt
 // copies a key it stores, and reads a value only until the transaction
 // ends, which the buffer outlives.
+// sortedIDs returns the IDs of ws in increasing order.
+func sortedIDs(ws map[uint64]*deferredWrite) []uint64 {
+	return slices.Sorted(maps.Keys(ws))
+}
+
 type idKeys []byte
 
 func (b *idKeys) key(id uint64) []byte {

@@ -185,11 +185,12 @@ func (j *Journal) unsavedIDs() map[uint64]bool {
 // pending, or done (settled, failed, expired), unless toDone is false (the
 // record then leaves pending without entering done: history.go). A settled
 // operation's body is deleted; a failed or expired one keeps it, for
-// reconciling or resending. moved reports that the record left pending.
-func (j *Journal) move(tx *bolt.Tx, id []byte, d *deferredWrite, toDone bool) (moved bool, _ error) {
-	pending := appendBucket(tx, bucketPending)
+// reconciling or resending. moved reports that the record left pending. cur
+// is a cursor of the pending bucket (opened for appends), which move
+// repositions: one cursor serves a whole commit.
+func (j *Journal) move(tx *bolt.Tx, cur *bolt.Cursor, id []byte, d *deferredWrite, toDone bool) (moved bool, _ error) {
+	pending := cur.Bucket()
 	// One search finds the record and, for a settle, deletes it there.
-	cur := pending.Cursor()
 	k, v := cur.Seek(id)
 	if !bytes.Equal(k, id) {
 		// Finished already (repend makes a failed record pending again,
