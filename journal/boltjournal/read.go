@@ -238,8 +238,8 @@ func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 	}
 }
 
-// listed is a pending record as a listing read it, not yet decoded.
-type listed struct {
+// pageEntry is a pending record as a listing read it, not yet decoded.
+type pageEntry struct {
 	id uint64
 	// value is the stored value, copied out of the transaction, with an
 	// inline body left out (an empty one in its place, which decodes the
@@ -253,9 +253,9 @@ type listed struct {
 // (deferred.go) stands in for what the file holds, and is taken before the
 // file is read, so that one committed meanwhile is seen in the file. The
 // page's values share one buffer.
-func (j *Journal) readPending(after uint64, n int) ([]listed, error) {
+func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
 	changed := j.unsavedWrites()
-	page := make([]listed, 0, n)
+	page := make([]pageEntry, 0, n)
 	ends := make([]int, 0, 2*n) // where each value and its metadata end in buf
 	var buf []byte
 	err := j.view(func(tx *bolt.Tx) error {
@@ -267,7 +267,7 @@ func (j *Journal) readPending(after uint64, n int) ([]listed, error) {
 			id := binary.BigEndian.Uint64(k)
 			if d := changed[id]; d != nil {
 				if d.state == StatePending {
-					page = append(page, listed{id: id, d: d})
+					page = append(page, pageEntry{id: id, d: d})
 					ends = append(ends, len(buf), len(buf))
 				}
 				continue // settled, or given up for good, since
@@ -284,7 +284,7 @@ func (j *Journal) readPending(after uint64, n int) ([]listed, error) {
 			if inline {
 				buf = append(buf, 0, 0, 0, 0)
 			}
-			page = append(page, listed{id: id})
+			page = append(page, pageEntry{id: id})
 			ends = append(ends, len(buf), metaEnd)
 		}
 		return nil
@@ -301,7 +301,7 @@ func (j *Journal) readPending(after uint64, n int) ([]listed, error) {
 
 // listedRecord decodes a record a listing read, without its body, and notes
 // the metadata it was read from (reget).
-func (j *Journal) listedRecord(l listed) (*Record, error) {
+func (j *Journal) listedRecord(l pageEntry) (*Record, error) {
 	if l.d != nil {
 		cp := *l.d.rec // a pending change keeps its record
 		cp.Body = nil
