@@ -7,7 +7,6 @@ package boltjournal
 import (
 	"encoding/binary"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -54,14 +53,18 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 		var index *bolt.Bucket
 		// In ID order: appends to the done bucket, and deletes in pending
 		// that walk its pages in order, touch each page once.
-		for _, id := range sortedIDs(owed) { // before the settles: one may change it
+		var buf [16]uint64
+		for _, id := range sortedIDs(owed, buf[:0]) { // before the settles: one may change it
 			if err := appendBucket(tx, bucketDone).Put(ids.key(id), owed[id].data); err != nil {
 				return err
 			}
 		}
 		left = left[:0] // a retry of the transaction starts again
-		cur := pending.Cursor()
-		for _, id := range sortedIDs(settles) {
+		var cur *bolt.Cursor
+		for _, id := range sortedIDs(settles, buf[:0]) {
+			if cur == nil {
+				cur = pending.Cursor()
+			}
 			d := settles[id]
 			owe := lazy && lazySettle(d)
 			moved, err := j.move(tx, cur, ids.key(id), d, !owe)
@@ -173,9 +176,14 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 // idKeys hands out a commit's record keys (idKey) from one buffer: bbolt
 // copies a key it stores, and reads a value only until the transaction
 // ends, which the buffer outlives.
-// sortedIDs returns the IDs of ws in increasing order.
-func sortedIDs(ws map[uint64]*deferredWrite) []uint64 {
-	return slices.Sorted(maps.Keys(ws))
+// sortedIDs appends the IDs of ws to ids, in increasing order. A commit
+// runs it twice, with a buffer on its stack for the usual few.
+func sortedIDs(ws map[uint64]*deferredWrite, ids []uint64) []uint64 {
+	for id := range ws {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 type idKeys []byte
