@@ -213,40 +213,22 @@ func (r *report) resume(rr *resumeResult) {
 	} else if rr.create > time.Minute {
 		r.printf("  note     making the backlog took over a minute here; pass -resume N for a smaller N\n")
 	}
-	rounds := len(rr.rounds)
-	pick := func(f func(resumeRound) resumePass) []resumePass {
-		ps := make([]resumePass, rounds)
-		for i, rd := range rr.rounds {
-			ps[i] = f(rd)
-		}
-		return ps
-	}
-	pickPlain := func(f func(resumeRound) plainSend) []plainSend {
-		ps := make([]plainSend, rounds)
-		for i, rd := range rr.rounds {
-			ps[i] = f(rd)
-		}
-		return ps
-	}
-	r.printf("  figures  each the median over %d round(s); every pass resumes its own copy of the backlog, and plain\n", rounds)
+	r.printf("  figures  each the median over %d round(s); every pass resumes its own copy of the backlog, and plain\n", len(rr.warm))
 	r.printf("           net/http sends the same POSTs in the same round (ratios paired per round, range in brackets)\n")
-	warm, cold, wide := pick(func(rd resumeRound) resumePass { return rd.warm }), pick(func(rd resumeRound) resumePass { return rd.cold }), pick(func(rd resumeRound) resumePass { return rd.wide })
-	plain, plainWide := pickPlain(func(rd resumeRound) plainSend { return rd.plain }), pickPlain(func(rd resumeRound) plainSend { return rd.plainWide })
-	r.pass("warm", "a copy just written, in the page cache", rr.n, rr.concurrency, warm)
-	coldRan := rounds > 0 && cold[0].ran
-	if coldRan {
-		r.pass("cold", "a copy whose pages were dropped from the page cache (posix_fadvise DONTNEED)", rr.n, rr.concurrency, cold)
+	r.pass("warm", "a copy just written, in the page cache", rr.n, rr.concurrency, rr.warm)
+	if len(rr.cold) > 0 {
+		r.pass("cold", "a copy whose pages were dropped from the page cache (posix_fadvise DONTNEED)", rr.n, rr.concurrency, rr.cold)
 	} else {
 		r.printf("  cold     not measured: %v\n", rr.evictErr)
 	}
-	r.plain(rr.n, rr.concurrency, plain)
-	r.resumeRatio("warm", warm, plain)
-	if coldRan {
-		r.resumeRatio("cold", cold, plain)
+	r.plain(rr.n, rr.concurrency, rr.plain)
+	r.resumeRatio("warm", rr.warm, rr.plain)
+	if len(rr.cold) > 0 {
+		r.resumeRatio("cold", rr.cold, rr.plain)
 	}
-	r.pass("wide", fmt.Sprintf("another copy, in the page cache, Options{ResumeConcurrency: %d}", wideConc), rr.n, wideConc, wide)
-	r.plain(rr.n, wideConc, plainWide)
-	r.resumeRatio("wide", wide, plainWide)
+	r.pass("wide", fmt.Sprintf("another copy, in the page cache, Options{ResumeConcurrency: %d}", wideConc), rr.n, wideConc, rr.wide)
+	r.plain(rr.n, wideConc, rr.plainWide)
+	r.resumeRatio("wide", rr.wide, rr.plainWide)
 }
 
 // resumeRatio prints Resume's time ÷ plain net/http's for the same sends,
@@ -259,48 +241,34 @@ func (r *report) resumeRatio(name string, ps []resumePass, plain []plainSend) {
 	r.printf("    ratio     %s Resume ÷ net/http sending the same: %.2fx [%.2f-%.2fx]\n", name, median(xs), slices.Min(xs), slices.Max(xs))
 }
 
-// plain prints plain net/http sending the backlog's n POSTs, conc at a time.
+// plain prints plain net/http sending the backlog's n POSTs, conc at a time:
+// medians over rounds.
 func (r *report) plain(n, conc int, ps []plainSend) {
-	med := func(f func(plainSend) time.Duration) time.Duration {
-		xs := make([]float64, len(ps))
-		for i, p := range ps {
-			xs[i] = float64(f(p))
-		}
-		return time.Duration(median(xs))
-	}
-	took := med(func(p plainSend) time.Duration { return p.took })
+	took := medianDur(ps, func(p plainSend) time.Duration { return p.took })
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; CPU per POST: client %s, server %s)\n",
 		n, conc, fmtDur(took), float64(n)/took.Seconds(),
-		perOp(med(func(p plainSend) time.Duration { return p.cpu }), n), perOp(med(func(p plainSend) time.Duration { return p.serverCPU }), n))
+		perOp(medianDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
+		perOp(medianDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
 }
 
 // perOp prints d shared among n operations.
 func perOp(d time.Duration, n int) string { return fmtDur(d / time.Duration(max(n, 1))) }
 
-// pass prints the rounds' Opens and Resumes of one kind: medians, and the
-// fewest operations answered.
+// pass prints the rounds' Opens and Resumes of one kind: medians over
+// rounds, and the counts of the round that answered fewest.
 func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
-	med := func(f func(resumePass) float64) float64 {
-		xs := make([]float64, len(ps))
-		for i, p := range ps {
-			xs[i] = f(p)
-		}
-		return median(xs)
-	}
-	dur := func(f func(resumePass) time.Duration) time.Duration {
-		return time.Duration(med(func(p resumePass) float64 { return float64(f(p)) }))
-	}
+	dur := func(f func(resumePass) time.Duration) string { return fmtDur(medianDur(ps, f)) }
 	least := ps[0]
 	for _, p := range ps {
 		if p.ok < least.ok || p.resent < least.resent {
 			least = p
 		}
 	}
-	done := dur(func(p resumePass) time.Duration { return p.done })
+	done := medianDur(ps, func(p resumePass) time.Duration { return p.done })
 	r.printf("  %-8s %s\n", name, what)
-	r.printf("    open      idem.Open of the journal: %s\n", fmtDur(dur(func(p resumePass) time.Duration { return p.open })))
-	r.printf("    first     first re-send %s after Resume started\n", fmtDur(dur(func(p resumePass) time.Duration { return p.listed })))
-	r.printf("    started   every operation re-sent once %s after Resume started\n", fmtDur(dur(func(p resumePass) time.Duration { return p.started })))
+	r.printf("    open      idem.Open of the journal: %s\n", dur(func(p resumePass) time.Duration { return p.open }))
+	r.printf("    first     first re-send %s after Resume started\n", dur(func(p resumePass) time.Duration { return p.listed }))
+	r.printf("    started   every operation re-sent once %s after Resume started\n", dur(func(p resumePass) time.Duration { return p.started }))
 	which := ""
 	if conc == idem.DefaultResumeConcurrency {
 		which = ", the default"
@@ -308,13 +276,14 @@ func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
 	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d%s)\n",
 		fmtDur(done), least.resent, least.ok, float64(n)/done.Seconds(), conc, which)
 	r.printf("    cpu       CPU per operation during Resume: client %s (getrusage of this process), server %s\n",
-		perOp(dur(func(p resumePass) time.Duration { return p.cpu }), n), perOp(dur(func(p resumePass) time.Duration { return p.serverCPU }), n))
+		perOp(medianDur(ps, func(p resumePass) time.Duration { return p.cpu }), n),
+		perOp(medianDur(ps, func(p resumePass) time.Duration { return p.serverCPU }), n))
 	if least.firstErr != nil || least.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-least.ok, n, least.firstErr)
 	}
 	r.printf("    heap      peak HeapInuse during Resume %s (%s before it), sampled every 10 ms\n",
-		fmtBytes(uint64(med(func(p resumePass) float64 { return float64(p.heapPeak) }))),
-		fmtBytes(uint64(med(func(p resumePass) float64 { return float64(p.heapBefore) }))))
+		fmtBytes(uint64(medianOf(ps, func(p resumePass) float64 { return float64(p.heapPeak) }))),
+		fmtBytes(uint64(medianOf(ps, func(p resumePass) float64 { return float64(p.heapBefore) }))))
 }
 
 func (r *report) total(d time.Duration) {

@@ -36,19 +36,13 @@ type resumeResult struct {
 	n            int           // pending operations made: wanted, or fewer if creating them ran out of budget
 	create       time.Duration // leaving n operations pending
 	journalBytes int64
-	concurrency  int           // Options.ResumeConcurrency in effect
-	evictErr     error         // why the cold passes did not run, if they did not
-	rounds       []resumeRound // -rounds of them, each pass on its own copy of the backlog
-}
-
-// resumeRound is one round of the resume figure: each pass paired with plain
-// net/http sending the same POSTs in the same round, as the disk's and the
-// machine's speed drift between rounds.
-type resumeRound struct {
-	warm, cold resumePass // a copy in the page cache; a copy evicted from it
-	plain      plainSend  // plain net/http sending n such POSTs at concurrency
-	wide       resumePass // a warm copy, with ResumeConcurrency wideConc
-	plainWide  plainSend  // plain net/http sending them wideConc at a time
+	concurrency  int   // Options.ResumeConcurrency in effect
+	evictErr     error // why the cold passes did not run, if they did not
+	// One of each per round (-rounds), each pass on its own copy of the
+	// backlog, paired with plain net/http sending the same POSTs in the same
+	// round, as the disk's and the machine's speed drift between rounds.
+	warm, cold, wide []resumePass // a copy in the page cache; one evicted from it; warm, ResumeConcurrency wideConc
+	plain, plainWide []plainSend  // plain net/http sending n such POSTs at concurrency, and wideConc at a time
 }
 
 // plainSend is plain net/http sending the backlog's POSTs: how long it took,
@@ -64,7 +58,6 @@ const wideConc = createConc
 
 // resumePass is one Open and Resume of the backlog.
 type resumePass struct {
-	ran        bool
 	open       time.Duration // idem.Open of the journal
 	listed     time.Duration // Resume's start to its first re-send
 	started    time.Duration // Resume's start to the last operation's first re-send: all started
@@ -102,21 +95,19 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 		if i == 0 {
 			profile = cfg.resumeCPU
 		}
-		rd, err := resumeRoundOf(ctx, rr, srv, path, profile)
-		if err != nil {
+		if err := resumeRound(ctx, rr, srv, path, profile); err != nil {
 			return nil, err
 		}
-		rr.rounds = append(rr.rounds, rd)
 	}
 	return rr, ctx.Err()
 }
 
-// resumeRoundOf runs one round: each pass resumes its own copy of the
-// backlog at path (a pass settles what it resumes), and plain net/http sends
-// the same POSTs after the warm and the wide passes.
-func resumeRoundOf(ctx context.Context, rr *resumeResult, srv *child, path, profile string) (resumeRound, error) {
-	var rd resumeRound
-	pass := func(p *resumePass, conc int, evictFirst bool, profile string) error {
+// resumeRound runs one round and appends its figures to rr: each pass
+// resumes its own copy of the backlog at path (a pass settles what it
+// resumes), and plain net/http sends the same POSTs after the warm and the
+// wide passes.
+func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profile string) error {
+	pass := func(passes *[]resumePass, conc int, evictFirst bool, profile string) error {
 		cp := path + ".copy"
 		defer os.Remove(cp)
 		if err := copyFile(cp, path); err != nil {
@@ -128,29 +119,30 @@ func resumeRoundOf(ctx context.Context, rr *resumeResult, srv *child, path, prof
 			}
 		}
 		cpu0 := childCPU(srv)
-		var err error
-		*p, err = resumeOnce(ctx, cp, conc, profile)
+		p, err := resumeOnce(ctx, cp, conc, profile)
 		p.serverCPU = childCPU(srv) - cpu0
+		*passes = append(*passes, p)
 		return err
 	}
-	plain := func(p *plainSend, conc int) (err error) {
+	plain := func(sends *[]plainSend, conc int) error {
 		cpu0 := childCPU(srv)
-		*p, err = sendPlain(ctx, srv.url(pathHeld), rr.n, conc)
+		p, err := sendPlain(ctx, srv.url(pathHeld), rr.n, conc)
 		p.serverCPU = childCPU(srv) - cpu0
+		*sends = append(*sends, p)
 		return err
 	}
 	for _, step := range []func() error{
-		func() error { return pass(&rd.warm, rr.concurrency, false, profile) },
-		func() error { return plain(&rd.plain, rr.concurrency) },
-		func() error { return pass(&rd.cold, rr.concurrency, true, "") },
-		func() error { return pass(&rd.wide, wideConc, false, "") },
-		func() error { return plain(&rd.plainWide, wideConc) },
+		func() error { return pass(&rr.warm, rr.concurrency, false, profile) },
+		func() error { return plain(&rr.plain, rr.concurrency) },
+		func() error { return pass(&rr.cold, rr.concurrency, true, "") },
+		func() error { return pass(&rr.wide, wideConc, false, "") },
+		func() error { return plain(&rr.plainWide, wideConc) },
 	} {
 		if err := step(); err != nil {
-			return rd, err
+			return err
 		}
 	}
-	return rd, nil
+	return nil
 }
 
 // resumeOnce opens the journal at path and resumes it, timing both; with a
@@ -197,7 +189,6 @@ func resumeOnce(ctx context.Context, path string, conc int, profile string) (res
 	if !first.IsZero() {
 		p.listed, p.started = first.Sub(t0), last.Sub(t0)
 	}
-	p.ran = true
 	return p, c.Close()
 }
 

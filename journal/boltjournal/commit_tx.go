@@ -173,9 +173,6 @@ func (j *Journal) rependTx(tx *bolt.Tx, w *write) error {
 	return tx.Bucket(bucketPending).Put(id, data)
 }
 
-// idKeys hands out a commit's record keys (idKey) from one buffer: bbolt
-// copies a key it stores, and reads a value only until the transaction
-// ends, which the buffer outlives.
 // sortedIDs appends the IDs of ws to ids, in increasing order. A commit
 // runs it twice, with a buffer on its stack for the usual few.
 func sortedIDs(ws map[uint64]*deferredWrite, ids []uint64) []uint64 {
@@ -186,6 +183,9 @@ func sortedIDs(ws map[uint64]*deferredWrite, ids []uint64) []uint64 {
 	return ids
 }
 
+// idKeys hands out a commit's record keys (idKey) from one buffer: bbolt
+// copies a key it stores, and reads a value only until the transaction
+// ends, which the buffer outlives.
 type idKeys []byte
 
 func (b *idKeys) key(id uint64) []byte {
