@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -108,7 +109,10 @@ func (j *Journal) checkBody(rec *Record) error {
 // reget is get for a record a listing returned (readPending): while the
 // file holds the metadata it was listed from, only its body is read; the
 // metadata is decoded again only if it changed. Resume reads every record
-// twice, listing then sending, and decoding is most of a read.
+// twice, listing then sending, and decoding is most of a read. The listed
+// record's fields stand for the metadata: a caller that changed them
+// without an Update gets its changes back (Resume changes a record only
+// after this read).
 func (j *Journal) reget(listed *Record) (*Record, error) {
 	if listedMeta(listed) == nil || listed.Sealed {
 		return j.get(seqOf(listed)) // reports why it is sealed
@@ -124,7 +128,11 @@ func (j *Journal) reget(listed *Record) (*Record, error) {
 			rec, err = j.load(tx, id)
 			return err
 		}
+		// The listed record's fields are what the file holds; its maps and
+		// slices are the caller's, so the copy gets its own.
 		cp := *listed
+		cp.Header = listed.Header.Clone()
+		cp.Dropped, cp.DroppedQuery = slices.Clone(listed.Dropped), slices.Clone(listed.DroppedQuery)
 		setListed(&cp, nil)
 		if inline {
 			body = bytes.Clone(body)
@@ -243,23 +251,24 @@ type pageEntry struct {
 	id uint64
 	// value is the stored value, copied out of the transaction, with an
 	// inline body left out (an empty one in its place, which decodes the
-	// same metadata); meta is its metadata, compared by reget.
+	// same metadata); meta is its metadata, which the record keeps for
+	// reget to compare. Both are in the page's one buffer, sized to what
+	// the page holds: a record keeps at most its page's metadata alive.
 	value, meta []byte
+	inline      bool
 	d           *deferredWrite // a deferred change that stands in for it, or nil
 }
 
 // readPending reads at most n pending records with an ID above after, in ID
 // order: a page of a listing. It reads the newest state: a deferred change
 // (deferred.go) stands in for what the file holds, and is taken before the
-// file is read, so that one committed meanwhile is seen in the file. The
-// page's values share one buffer.
+// file is read, so that one committed meanwhile is seen in the file.
 func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
 	changed := j.unsavedWrites()
-	page := make([]pageEntry, 0, n)
-	ends := make([]int, 0, 2*n) // where each value and its metadata end in buf
-	var buf []byte
+	var page []pageEntry
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
+		size := 0
 		for k, v := c.Seek(idKey(after + 1)); k != nil && len(page) < n; k, v = c.Next() {
 			if len(k) != 8 {
 				return fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, k)
@@ -268,7 +277,6 @@ func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
 			if d := changed[id]; d != nil {
 				if d.state == StatePending {
 					page = append(page, pageEntry{id: id, d: d})
-					ends = append(ends, len(buf), len(buf))
 				}
 				continue // settled, or given up for good, since
 			}
@@ -276,37 +284,41 @@ func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
 			if !ok {
 				meta = v // decoding it says why
 			}
-			if buf == nil { // room for n values of about this size
-				buf = make([]byte, 0, n*(len(meta)+4))
+			page = append(page, pageEntry{id: id, meta: meta, inline: inline}) // the transaction's memory, for now
+			size += len(meta) + 4
+		}
+		// Copy out of the transaction into one buffer, which never grows:
+		// the slices cut from it stay put.
+		buf := make([]byte, 0, size)
+		for i := range page {
+			e := &page[i]
+			if e.d != nil {
+				continue
 			}
-			buf = append(buf, meta...)
+			start := len(buf)
+			buf = append(buf, e.meta...)
 			metaEnd := len(buf)
-			if inline {
+			if e.inline {
 				buf = append(buf, 0, 0, 0, 0)
 			}
-			page = append(page, pageEntry{id: id})
-			ends = append(ends, len(buf), metaEnd)
+			e.value, e.meta = buf[start:len(buf):len(buf)], buf[start:metaEnd:metaEnd]
 		}
 		return nil
 	})
-	start := 0
-	for i := range page {
-		if page[i].d == nil {
-			page[i].value, page[i].meta = buf[start:ends[2*i]:ends[2*i]], buf[start:ends[2*i+1]:ends[2*i+1]]
-		}
-		start = ends[2*i]
+	if err != nil {
+		return nil, err
 	}
-	return page, err
+	return page, nil
 }
 
 // listedRecord decodes a record a listing read, without its body, and notes
 // the metadata it was read from (reget).
 func (j *Journal) listedRecord(l pageEntry) (*Record, error) {
 	if l.d != nil {
-		cp := *l.d.rec // a pending change keeps its record
-		cp.Body = nil
-		setListed(&cp, l.d.data)
-		return &cp, nil
+		rec := deepCopy(l.d.rec) // a pending change keeps its record, which stays the journal's
+		rec.Body = nil
+		setListed(rec, l.d.data)
+		return rec, nil
 	}
 	rec, _, err := j.keyring.decodeStored(l.value, nil) // Resume reads it again, and reports why it is sealed
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +263,61 @@ func TestPendingDecodesWhatItYields(t *testing.T) {
 	}
 	require.Equal(t, []uint64{seqOf(a), seqOf(b)}, took)
 	require.ErrorIs(t, last, journal.ErrCorrupt)
+}
+
+// A page of a listing holds what it read: one record with a large header
+// costs about its own size, not a page's worth of it.
+func TestPendingPageSizedToWhatItRead(t *testing.T) {
+	ctx := context.Background()
+	j, _ := testJournal(t)
+	rec := pendingRecord("large")
+	rec.Header = http.Header{"X-Large": {strings.Repeat("x", 64<<10)}}
+	require.NoError(t, j.insert(rec, true))
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n := 0
+	for rec, err := range j.Pending(ctx, 0) {
+		require.NoError(t, err)
+		require.Len(t, rec.Header.Get("X-Large"), 64<<10)
+		n++
+	}
+	runtime.ReadMemStats(&after)
+	require.Equal(t, 1, n)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2<<20), "a 64 KiB record listed alone")
+}
+
+// Listed and reloaded records share no maps with each other or with the
+// journal's deferred state (journal.Store: records are copies).
+func TestListedRecordsAreCopies(t *testing.T) {
+	ctx := context.Background()
+	j, _ := testJournal(t)
+	for _, key := range []string{"deferred", "file"} {
+		rec := pendingRecord(key)
+		rec.Header = http.Header{"X-Test": {"1"}}
+		rec.Body = []byte("body-" + key)
+		require.NoError(t, j.insert(rec, true))
+		if key == "deferred" {
+			rec.Attempts = 1
+			require.NoError(t, j.Update(ctx, rec, journal.Deferred)) // stays pending, deferred
+		}
+	}
+	release := j.holdCommits()
+	defer release()
+	var listed []*Record
+	for rec, err := range j.Pending(ctx, 0) {
+		require.NoError(t, err)
+		listed = append(listed, rec)
+	}
+	require.Len(t, listed, 2)
+	for _, l := range listed {
+		got, err := j.Reload(ctx, l)
+		require.NoError(t, err)
+		got.Header.Set("X-Test", "changed by the reloader")
+		require.Equal(t, "1", l.Header.Get("X-Test"), "record %s: Reload's copy shares the listed header", l.Key)
+		l.Header.Set("X-Test", "changed by the lister")
+		fresh, err := j.get(seqOf(l))
+		require.NoError(t, err)
+		require.Equal(t, "1", fresh.Header.Get("X-Test"), "record %s: the listing shares the journal's header", l.Key)
+	}
 }
