@@ -275,10 +275,10 @@ func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
 			}
 			id := binary.BigEndian.Uint64(k)
 			if d := changed[id]; d != nil {
-				if d.state == StatePending {
+				if d.state == StatePending { // the change stands in for the file's value
 					page = append(page, pageEntry{id: id, d: d})
 				}
-				continue // settled, or given up for good, since
+				continue // else settled, or given up for good, since: not listed
 			}
 			meta, _, inline, ok := splitInline(v)
 			if !ok {
