@@ -23,27 +23,19 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// medianOf returns the median over xs of f.
-func medianOf[T any](xs []T, f func(T) float64) float64 {
-	ys := make([]float64, len(xs))
-	for i, x := range xs {
-		ys[i] = f(x)
-	}
-	return median(ys)
-}
-
-// medianDur is medianOf for durations.
-func medianDur[T any](xs []T, f func(T) time.Duration) time.Duration {
-	return time.Duration(medianOf(xs, func(x T) float64 { return float64(f(x)) }))
-}
-
-// over returns the median over rounds of f applied to each round's sample.
-func over(samples []*sample, f func(*sample) float64) float64 {
-	xs := make([]float64, len(samples))
-	for i, s := range samples {
-		xs[i] = f(s)
+// over returns the median over rounds of f applied to each round's figure
+// (a client's sample, a resume pass).
+func over[T any](rounds []T, f func(T) float64) float64 {
+	xs := make([]float64, len(rounds))
+	for i, x := range rounds {
+		xs[i] = f(x)
 	}
 	return median(xs)
+}
+
+// overDur is over for durations.
+func overDur[T any](rounds []T, f func(T) time.Duration) time.Duration {
+	return time.Duration(over(rounds, func(x T) float64 { return float64(f(x)) }))
 }
 
 // paired returns the median over rounds of f(a, b) for the two clients'

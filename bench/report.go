@@ -244,11 +244,11 @@ func (r *report) resumeRatio(name string, ps []resumePass, plain []plainSend) {
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time:
 // medians over rounds.
 func (r *report) plain(n, conc int, ps []plainSend) {
-	took := medianDur(ps, func(p plainSend) time.Duration { return p.took })
+	took := overDur(ps, func(p plainSend) time.Duration { return p.took })
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; CPU per POST: client %s, server %s)\n",
 		n, conc, fmtDur(took), float64(n)/took.Seconds(),
-		perOp(medianDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
-		perOp(medianDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
+		perOp(overDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
+		perOp(overDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
 }
 
 // perOp prints d shared among n operations.
@@ -257,14 +257,14 @@ func perOp(d time.Duration, n int) string { return fmtDur(d / time.Duration(max(
 // pass prints the rounds' Opens and Resumes of one kind: medians over
 // rounds, and the counts of the round that answered fewest.
 func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
-	dur := func(f func(resumePass) time.Duration) string { return fmtDur(medianDur(ps, f)) }
+	dur := func(f func(resumePass) time.Duration) string { return fmtDur(overDur(ps, f)) }
 	least := ps[0]
 	for _, p := range ps {
 		if p.ok < least.ok || p.resent < least.resent {
 			least = p
 		}
 	}
-	done := medianDur(ps, func(p resumePass) time.Duration { return p.done })
+	done := overDur(ps, func(p resumePass) time.Duration { return p.done })
 	r.printf("  %-8s %s\n", name, what)
 	r.printf("    open      idem.Open of the journal: %s\n", dur(func(p resumePass) time.Duration { return p.open }))
 	r.printf("    first     first re-send %s after Resume started\n", dur(func(p resumePass) time.Duration { return p.listed }))
@@ -276,14 +276,14 @@ func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
 	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d%s)\n",
 		fmtDur(done), least.resent, least.ok, float64(n)/done.Seconds(), conc, which)
 	r.printf("    cpu       CPU per operation during Resume: client %s (getrusage of this process), server %s\n",
-		perOp(medianDur(ps, func(p resumePass) time.Duration { return p.cpu }), n),
-		perOp(medianDur(ps, func(p resumePass) time.Duration { return p.serverCPU }), n))
+		perOp(overDur(ps, func(p resumePass) time.Duration { return p.cpu }), n),
+		perOp(overDur(ps, func(p resumePass) time.Duration { return p.serverCPU }), n))
 	if least.firstErr != nil || least.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-least.ok, n, least.firstErr)
 	}
 	r.printf("    heap      peak HeapInuse during Resume %s (%s before it), sampled every 10 ms\n",
-		fmtBytes(uint64(medianOf(ps, func(p resumePass) float64 { return float64(p.heapPeak) }))),
-		fmtBytes(uint64(medianOf(ps, func(p resumePass) float64 { return float64(p.heapBefore) }))))
+		fmtBytes(uint64(over(ps, func(p resumePass) float64 { return float64(p.heapPeak) }))),
+		fmtBytes(uint64(over(ps, func(p resumePass) float64 { return float64(p.heapBefore) }))))
 }
 
 func (r *report) total(d time.Duration) {

@@ -108,6 +108,9 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 // wide passes.
 func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profile string) error {
 	pass := func(passes *[]resumePass, conc int, evictFirst bool, profile string) error {
+		if evictFirst && rr.evictErr != nil {
+			return nil // evicting failed once: no cold passes, so that they pair with the first rounds' plain sends
+		}
 		cp := path + ".copy"
 		defer os.Remove(cp)
 		if err := copyFile(cp, path); err != nil {
