@@ -102,7 +102,8 @@ func TestSmoke(t *testing.T) {
 	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
 		"peak HeapInuse", "CPU per operation during Resume: client", "the same 200 POSTs sent by plain net/http",
-		"warm Resume ÷ net/http sending the same", "wide Resume ÷ net/http sending the same", "total run time"} {
+		"warm Resume ÷ net/http sending the same", "wide Resume ÷ net/http sending the same",
+		"floor resume ÷ net/http sending the same", "warm Resume ÷ floor resume", "total run time"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -117,8 +118,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("resume ratio line %q: median %q is not a positive ratio", line, f[len(f)-2])
 		}
 	}
-	if n := len(linesWithPrefix(report, "    ratio ")); runtime.GOOS == "linux" && n != 3 {
-		t.Errorf("%d resume ratio lines, want 3 (warm, cold and wide)", n)
+	if n := len(linesWithPrefix(report, "    ratio ")); runtime.GOOS == "linux" && n != 5 {
+		t.Errorf("%d resume ratio lines, want 5 (warm, cold, the floor's two and wide)", n)
 	}
 	for line := range strings.Lines(report) {
 		if f := strings.Fields(line); len(f) > 0 && strings.EqualFold(strings.TrimSuffix(f[0], ":"), "note") {

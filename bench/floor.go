@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -83,11 +84,7 @@ func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	key := binary.BigEndian.AppendUint64(nil, f.seq.Add(1))
-	var rec bytes.Buffer
-	rec.Grow(len(req.Method) + len(req.URL.String()) + 32 + len(body))
-	rec.WriteString(req.Method + "\n" + req.URL.String() + "\n" + req.Header.Get("Content-Type") + "\n")
-	rec.Write(body)
-	if err := f.put(key, rec.Bytes()); err != nil {
+	if err := f.put(key, floorRecord(req.Method, req.URL.String(), req.Header.Get("Content-Type"), body)); err != nil {
 		return nil, err
 	}
 	out := req.Clone(req.Context())
@@ -100,6 +97,26 @@ func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		f.settle(key)
 	}
 	return resp, err
+}
+
+// floorRecord is the floor's record of a request: its method, URL and
+// content type, a line each, then its body.
+func floorRecord(method, url, contentType string, body []byte) []byte {
+	rec := make([]byte, 0, len(method)+len(url)+len(contentType)+3+len(body))
+	rec = fmt.Appendf(rec, "%s\n%s\n%s\n", method, url, contentType)
+	return append(rec, body...)
+}
+
+// parseFloorRecord splits a floorRecord; ok is false if it is not one.
+func parseFloorRecord(rec []byte) (method, url, contentType string, body []byte, ok bool) {
+	var lines [3][]byte
+	for i := range lines {
+		var found bool
+		if lines[i], rec, found = bytes.Cut(rec, []byte("\n")); !found {
+			return "", "", "", nil, false
+		}
+	}
+	return string(lines[0]), string(lines[1]), string(lines[2]), rec, true
 }
 
 // put queues a write and waits for the commit that carries it.

@@ -226,6 +226,7 @@ func (r *report) resume(rr *resumeResult) {
 	if len(rr.cold) > 0 {
 		r.resumeRatio("cold", rr.cold, rr.plain)
 	}
+	r.floorResume(rr)
 	r.pass("wide", fmt.Sprintf("another copy, in the page cache, Options{ResumeConcurrency: %d}", wideConc), rr.n, wideConc, rr.wide)
 	r.plain(rr.n, wideConc, rr.plainWide)
 	r.resumeRatio("wide", rr.wide, rr.plainWide)
@@ -238,7 +239,32 @@ func (r *report) resumeRatio(name string, ps []resumePass, plain []plainSend) {
 	for i := range ps {
 		xs[i] = ps[i].done.Seconds() / plain[i].took.Seconds()
 	}
-	r.printf("    ratio     %s Resume ÷ net/http sending the same: %.2fx [%.2f-%.2fx]\n", name, median(xs), slices.Min(xs), slices.Max(xs))
+	r.ratio(name+" Resume ÷ net/http sending the same", xs)
+}
+
+// ratio prints per-round ratios: their median and range.
+func (r *report) ratio(what string, xs []float64) {
+	r.printf("    ratio     %s: %.2fx [%.2f-%.2fx]\n", what, median(xs), slices.Min(xs), slices.Max(xs))
+}
+
+// floorResume prints the floor resume (floorresume.go) of the n POSTs, conc
+// at a time, and its ratios, paired per round, to plain net/http's sends
+// and to the warm Resume.
+func (r *report) floorResume(rr *resumeResult) {
+	ps, n := rr.floor, rr.n
+	took := overDur(ps, func(p plainSend) time.Duration { return p.took })
+	r.printf("  floor    the floor client's records of the same POSTs (floor.go), re-sent %d at a time, read %d per read\n", rr.concurrency, floorPage)
+	r.printf("           transaction, each settled by a delete that rides the next commit: %s (%.0f op/s; CPU per op: client %s, server %s)\n",
+		fmtDur(took), float64(n)/took.Seconds(),
+		perOp(overDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
+		perOp(overDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
+	floor, warm := make([]float64, len(ps)), make([]float64, len(ps))
+	for i, p := range ps {
+		floor[i] = p.took.Seconds() / rr.plain[i].took.Seconds()
+		warm[i] = rr.warm[i].done.Seconds() / p.took.Seconds()
+	}
+	r.ratio("floor resume ÷ net/http sending the same", floor)
+	r.ratio("warm Resume ÷ floor resume", warm)
 }
 
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time:

@@ -1,0 +1,169 @@
+// This file holds the floor of the resume figure: the least a durable bbolt
+// client can do to re-send its backlog after a restart, run in the same
+// rounds as Resume. Its backlog is the floor client's (floor.go) records of
+// the same POSTs; it reads them a page at a time, each page in one read
+// transaction, sends them conc at a time, and settles each with a delete
+// that rides the floor committer's next commit. It checks nothing and
+// reports nothing: what it costs beyond plain net/http is the journal's
+// reads and deletes alone.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// floorPage is how many records the floor resume reads per transaction:
+// Resume's page.
+const floorPage = 256
+
+// makeFloorBacklog writes n floor records of a POST of body to url into a new
+// file at path, as the floor client journals them, under keys 1..n.
+func makeFloorBacklog(path, url string, body []byte, n int) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	rec := floorRecord(http.MethodPost, url, "application/json", body)
+	const batch = 10000
+	for from := 0; from < n && err == nil; from += batch {
+		err = db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(floorBucket)
+			if err != nil {
+				return err
+			}
+			for i := from; i < min(n, from+batch); i++ {
+				if err := b.Put(binary.BigEndian.AppendUint64(nil, uint64(i+1)), rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// floorItem is a record the floor resume read: its key and value, copied
+// out of the read transaction.
+type floorItem struct{ key, val []byte }
+
+// floorResume re-sends every record in the floor file at path, which holds
+// n, through base, conc at a time, and returns how long that took and the
+// CPU it cost (the final flush of deletes, on close, is not timed: Resume's
+// is not either).
+func floorResume(ctx context.Context, path string, base http.RoundTripper, n, conc int) (plainSend, error) {
+	f, err := newFloor(path, base)
+	if err != nil {
+		return plainSend{}, err
+	}
+	defer f.Close()
+	work := make(chan floorItem, floorPage)
+	errs := make([]error, conc)
+	var wg sync.WaitGroup
+	t0, cpu0 := time.Now(), processCPU()
+	for i := range conc {
+		wg.Go(func() {
+			for it := range work {
+				if errs[i] == nil {
+					errs[i] = f.resend(ctx, it)
+				}
+			}
+		})
+	}
+	var after []byte
+	read := 0
+	for {
+		page, err := f.readPage(after)
+		if err != nil {
+			close(work)
+			wg.Wait()
+			return plainSend{}, err
+		}
+		read += len(page)
+		for _, it := range page {
+			work <- it
+		}
+		if len(page) < floorPage {
+			break
+		}
+		after = page[len(page)-1].key
+	}
+	close(work)
+	wg.Wait()
+	sent := plainSend{took: time.Since(t0), cpu: processCPU() - cpu0}
+	for _, err := range errs {
+		if err != nil {
+			return plainSend{}, err
+		}
+	}
+	if read != n {
+		return plainSend{}, fmt.Errorf("floor resume of %s: read %d records, want %d", path, read, n)
+	}
+	return sent, f.Close()
+}
+
+// readPage reads up to floorPage records with keys above after (nil: from
+// the first), copied into one buffer.
+func (f *floorTransport) readPage(after []byte) ([]floorItem, error) {
+	page := make([]floorItem, 0, floorPage)
+	err := f.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(floorBucket).Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		size := 0
+		for ; k != nil && len(page) < floorPage; k, v = c.Next() {
+			page = append(page, floorItem{k, v})
+			size += len(k) + len(v)
+		}
+		buf := make([]byte, 0, size)
+		for i, it := range page {
+			buf = append(buf, it.key...)
+			buf = append(buf, it.val...)
+			end := len(buf)
+			mid := end - len(it.val)
+			page[i] = floorItem{key: buf[mid-len(it.key) : mid : mid], val: buf[mid:end:end]}
+		}
+		return nil
+	})
+	return page, err
+}
+
+// resend sends one record again, under its key, and settles it once
+// answered 201.
+func (f *floorTransport) resend(ctx context.Context, it floorItem) error {
+	method, url, contentType, body, ok := parseFloorRecord(it.val)
+	if !ok {
+		return fmt.Errorf("floor record %x: not a record", it.key)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Idempotency-Key", hex.EncodeToString(it.key))
+	resp, err := f.base.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	if err := drain(resp, http.StatusCreated); err != nil {
+		return err
+	}
+	f.settle(it.key)
+	return nil
+}
