@@ -49,7 +49,7 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("             queued put into one db.Update, no fixed delay; the POST waits for its put's commit; its\n")
 	r.printf("             settle is a delete riding the next commit, or flushed %v later; its own file, same directory\n", floorFlush)
 	if cfg.serverDelay > 0 {
-		r.printf("  think      the server sleeps %v before answering each /payments request (a remote API)\n", cfg.serverDelay)
+		r.printf("  think      the server sleeps %v before answering each /payments request, and each resumed one (a remote API)\n", cfg.serverDelay)
 	}
 	r.printf("  method     per client and round: %v warm-up, then %v measured; %d interleaved round(s), the client order\n",
 		cfg.warmup(), cfg.d, cfg.rounds)

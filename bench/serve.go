@@ -27,7 +27,7 @@ var created = []byte(`{"id":"pay_1"}`)
 // server is the child's handler. It is safe for concurrent use.
 type server struct {
 	held  atomic.Bool
-	delay time.Duration // think time of /payments
+	delay time.Duration // think time of /payments, and of /held once released
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -46,10 +46,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
+		time.Sleep(s.delay)
 	case pathPayments:
-		if s.delay > 0 {
-			time.Sleep(s.delay)
-		}
+		time.Sleep(s.delay)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if r.Method == http.MethodPost {
