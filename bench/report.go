@@ -248,23 +248,33 @@ func (r *report) ratio(what string, xs []float64) {
 }
 
 // floorResume prints the floor resume (floorresume.go) of the n POSTs, conc
-// at a time, and its ratios, paired per round, to plain net/http's sends
-// and to the warm Resume.
+// at a time, warm and cold, and its ratios, paired per round, to plain
+// net/http's sends and to Resume's passes of the same kind.
 func (r *report) floorResume(rr *resumeResult) {
-	ps, n := rr.floor, rr.n
-	took := overDur(ps, func(p plainSend) time.Duration { return p.took })
 	r.printf("  floor    the floor client's records of the same POSTs (floor.go), re-sent %d at a time, read %d per read\n", rr.concurrency, floorPage)
-	r.printf("           transaction, each settled by a delete that rides the next commit: %s (%.0f op/s; CPU per op: client %s, server %s)\n",
-		fmtDur(took), float64(n)/took.Seconds(),
+	r.printf("           transaction, each settled by a delete that rides the next commit\n")
+	r.floorPass("warm", "", rr.n, rr.floor, rr.warm, rr.plain)
+	if len(rr.floorCold) > 0 {
+		r.floorPass("cold", ", its pages dropped from the page cache first", rr.n, rr.floorCold, rr.cold, rr.plain)
+	}
+}
+
+// floorPass prints the floor resumes of one kind (medians over rounds) and
+// their ratios to plain and to Resume's passes of that kind, paired per
+// round over the rounds that ran both.
+func (r *report) floorPass(kind, what string, n int, ps []plainSend, resumes []resumePass, plain []plainSend) {
+	took := overDur(ps, func(p plainSend) time.Duration { return p.took })
+	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
 		perOp(overDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
 		perOp(overDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
-	floor, warm := make([]float64, len(ps)), make([]float64, len(ps))
-	for i, p := range ps {
-		floor[i] = p.took.Seconds() / rr.plain[i].took.Seconds()
-		warm[i] = rr.warm[i].done.Seconds() / p.took.Seconds()
+	m := min(len(ps), len(resumes), len(plain))
+	floor, resume := make([]float64, m), make([]float64, m)
+	for i := range m {
+		floor[i] = ps[i].took.Seconds() / plain[i].took.Seconds()
+		resume[i] = resumes[i].done.Seconds() / ps[i].took.Seconds()
 	}
-	r.ratio("floor resume ÷ net/http sending the same", floor)
-	r.ratio("warm Resume ÷ floor resume", warm)
+	r.ratio(kind+" floor resume ÷ net/http sending the same", floor)
+	r.ratio(kind+" Resume ÷ "+kind+" floor resume", resume)
 }
 
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time:

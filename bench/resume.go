@@ -43,7 +43,7 @@ type resumeResult struct {
 	// round, as the disk's and the machine's speed drift between rounds.
 	warm, cold, wide []resumePass // a copy in the page cache; one evicted from it; warm, ResumeConcurrency wideConc
 	plain, plainWide []plainSend  // plain net/http sending n such POSTs at concurrency, and wideConc at a time
-	floor            []plainSend  // the floor resume (floorresume.go) of the same POSTs, at concurrency
+	floor, floorCold []plainSend  // the floor resume (floorresume.go) of the same POSTs, at concurrency: warm, and cold as cold
 }
 
 // plainSend is plain net/http sending the backlog's POSTs: how long it took,
@@ -138,23 +138,32 @@ func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profil
 		*sends = append(*sends, p)
 		return err
 	}
-	floor := func() error {
+	floor := func(sends *[]plainSend, evictFirst bool) error {
+		if evictFirst && rr.evictErr != nil {
+			return nil
+		}
 		cp := path + ".floor.copy"
 		defer os.Remove(cp)
 		if err := copyFile(cp, path+".floor"); err != nil {
 			return err
 		}
+		if evictFirst {
+			if rr.evictErr = evict(cp); rr.evictErr != nil {
+				return nil
+			}
+		}
 		cpu0 := childCPU(srv)
 		p, err := floorResume(ctx, cp, tunedTransport(rr.concurrency), rr.n, rr.concurrency)
 		p.serverCPU = childCPU(srv) - cpu0
-		rr.floor = append(rr.floor, p)
+		*sends = append(*sends, p)
 		return err
 	}
 	for _, step := range []func() error{
 		func() error { return pass(&rr.warm, rr.concurrency, false, profile) },
 		func() error { return plain(&rr.plain, rr.concurrency) },
-		floor,
+		func() error { return floor(&rr.floor, false) },
 		func() error { return pass(&rr.cold, rr.concurrency, true, "") },
+		func() error { return floor(&rr.floorCold, true) },
 		func() error { return pass(&rr.wide, wideConc, false, "") },
 		func() error { return plain(&rr.plainWide, wideConc) },
 	} {
