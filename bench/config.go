@@ -46,7 +46,7 @@ func parseFlags(args []string) (config, error) {
 	budget := fs.Duration("resume-budget", time.Minute, "stop making the resume backlog after this long and resume what was made (0: no limit)")
 	quick := fs.Bool("quick", false, "smoke run: -rounds 1 -d 300ms -resume 10000 (explicit flags win)")
 	postgres := fs.String("postgres", "", "PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test): adds the row "+pgRow+", idem over journal/pgjournal (empty: no such row)")
-	delay := fs.Duration("server-delay", 0, "the server's think time before answering each /payments request and each resumed one, as a remote API has (e.g. 20ms)")
+	delay := fs.Duration("server-delay", 0, "the server's think time before answering each /payments request and each of the resume figure's (resumed or plain), as a remote API has (e.g. 20ms)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the rounds (client side) to `file`; every allocation sampled")
 	resumeCPU := fs.String("resume-cpuprofile", "", "write a CPU profile of the warm Resume pass (client side) to `file`")

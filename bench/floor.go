@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -103,7 +102,9 @@ func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // content type, a line each, then its body.
 func floorRecord(method, url, contentType string, body []byte) []byte {
 	rec := make([]byte, 0, len(method)+len(url)+len(contentType)+3+len(body))
-	rec = fmt.Appendf(rec, "%s\n%s\n%s\n", method, url, contentType)
+	rec = append(append(rec, method...), '\n')
+	rec = append(append(rec, url...), '\n')
+	rec = append(append(rec, contentType...), '\n')
 	return append(rec, body...)
 }
 

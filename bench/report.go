@@ -49,7 +49,7 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("             queued put into one db.Update, no fixed delay; the POST waits for its put's commit; its\n")
 	r.printf("             settle is a delete riding the next commit, or flushed %v later; its own file, same directory\n", floorFlush)
 	if cfg.serverDelay > 0 {
-		r.printf("  think      the server sleeps %v before answering each /payments request, and each resumed one (a remote API)\n", cfg.serverDelay)
+		r.printf("  think      the server sleeps %v before answering each /payments request, and each of the resume figure's (a remote API)\n", cfg.serverDelay)
 	}
 	r.printf("  method     per client and round: %v warm-up, then %v measured; %d interleaved round(s), the client order\n",
 		cfg.warmup(), cfg.d, cfg.rounds)
@@ -234,7 +234,7 @@ func (r *report) resume(rr *resumeResult) {
 
 // resumeRatio prints Resume's time ÷ plain net/http's for the same sends,
 // paired per round: the median and the range.
-func (r *report) resumeRatio(name string, ps []resumePass, plain []plainSend) {
+func (r *report) resumeRatio(name string, ps []resumePass, plain []sendRun) {
 	xs := make([]float64, len(ps))
 	for i := range ps {
 		xs[i] = ps[i].done.Seconds() / plain[i].took.Seconds()
@@ -252,21 +252,23 @@ func (r *report) ratio(what string, xs []float64) {
 // net/http's sends and to Resume's passes of the same kind.
 func (r *report) floorResume(rr *resumeResult) {
 	r.printf("  floor    the floor client's records of the same POSTs (floor.go), re-sent %d at a time, read %d per read\n", rr.concurrency, floorPage)
-	r.printf("           transaction, each settled by a delete that rides the next commit\n")
+	r.printf("           transaction, each settled by a delete committed within %v; its file read in order first\n", floorFlush)
 	r.floorPass("warm", "", rr.n, rr.floor, rr.warm, rr.plain)
 	if len(rr.floorCold) > 0 {
 		r.floorPass("cold", ", its pages dropped from the page cache first", rr.n, rr.floorCold, rr.cold, rr.plain)
+	} else if rr.evictErr != nil {
+		r.printf("    cold      not measured: %v\n", rr.evictErr)
 	}
 }
 
 // floorPass prints the floor resumes of one kind (medians over rounds) and
 // their ratios to plain and to Resume's passes of that kind, paired per
 // round over the rounds that ran both.
-func (r *report) floorPass(kind, what string, n int, ps []plainSend, resumes []resumePass, plain []plainSend) {
-	took := overDur(ps, func(p plainSend) time.Duration { return p.took })
+func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []resumePass, plain []sendRun) {
+	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
 	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
-		perOp(overDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
+		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
+		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n))
 	m := min(len(ps), len(resumes), len(plain))
 	floor, resume := make([]float64, m), make([]float64, m)
 	for i := range m {
@@ -279,12 +281,12 @@ func (r *report) floorPass(kind, what string, n int, ps []plainSend, resumes []r
 
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time:
 // medians over rounds.
-func (r *report) plain(n, conc int, ps []plainSend) {
-	took := overDur(ps, func(p plainSend) time.Duration { return p.took })
+func (r *report) plain(n, conc int, ps []sendRun) {
+	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; CPU per POST: client %s, server %s)\n",
 		n, conc, fmtDur(took), float64(n)/took.Seconds(),
-		perOp(overDur(ps, func(p plainSend) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p plainSend) time.Duration { return p.serverCPU }), n))
+		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
+		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n))
 }
 
 // perOp prints d shared among n operations.

@@ -42,14 +42,14 @@ type resumeResult struct {
 	// backlog, paired with plain net/http sending the same POSTs in the same
 	// round, as the disk's and the machine's speed drift between rounds.
 	warm, cold, wide []resumePass // a copy in the page cache; one evicted from it; warm, ResumeConcurrency wideConc
-	plain, plainWide []plainSend  // plain net/http sending n such POSTs at concurrency, and wideConc at a time
-	floor, floorCold []plainSend  // the floor resume (floorresume.go) of the same POSTs, at concurrency: warm, and cold as cold
+	plain, plainWide []sendRun    // plain net/http sending n such POSTs at concurrency, and wideConc at a time
+	floor, floorCold []sendRun    // the floor resume (floorresume.go) of the same POSTs, at concurrency: warm, and cold as cold
 }
 
-// plainSend is plain net/http sending the backlog's POSTs: how long it took,
-// the client process's CPU time meanwhile (processCPU) and the server's
-// (childCPU).
-type plainSend struct {
+// sendRun is a run of sends of the backlog's POSTs, by plain net/http or
+// the floor resume: how long it took, the client process's CPU time
+// meanwhile (processCPU) and the server's (childCPU).
+type sendRun struct {
 	took, cpu, serverCPU time.Duration
 }
 
@@ -111,19 +111,30 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 // resumes), and plain net/http sends the same POSTs after the warm and the
 // wide passes.
 func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profile string) error {
-	pass := func(passes *[]resumePass, conc int, evictFirst bool, profile string) error {
+	// copyOf copies src for one pass and, for a cold pass, drops the copy
+	// from the page cache first. ok is false when the pass is not to run:
+	// evicting failed, now or in an earlier round; then no later cold pass
+	// runs, so that cold passes pair with the first rounds' plain sends.
+	copyOf := func(src string, evictFirst bool) (cp string, ok bool, err error) {
 		if evictFirst && rr.evictErr != nil {
-			return nil // evicting failed once: no cold passes, so that they pair with the first rounds' plain sends
+			return "", false, nil
 		}
-		cp := path + ".copy"
-		defer os.Remove(cp)
-		if err := copyFile(cp, path); err != nil {
-			return err
+		cp = src + ".copy"
+		if err := copyFile(cp, src); err != nil {
+			return cp, false, err
 		}
 		if evictFirst {
 			if rr.evictErr = evict(cp); rr.evictErr != nil {
-				return nil
+				return cp, false, nil
 			}
+		}
+		return cp, true, nil
+	}
+	pass := func(passes *[]resumePass, conc int, evictFirst bool, profile string) error {
+		cp, ok, err := copyOf(path, evictFirst)
+		defer os.Remove(cp)
+		if !ok {
+			return err
 		}
 		cpu0 := childCPU(srv)
 		p, err := resumeOnce(ctx, cp, conc, profile)
@@ -131,26 +142,18 @@ func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profil
 		*passes = append(*passes, p)
 		return err
 	}
-	plain := func(sends *[]plainSend, conc int) error {
+	plain := func(sends *[]sendRun, conc int) error {
 		cpu0 := childCPU(srv)
 		p, err := sendPlain(ctx, srv.url(pathHeld), rr.n, conc)
 		p.serverCPU = childCPU(srv) - cpu0
 		*sends = append(*sends, p)
 		return err
 	}
-	floor := func(sends *[]plainSend, evictFirst bool) error {
-		if evictFirst && rr.evictErr != nil {
-			return nil
-		}
-		cp := path + ".floor.copy"
+	floor := func(sends *[]sendRun, evictFirst bool) error {
+		cp, ok, err := copyOf(path+".floor", evictFirst)
 		defer os.Remove(cp)
-		if err := copyFile(cp, path+".floor"); err != nil {
+		if !ok {
 			return err
-		}
-		if evictFirst {
-			if rr.evictErr = evict(cp); rr.evictErr != nil {
-				return nil
-			}
 		}
 		cpu0 := childCPU(srv)
 		p, err := floorResume(ctx, cp, tunedTransport(rr.concurrency), rr.n, rr.concurrency)
@@ -251,7 +254,7 @@ func (s *sendTimes) span() (first, last time.Time) {
 
 // sendPlain sends n POSTs of the resume body to url with plain net/http, conc
 // at a time, and returns how long they took and the CPU time they cost.
-func sendPlain(ctx context.Context, url string, n, conc int) (plainSend, error) {
+func sendPlain(ctx context.Context, url string, n, conc int) (sendRun, error) {
 	send := sender(&http.Client{Transport: tunedTransport(conc)}, http.MethodPost, url,
 		resumeBody(resumeBodyBytes), http.StatusCreated)
 	var next atomic.Int64
@@ -266,10 +269,10 @@ func sendPlain(ctx context.Context, url string, n, conc int) (plainSend, error) 
 		})
 	}
 	wg.Wait()
-	sent := plainSend{took: time.Since(t0), cpu: processCPU() - cpu0}
+	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0}
 	for _, err := range errs {
 		if err != nil {
-			return plainSend{}, err
+			return sendRun{}, err
 		}
 	}
 	return sent, nil
