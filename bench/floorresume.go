@@ -118,7 +118,7 @@ func floorResume(ctx context.Context, path string, base http.RoundTripper, n, co
 			return sendRun{}, err
 		}
 	}
-	if read != n && !failed.Load() {
+	if read != n {
 		return sendRun{}, fmt.Errorf("floor resume of %s: read %d records, want %d", path, read, n)
 	}
 	return sent, f.Close()
