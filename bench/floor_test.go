@@ -1,3 +1,7 @@
+// This file tests the floor client's record (floor.go) and the floor resume
+// (floorresume.go): every record sent once across pages, the file emptied,
+// and a refusing server ending the run with its status.
+
 package main
 
 import (
