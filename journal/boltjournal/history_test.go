@@ -116,8 +116,11 @@ func TestHistoryWrittenWithinDelay(t *testing.T) {
 }
 
 // Once historyMax bytes are owed, the next commit writes them all, without
-// waiting for historyDelay. The settles are made while commits are held, so
-// one commit makes them all owed however slow the machine.
+// waiting for historyDelay. The settles and the write-ahead that carries them
+// are made while commits are held, so the first commit after makes them all
+// owed however slow the machine: no flush timer or prune can commit them
+// first (a prune's flush would write them whole, and a commit of the settles
+// alone would leave the carrier's commit to write what they owe).
 func TestHistoryWrittenAtMaxBytes(t *testing.T) {
 	j := fastJournal(t)
 	holdHistory(j)
@@ -127,12 +130,25 @@ func TestHistoryWrittenAtMaxBytes(t *testing.T) {
 		require.NoError(t, j.insert(rec, false))
 		recs = append(recs, rec)
 	}
+	j.pruning.Wait() // the prune after the first commit flushes
 	release := j.holdCommits()
 	for _, rec := range recs {
 		settle(t, j, rec)
 	}
+	carried := make(chan error, 1)
+	go func() { carried <- j.insert(pendingRecord("carrier"), false) }()
+	for queued := false; !queued; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-carried:
+			t.Fatalf("the carrier's write-ahead returned while commits were held: %v", err)
+		default:
+		}
+		j.commit.mu.Lock()
+		queued = len(j.commit.queue) > 0
+		j.commit.mu.Unlock()
+	}
 	release()
-	require.NoError(t, j.insert(pendingRecord("carrier"), false)) // makes them owed
+	require.NoError(t, <-carried) // its commit makes them owed
 	require.GreaterOrEqual(t, owedBytes(j), historyMax, "2,000 settled records are owed")
 	require.NoError(t, j.insert(pendingRecord("last"), false)) // takes what is owed
 	for _, rec := range recs {
