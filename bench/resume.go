@@ -5,8 +5,9 @@
 // with a copy evicted from it (a restart after a reboot); then once more,
 // warm, with ResumeConcurrency raised to wideConc. For scale, plain net/http
 // sends the same N requests at each of those concurrencies in the same
-// round. It runs -rounds such rounds, so that its ratios are paired per round
-// as the other figures' are.
+// round, and the floor resume (floorresume.go) re-sends its own records of
+// them, warm and cold. It runs -rounds such rounds, so that its ratios are
+// paired per round as the other figures' are.
 //
 // Resumed requests keep their journaled URL, so the backlog is made against
 // /held while the server holds it (503), and the server is released before
@@ -108,8 +109,9 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 
 // resumeRound runs one round and appends its figures to rr: each pass
 // resumes its own copy of the backlog at path (a pass settles what it
-// resumes), and plain net/http sends the same POSTs after the warm and the
-// wide passes.
+// resumes), plain net/http sends the same POSTs after the warm and the wide
+// passes, and the floor resume re-sends a copy of its backlog (path.floor)
+// after the warm and the cold ones.
 func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profile string) error {
 	// copyOf copies src for one pass and, for a cold pass, drops the copy
 	// from the page cache first. ok is false when the pass is not to run:
