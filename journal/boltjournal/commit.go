@@ -163,6 +163,8 @@ func (j *Journal) repend(rec *Record) error {
 	if err != nil {
 		return err
 	}
+	j.changes.begin(seqOf(rec))
+	defer j.changes.end(seqOf(rec))
 	return j.submit(&write{rec: rec, repend: true, data: data})
 }
 

@@ -43,13 +43,16 @@ func (j *Journal) save(rec *Record) error {
 	if err != nil {
 		return err
 	}
+	id := seqOf(rec)
+	j.changes.begin(id)
+	defer j.changes.end(id) // after the unlock: the change is visible
 	c := &j.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return fmt.Errorf("%w: %s", journal.ErrClosed, j.path)
 	}
-	c.deferred[seqOf(rec)] = d
+	c.deferred[id] = d
 	j.sawWritten(d.written) // reads see it from now on
 	if !c.leading && c.timer == nil {
 		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)

@@ -175,13 +175,13 @@ func peakDuring(f func()) float64 {
 
 // pendingAfter reads a page of a listing (readPending) and decodes it whole.
 func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
-	page, err := j.readPending(after, n)
+	page, gen, err := j.readPending(after, n)
 	if err != nil {
 		return nil, err
 	}
 	recs := make([]*Record, len(page))
 	for i, l := range page {
-		if recs[i], err = j.listedRecord(l); err != nil {
+		if recs[i], err = j.listedRecord(l, gen); err != nil {
 			return nil, err
 		}
 	}

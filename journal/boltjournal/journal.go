@@ -95,6 +95,8 @@ type Journal struct {
 	// the journal holds an operation's lock while a call or Resume runs it,
 	// and Resolve and Discard refuse one that is held (resolve.go).
 	ops journal.Claims
+	// changes tells reget that a listed record is unchanged (changes.go).
+	changes changeMarks
 }
 
 // Open opens or creates the journal file at path (mode 0600) for

@@ -106,52 +106,67 @@ func (j *Journal) checkBody(rec *Record) error {
 		journal.ErrCorrupt, j.path, seqOf(rec), rec.OperationID)
 }
 
-// reget is get for a record a listing returned (readPending): while the
-// file holds the metadata it was listed from, only its body is read; the
-// metadata is decoded again only if it changed. Resume reads every record
-// twice, listing then sending, and decoding is most of a read. The listed
-// record's fields stand for the metadata: a caller that changed them
-// without an Update gets its changes back (Resume changes a record only
-// after this read).
-func (j *Journal) reget(listed *Record) (*Record, error) {
-	if listedMeta(listed) == nil || listed.Sealed {
-		return j.get(seqOf(listed)) // reports why it is sealed
+// reget is get for a record a listing returned (readPending). Resume reads
+// every record twice, listing then sending, and decoding is most of a read.
+// While no change to the record began since the listing (changes.go), the
+// listing's copy of its value stands: a body stored inline is taken from it,
+// and nothing is read. Otherwise, while the file holds the metadata it was
+// listed from, only the body is read; the metadata is decoded again only if
+// it changed. The listed record's fields stand for the metadata: a caller
+// that changed them without an Update gets its changes back (Resume changes
+// a record only after this read).
+func (j *Journal) reget(l *Record) (*Record, error) {
+	value, gen := listed(l)
+	if value == nil || l.Sealed {
+		return j.get(seqOf(l)) // reports why it is sealed
 	}
-	if rec := j.unsaved(seqOf(listed)); rec != nil {
+	if _, body, inline, _ := splitInline(value); inline && j.changes.unchanged(seqOf(l), gen) {
+		return j.fromListed(l, bytes.Clone(body))
+	}
+	if rec := j.unsaved(seqOf(l)); rec != nil {
 		return rec, nil
 	}
 	var rec *Record
 	err := j.view(func(tx *bolt.Tx) (err error) {
-		id := idKey(seqOf(listed))
+		id := idKey(seqOf(l))
 		meta, body, inline, _ := splitInline(tx.Bucket(bucketPending).Get(id))
-		if !bytes.Equal(meta, listedMeta(listed)) {
+		if listedMeta, _, _, _ := splitInline(value); !bytes.Equal(meta, listedMeta) {
 			rec, err = j.load(tx, id)
 			return err
 		}
-		// The listed record's fields are what the file holds; its maps and
-		// slices are the caller's, so the copy gets its own.
-		cp := *listed
-		cp.Header = listed.Header.Clone()
-		cp.Dropped, cp.DroppedQuery = slices.Clone(listed.Dropped), slices.Clone(listed.DroppedQuery)
-		setListed(&cp, nil)
 		if inline {
 			body = bytes.Clone(body)
 		} else {
 			body = getBody(tx.Bucket(bucketBodies), id)
 		}
-		if err := j.keyring.openBody(&cp, body); err != nil {
-			return fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(&cp), cp.OperationID, err)
-		}
-		rec = &cp
-		return j.checkBody(rec)
+		rec, err = j.fromListed(l, body)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if rec == nil { // settled since the overlay was read, perhaps: get looks twice
-		return j.get(seqOf(listed))
+		return j.get(seqOf(l))
 	}
 	return rec, nil
+}
+
+// fromListed returns a copy of l, a record listed from metadata the file
+// still holds, with body, its body as stored (not a transaction's memory).
+func (j *Journal) fromListed(l *Record, body []byte) (*Record, error) {
+	// The listed record's fields are what the file holds; its maps and
+	// slices are the caller's, so the copy gets its own.
+	cp := *l
+	cp.Header = l.Header.Clone()
+	cp.Dropped, cp.DroppedQuery = slices.Clone(l.Dropped), slices.Clone(l.DroppedQuery)
+	setListed(&cp, nil, 0)
+	if err := j.keyring.openBody(&cp, body); err != nil {
+		return nil, fmt.Errorf("idem: journal %s: record %d (operation %q): %w", j.path, seqOf(&cp), cp.OperationID, err)
+	}
+	if err := j.checkBody(&cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
 }
 
 // decode reads a record's metadata and, withBody, its body, copied out of
@@ -223,13 +238,13 @@ const pendingPage = 256
 func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 	return func(yield func(*Record) bool) {
 		for {
-			page, err := j.readPending(after, pendingPage)
+			page, gen, err := j.readPending(after, pendingPage)
 			if err != nil {
 				*errp = err
 				return
 			}
 			for _, l := range page {
-				rec, err := j.listedRecord(l)
+				rec, err := j.listedRecord(l, gen)
 				if err != nil {
 					*errp = err
 					return
@@ -249,26 +264,24 @@ func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 // pageEntry is a pending record as a listing read it, not yet decoded.
 type pageEntry struct {
 	id uint64
-	// value is the stored value, copied out of the transaction, with an
-	// inline body left out (an empty one in its place, which decodes the
-	// same metadata); meta is its metadata, which the record keeps for
-	// reget to compare. Both are in the page's one buffer, sized to what
-	// the page holds: a record keeps at most its page's metadata alive.
-	value, meta []byte
-	inline      bool
-	d           *deferredWrite // a deferred change that stands in for it, or nil
+	// value is the stored value, its inline body included, copied out of
+	// the transaction: the record keeps it for reget, which sends the body
+	// from it while the record is unchanged. Each has its own: a record
+	// Resume queues keeps no other record's alive.
+	value []byte
+	d     *deferredWrite // a deferred change that stands in for it, or nil
 }
 
 // readPending reads at most n pending records with an ID above after, in ID
-// order: a page of a listing. It reads the newest state: a deferred change
+// order: a page of a listing, and the change generation taken before the
+// read (changes.go). It reads the newest state: a deferred change
 // (deferred.go) stands in for what the file holds, and is taken before the
 // file is read, so that one committed meanwhile is seen in the file.
-func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
+func (j *Journal) readPending(after uint64, n int) (page []pageEntry, gen uint64, _ error) {
+	gen = j.changes.now()
 	changed := j.unsavedWrites()
-	var page []pageEntry
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
-		size := 0
 		for k, v := c.Seek(idKey(after + 1)); k != nil && len(page) < n; k, v = c.Next() {
 			if len(k) != 8 {
 				return fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, k)
@@ -280,44 +293,23 @@ func (j *Journal) readPending(after uint64, n int) ([]pageEntry, error) {
 				}
 				continue // else settled, or given up for good, since: not listed
 			}
-			meta, _, inline, ok := splitInline(v)
-			if !ok {
-				meta = v // decoding it says why
-			}
-			page = append(page, pageEntry{id: id, meta: meta, inline: inline}) // the transaction's memory, for now
-			size += len(meta) + 4
-		}
-		// Copy out of the transaction into one buffer, which never grows:
-		// the slices cut from it stay put.
-		buf := make([]byte, 0, size)
-		for i := range page {
-			e := &page[i]
-			if e.d != nil {
-				continue
-			}
-			start := len(buf)
-			buf = append(buf, e.meta...)
-			metaEnd := len(buf)
-			if e.inline {
-				buf = append(buf, 0, 0, 0, 0)
-			}
-			e.value, e.meta = buf[start:len(buf):len(buf)], buf[start:metaEnd:metaEnd]
+			page = append(page, pageEntry{id: id, value: bytes.Clone(v)})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return page, nil
+	return page, gen, nil
 }
 
 // listedRecord decodes a record a listing read, without its body, and notes
-// the metadata it was read from (reget).
-func (j *Journal) listedRecord(l pageEntry) (*Record, error) {
+// the value it was read from and the generation gen taken before (reget).
+func (j *Journal) listedRecord(l pageEntry, gen uint64) (*Record, error) {
 	if l.d != nil {
 		rec := deepCopy(l.d.rec) // a pending change keeps its record, which stays the journal's
 		rec.Body = nil
-		setListed(rec, l.d.data)
+		setListed(rec, l.d.data, 0) // the file may not hold it yet
 		return rec, nil
 	}
 	rec, _, err := j.keyring.decodeStored(l.value, nil) // Resume reads it again, and reports why it is sealed
@@ -325,7 +317,7 @@ func (j *Journal) listedRecord(l pageEntry) (*Record, error) {
 		return nil, fmt.Errorf("%w: %s: record %x: %w", journal.ErrCorrupt, j.path, idKey(l.id), err)
 	}
 	setSeq(rec, l.id)
-	setListed(rec, l.meta)
+	setListed(rec, l.value, gen)
 	return rec, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,16 +219,96 @@ func TestRegetMatchesGet(t *testing.T) {
 	}
 }
 
+// A body altered in the file is refused, whether reget sends the listing's
+// copy (altered before the listing) or reads the body again (altered after
+// it, once a change to the record made reget look at the file).
 func TestRegetRefusesAlteredBody(t *testing.T) {
-	j, _ := testJournal(t)
-	insertWithBody(t, j, "a", `{"amount":700}`)
-	page, err := j.pendingAfter(0, 10)
-	require.NoError(t, err)
-	require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
-		return setStoredBodyTx(tx, idKey(seqOf(page[0])), []byte(`{"amount":900}`))
-	}))
-	_, err = j.Reload(context.Background(), page[0])
-	require.ErrorIs(t, err, journal.ErrCorrupt, "the metadata is unchanged, the body is not")
+	ctx := context.Background()
+	for _, when := range []string{"before the listing", "after the listing"} {
+		t.Run(when, func(t *testing.T) {
+			j, _ := testJournal(t)
+			rec := insertWithBody(t, j, "a", `{"amount":700}`)
+			alter := func() {
+				require.NoError(t, j.db.Update(func(tx *bolt.Tx) error {
+					return setStoredBodyTx(tx, idKey(seqOf(rec)), []byte(`{"amount":900}`))
+				}))
+			}
+			if when == "before the listing" {
+				alter()
+			}
+			page, err := j.pendingAfter(0, 10)
+			require.NoError(t, err)
+			if when == "after the listing" {
+				require.NoError(t, j.Update(ctx, rec, journal.Durable)) // the same metadata, written again
+				alter()
+			}
+			_, err = j.Reload(ctx, page[0])
+			require.ErrorIs(t, err, journal.ErrCorrupt, "the metadata is unchanged, the body is not")
+		})
+	}
+}
+
+// A listed record that nothing changed since is reloaded from the
+// listing's copy, without a read transaction; one that changed is read
+// again, whichever write changed it.
+func TestRegetReadsOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	for _, change := range []string{"none", "deferred", "durable", "by hand", "another record"} {
+		t.Run(change, func(t *testing.T) {
+			j, _ := testJournal(t)
+			rec := insertWithBody(t, j, "a", `{"amount":700}`)
+			other := insertWithBody(t, j, "b", `{"amount":800}`)
+			page, err := j.pendingAfter(0, 10)
+			require.NoError(t, err)
+			want := StatePending
+			switch change {
+			case "deferred":
+				rec.Attempts = 4
+				require.NoError(t, j.Update(ctx, rec, journal.Deferred))
+			case "durable":
+				rec.Attempts = 4
+				require.NoError(t, j.Update(ctx, rec, journal.Durable))
+			case "by hand":
+				_, err := j.Resolve(journal.Name{Key: "a"}, http.StatusCreated)
+				require.NoError(t, err)
+				want = StateSettled
+			case "another record":
+				other.Attempts = 4
+				require.NoError(t, j.Update(ctx, other, journal.Durable))
+			}
+			reads := j.db.Stats().TxN
+			got, err := j.Reload(ctx, page[0])
+			require.NoError(t, err)
+			require.Equal(t, want, got.State)
+			switch change {
+			case "none", "another record":
+				require.Equal(t, reads, j.db.Stats().TxN, "unchanged: nothing read")
+				require.Equal(t, 0, got.Attempts)
+				require.Equal(t, `{"amount":700}`, string(got.Body))
+				require.Equal(t, journal.Ref{Seq: seqOf(rec)}, journal.RefOf(got))
+			case "deferred", "durable":
+				require.Equal(t, 4, got.Attempts, "the change is seen")
+				require.Equal(t, `{"amount":700}`, string(got.Body))
+			}
+		})
+	}
+}
+
+// A change under way, or ended after a listing took its generation, makes
+// reget read the file; one ended before does not.
+func TestChangeMarks(t *testing.T) {
+	var m changeMarks
+	m.begin(7)
+	m.end(7)
+	g := m.now()
+	require.True(t, m.unchanged(7, g), "ended before the read")
+	m.begin(7)
+	require.False(t, m.unchanged(7, g), "under way")
+	require.True(t, m.unchanged(8, g), "another slot")
+	m.end(7)
+	require.False(t, m.unchanged(7, g), "ended after the read")
+	require.False(t, m.unchanged(7+markSlots, g), "a record sharing the slot")
+	require.True(t, m.unchanged(7, m.now()))
 }
 
 // A listing decodes a record only when it yields it: a caller that stops
@@ -319,5 +400,44 @@ func TestListedRecordsAreCopies(t *testing.T) {
 		fresh, err := j.get(seqOf(l))
 		require.NoError(t, err)
 		require.Equal(t, "1", fresh.Header.Get("X-Test"), "record %s: the listing shares the journal's header", l.Key)
+	}
+}
+
+// Reload sees every Update that returned before it began, while updates
+// race with the listing and with it: the change marks never let a
+// listing's copy stand for a record changed since it was read.
+func TestRegetSeesUpdatesThatReturned(t *testing.T) {
+	ctx := context.Background()
+	for d, updates := range map[journal.Durability]int{journal.Deferred: 20000, journal.Durable: 200} {
+		j, _ := testJournal(t)
+		rec := insertWithBody(t, j, "a", `{"amount":700}`)
+		var returned atomic.Int64 // the highest Attempts an Update returned with
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for n := 1; n <= updates; n++ {
+				rec.Attempts = n
+				if err := j.Update(ctx, rec, d); err != nil {
+					t.Error(err)
+					return
+				}
+				returned.Store(int64(n))
+				runtime.Gosched()
+			}
+		}()
+		for finished := false; !finished; {
+			select {
+			case <-done:
+				finished = true
+			default:
+			}
+			page, err := j.pendingAfter(0, 1)
+			require.NoError(t, err)
+			require.Len(t, page, 1)
+			want := returned.Load()
+			got, err := j.Reload(ctx, page[0])
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, int64(got.Attempts), want, "durability %d: an Update that returned before Reload began", d)
+		}
 	}
 }

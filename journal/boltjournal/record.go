@@ -41,13 +41,18 @@ func setSeq(rec *Record, seq uint64) {
 	journal.SetRef(rec, ref)
 }
 
-// listedMeta is the metadata as the file held it when a listing read rec
-// (readPending): reget reads only the body while they are unchanged.
-func listedMeta(rec *Record) []byte { return journal.RefOf(rec).Meta }
-
-func setListed(rec *Record, meta []byte) {
+// listed returns the value as the file held it when a listing read rec
+// (readPending), its inline body included, and the change generation the
+// listing took before it read (changes.go); nil and 0 for a record not
+// listed from the file. reget reads the file again only if it changed.
+func listed(rec *Record) (value []byte, gen uint64) {
 	ref := journal.RefOf(rec)
-	ref.Meta = meta
+	return ref.Meta, ref.Version
+}
+
+func setListed(rec *Record, value []byte, gen uint64) {
+	ref := journal.RefOf(rec)
+	ref.Meta, ref.Version = value, gen
 	journal.SetRef(rec, ref)
 }
 

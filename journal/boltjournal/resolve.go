@@ -209,6 +209,8 @@ func (j *Journal) restate(id uint64, dropBody bool, change func(*Record) error) 
 	}
 	var out *Record
 	var newest int64 // the newest time written to the file
+	j.changes.begin(id)
+	defer j.changes.end(id)
 	err := j.update(func(tx *bolt.Tx) error {
 		key := idKey(id)
 		s, wasPending, err := j.plainTx(tx, key)

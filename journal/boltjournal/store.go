@@ -53,7 +53,9 @@ func (j *Journal) Update(_ context.Context, rec *Record, d journal.Durability) e
 func (j *Journal) Flush(context.Context) error { return j.flush() }
 
 // Pending yields the pending records, without their bodies, from the first
-// whose sequence number is above after (journal.Store).
+// whose sequence number is above after (journal.Store). Each keeps, in its
+// Ref, the value it was read from, a body stored inline (at most 2 KiB)
+// included: Reload sends from it while the record is unchanged.
 func (j *Journal) Pending(_ context.Context, after uint64) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
 		var err error
