@@ -82,6 +82,7 @@ type Journal struct {
 	warmed      atomic.Int64 // bytes it has read
 	closeOnce   sync.Once
 	closeErr    error
+	closed      atomic.Bool // Close began: reads that touch no file say so too
 
 	commits, writeAheads atomic.Uint64
 	// written is the newest time of a record in the file or given to it,
@@ -265,6 +266,7 @@ func (j *Journal) Close() error {
 	// Only the first Close releases the path: by a second one, another
 	// Journal may hold it.
 	j.closeOnce.Do(func() {
+		j.closed.Store(true)
 		close(j.stopWarming)
 		j.warming.Wait()
 		j.closeErr = errors.Join(j.closeCommits(), j.db.Close())

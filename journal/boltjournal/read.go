@@ -120,7 +120,7 @@ func (j *Journal) reget(l *Record) (*Record, error) {
 	if value == nil || l.Sealed {
 		return j.get(seqOf(l)) // reports why it is sealed
 	}
-	if _, body, inline, _ := splitInline(value); inline && j.changes.unchanged(seqOf(l), gen) {
+	if _, body, inline, _ := splitInline(value); inline && !j.closed.Load() && j.changes.unchanged(seqOf(l), gen) {
 		return j.fromListed(l, bytes.Clone(body))
 	}
 	if rec := j.unsaved(seqOf(l)); rec != nil {

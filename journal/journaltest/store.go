@@ -196,6 +196,13 @@ func testLatestWritten(t *testing.T, c *Config) {
 func testClose(t *testing.T, c *Config) {
 	s := open(t, c)
 	rec := create(t, s, newRecord(t, "1"))
+	var listed *journal.Record
+	for l, err := range s.Pending(ctx, 0) {
+		if err != nil {
+			t.Fatalf("Pending: %v", err)
+		}
+		listed = l
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -210,6 +217,8 @@ func testClose(t *testing.T, c *Config) {
 	closed("Get", err)
 	_, err = s.Reload(ctx, rec)
 	closed("Reload", err)
+	_, err = s.Reload(ctx, listed)
+	closed("Reload of a listed record", err)
 	retry(t, rec, 503)
 	closed("Update Deferred", s.Update(ctx, rec, journal.Deferred))
 	closed("Update Durable", s.Update(ctx, rec, journal.Durable))
