@@ -13,9 +13,10 @@ import "sync"
 // operation of a host holding more than its share gives its slot up after
 // its current attempt or backoff wait (yield), so one dead host delays the
 // others by at most one attempt timeout or backoff wait. Memory is bounded
-// by metadata: a host's queue holds at most perHost records (without
-// bodies), and the pool at most maxQueued; add refuses more, and the scanner
-// reads them again once there is room. It is safe for concurrent use.
+// by records as listed: a host's queue holds at most perHost records
+// (without their Body; a Store may keep a small stored form in the Ref), and
+// the pool at most maxQueued; add refuses more, and the scanner reads them
+// again once there is room. It is safe for concurrent use.
 type fairPool struct {
 	slots, perHost int
 	// maxQueued is twice perHost: a host alone still queues a whole page, and

@@ -80,8 +80,8 @@ type Record struct {
 // Ref is a Store's own handle on a record it returned, carried along with
 // the record and opaque to everyone else: Seq is the record's place in the
 // Store's order, Meta, Part and Version whatever else the Store needs to
-// find or check it again (the bytes it was read from, a size, its count of
-// changes when it read them). The zero Ref is a record no Store returned.
+// find or check it again (the bytes it was read from, a size, a stamp of
+// when it read them). The zero Ref is a record no Store returned.
 type Ref struct {
 	Seq     uint64
 	Meta    []byte

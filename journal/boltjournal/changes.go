@@ -1,7 +1,9 @@
 // This file holds the journal's change marks: they tell reget that a record
 // a listing read (read.go) has not changed since, so that Resume sends it
-// from what the listing read, without reading the file again. Every write
-// to a pending record (save, repend, restate) runs between begin and end.
+// from what the listing read, without reading the file again. Every change
+// to what a read of a pending record returns (save, repend, restate) runs
+// between begin and end; a commit that only writes a change already made
+// visible in memory (deferred.go) needs none.
 
 package boltjournal
 
@@ -11,18 +13,28 @@ import "sync/atomic"
 // only make reget read the file when it need not.
 const markSlots = 1024
 
-// changeMarks counts changes to records. For each slot of record IDs it
-// keeps how many changes are being made and the generation of the last
-// one ended. A change is visible to reads before it ends, so a record read
-// after generation g was taken is unchanged as long as its slot has no
-// change under way and none ended after g. It is safe for concurrent use.
+// generation counts changes to records in every Journal of the process, so
+// that a generation a listing took in one Journal is never current in
+// another opened on the same file later.
+var generation atomic.Uint64
+
+// changeMarks counts changes to a Journal's records. For each slot of
+// record IDs it keeps how many changes are being made and the generation of
+// the last one ended. A change is visible to reads before it ends, so a
+// record read after generation g was taken is unchanged as long as its slot
+// has no change under way and none ended after g. It is safe for concurrent
+// use once opened.
 type changeMarks struct {
-	gen   atomic.Uint64
-	slots [markSlots]struct {
+	opened uint64 // the generation when the Journal opened: older reads were not its own
+	slots  [markSlots]struct {
 		busy atomic.Int32
 		last atomic.Uint64
 	}
 }
+
+// open marks the Journal's start: a record read before it (through another
+// Journal, perhaps on a file changed since) is read again.
+func (m *changeMarks) open() { m.opened = generation.Add(1) }
 
 // begin marks a change of record id as under way, before it is made.
 func (m *changeMarks) begin(id uint64) { m.slots[id%markSlots].busy.Add(1) }
@@ -31,7 +43,7 @@ func (m *changeMarks) begin(id uint64) { m.slots[id%markSlots].busy.Add(1) }
 // reads (or failed).
 func (m *changeMarks) end(id uint64) {
 	s := &m.slots[id%markSlots]
-	g := m.gen.Add(1)
+	g := generation.Add(1)
 	for {
 		last := s.last.Load()
 		if last >= g || s.last.CompareAndSwap(last, g) {
@@ -41,14 +53,14 @@ func (m *changeMarks) end(id uint64) {
 	s.busy.Add(-1)
 }
 
-// now returns the generation a read takes before it starts: never 0, so
-// that 0 can mean "not read this way".
-func (m *changeMarks) now() uint64 { return m.gen.Load() + 1 }
+// now returns the generation a read takes before it starts.
+func (m *changeMarks) now() uint64 { return generation.Load() + 1 }
 
-// unchanged reports whether record id has not changed since a read that
-// took generation g (now) before it started. The busy count is read first:
-// a change that ends between the two loads has then raised last.
+// unchanged reports whether record id has not changed since a read of this
+// Journal that took generation g (now) before it started: no change to a
+// record of its slot is under way, and none ended after g. The busy count is
+// read first: a change that ends between the two loads has then raised last.
 func (m *changeMarks) unchanged(id, g uint64) bool {
 	s := &m.slots[id%markSlots]
-	return s.busy.Load() == 0 && s.last.Load() < g
+	return g > m.opened && s.busy.Load() == 0 && s.last.Load() < g
 }

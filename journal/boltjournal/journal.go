@@ -163,6 +163,7 @@ func openJournal(path string, timeout time.Duration, readOnly bool, keys *keyrin
 	j = &Journal{db: db, path: path, abs: abs, readOnly: readOnly, keyring: keys, now: time.Now,
 		pageSize: db.Info().PageSize, stopWarming: make(chan struct{})}
 	j.commit.init()
+	j.changes.open()
 	if err := j.init(); err != nil {
 		db.Close()
 		return nil, err

@@ -108,9 +108,10 @@ func (j *Journal) checkBody(rec *Record) error {
 
 // reget is get for a record a listing returned (readPending). Resume reads
 // every record twice, listing then sending, and decoding is most of a read.
-// While no change to the record began since the listing (changes.go), the
-// listing's copy of its value stands: a body stored inline is taken from it,
-// and nothing is read. Otherwise, while the file holds the metadata it was
+// While the change marks (changes.go) show no change to a record of its slot
+// under way or ended since the listing took its generation, the listing's
+// copy of its value stands: a body stored inline is taken from it, and
+// nothing is read. Otherwise, while the file holds the metadata it was
 // listed from, only the body is read; the metadata is decoded again only if
 // it changed. The listed record's fields stand for the metadata: a caller
 // that changed them without an Update gets its changes back (Resume changes
@@ -151,8 +152,8 @@ func (j *Journal) reget(l *Record) (*Record, error) {
 	return rec, nil
 }
 
-// fromListed returns a copy of l, a record listed from metadata the file
-// still holds, with body, its body as stored (not a transaction's memory).
+// fromListed returns a copy of l, a record listed from metadata still
+// current, with body, its body as stored (not a transaction's memory).
 func (j *Journal) fromListed(l *Record, body []byte) (*Record, error) {
 	// The listed record's fields are what the file holds; its maps and
 	// slices are the caller's, so the copy gets its own.

@@ -294,10 +294,28 @@ func TestRegetReadsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// A record listed through a Journal since closed is read from the file by
+// the Journal opened after it, which did not see what changed it since.
+func TestRegetAfterReopenReadsTheFile(t *testing.T) {
+	ctx := context.Background()
+	j, _ := testJournal(t)
+	insertWithBody(t, j, "a", `{"amount":700}`)
+	page, err := j.pendingAfter(0, 10)
+	require.NoError(t, err)
+	_, err = j.Resolve(journal.Name{Key: "a"}, http.StatusCreated)
+	require.NoError(t, err)
+	j = reopen(t, j)
+	got, err := j.Reload(ctx, page[0])
+	require.NoError(t, err)
+	require.Equal(t, StateSettled, got.State)
+}
+
 // A change under way, or ended after a listing took its generation, makes
 // reget read the file; one ended before does not.
 func TestChangeMarks(t *testing.T) {
-	var m changeMarks
+	var m, later changeMarks
+	m.open()
+	require.False(t, m.unchanged(7, m.opened), "read before the Journal opened")
 	m.begin(7)
 	m.end(7)
 	g := m.now()
@@ -309,6 +327,9 @@ func TestChangeMarks(t *testing.T) {
 	require.False(t, m.unchanged(7, g), "ended after the read")
 	require.False(t, m.unchanged(7+markSlots, g), "a record sharing the slot")
 	require.True(t, m.unchanged(7, m.now()))
+	g = m.now()
+	later.open()
+	require.False(t, later.unchanged(7, g), "read through another Journal")
 }
 
 // A listing decodes a record only when it yields it: a caller that stops
@@ -431,6 +452,7 @@ func TestRegetSeesUpdatesThatReturned(t *testing.T) {
 				finished = true
 			default:
 			}
+			require.NoError(t, j.flush()) // so that the listing reads the file, often
 			page, err := j.pendingAfter(0, 1)
 			require.NoError(t, err)
 			require.Len(t, page, 1)
