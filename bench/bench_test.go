@@ -108,6 +108,27 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+	// Allocations per operation: Resume's passes, the floor resume's and the
+	// plain sends', each a positive count.
+	allocLines := 0
+	for _, line := range strings.Split(report, "\n") {
+		_, rest, ok := strings.Cut(line, "allocs    per operation during Resume: ")
+		if !ok {
+			_, rest, ok = strings.Cut(line, "; ")
+			if !ok || !strings.Contains(rest, " allocations, ") {
+				continue
+			}
+			_, rest, _ = strings.Cut(rest, "; ")
+		}
+		n, _, _ := strings.Cut(rest, " allocations")
+		if v, err := strconv.ParseFloat(n, 64); err != nil || v <= 0 {
+			t.Errorf("line %q: allocations per operation %q is not a positive number", line, n)
+		}
+		allocLines++
+	}
+	if want := 3 + 2 + 2; runtime.GOOS == "linux" && allocLines != want { // passes, floor resumes, plain sends
+		t.Errorf("%d lines with allocations per resumed operation, want %d", allocLines, want)
+	}
 	if passes := strings.Count(report, "200 re-sent, 200 answered 201"); runtime.GOOS == "linux" && passes != 3 {
 		t.Errorf("%d resume passes reported, want 3 (warm, cold and wide)", passes)
 	}

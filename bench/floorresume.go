@@ -79,7 +79,7 @@ func floorResume(ctx context.Context, path string, base http.RoundTripper, n, co
 	errs := make([]error, conc)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	t0, cpu0 := time.Now(), processCPU()
+	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
 	wg.Go(func() { readInOrder(path) })
 	for i := range conc {
 		wg.Go(func() {
@@ -112,7 +112,7 @@ func floorResume(ctx context.Context, path string, base http.RoundTripper, n, co
 	}
 	close(work)
 	wg.Wait()
-	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0}
+	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0, alloc: alloc0.since()}
 	for _, err := range errs {
 		if err != nil {
 			return sendRun{}, err

@@ -38,6 +38,12 @@ func overDur[T any](rounds []T, f func(T) time.Duration) time.Duration {
 	return time.Duration(over(rounds, func(x T) float64 { return float64(f(x)) }))
 }
 
+// overAllocs is over for allocation counts, each median taken on its own.
+func overAllocs[T any](rounds []T, f func(T) allocs) allocs {
+	return allocs{uint64(over(rounds, func(x T) float64 { return float64(f(x).n) })),
+		uint64(over(rounds, func(x T) float64 { return float64(f(x).bytes) }))}
+}
+
 // paired returns the median over rounds of f(a, b) for the two clients'
 // samples of the same round.
 func paired(a, b []*sample, f func(a, b *sample) float64) float64 {

@@ -266,9 +266,10 @@ func (r *report) floorResume(rr *resumeResult) {
 // round over the rounds that ran both.
 func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []resumePass, plain []sendRun) {
 	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
-	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
+	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s; %s per op)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
 		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n))
+		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
+		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
 	m := min(len(ps), len(resumes), len(plain))
 	floor, resume := make([]float64, m), make([]float64, m)
 	for i := range m {
@@ -283,10 +284,11 @@ func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []res
 // medians over rounds.
 func (r *report) plain(n, conc int, ps []sendRun) {
 	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
-	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; CPU per POST: client %s, server %s)\n",
+	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; CPU per POST: client %s, server %s; %s per POST)\n",
 		n, conc, fmtDur(took), float64(n)/took.Seconds(),
 		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n))
+		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
+		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
 }
 
 // perOp prints d shared among n operations.
@@ -316,6 +318,8 @@ func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
 	r.printf("    cpu       CPU per operation during Resume: client %s (getrusage of this process), server %s\n",
 		perOp(overDur(ps, func(p resumePass) time.Duration { return p.cpu }), n),
 		perOp(overDur(ps, func(p resumePass) time.Duration { return p.serverCPU }), n))
+	r.printf("    allocs    per operation during Resume: %s (runtime.MemStats of this process)\n",
+		overAllocs(ps, func(p resumePass) allocs { return p.alloc }).perOp(n))
 	if least.firstErr != nil || least.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-least.ok, n, least.firstErr)
 	}

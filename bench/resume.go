@@ -52,6 +52,7 @@ type resumeResult struct {
 // meanwhile (processCPU) and the server's (childCPU).
 type sendRun struct {
 	took, cpu, serverCPU time.Duration
+	alloc                allocs // this process's, during the sends
 }
 
 // wideConc is the ResumeConcurrency of the third pass: as many at once as
@@ -69,6 +70,7 @@ type resumePass struct {
 	heapBefore uint64        // HeapInuse after Open, before Resume
 	heapPeak   uint64        // largest HeapInuse sampled during Resume
 	cpu        time.Duration // the client process's CPU time during Resume (processCPU)
+	alloc      allocs        // this process's allocations during Resume
 	serverCPU  time.Duration // the server's CPU time during Resume (childCPU)
 }
 
@@ -199,7 +201,7 @@ func resumeOnce(ctx context.Context, path string, conc int, profile string) (res
 	if err != nil {
 		return p, err
 	}
-	t0, cpu0 := time.Now(), processCPU()
+	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
 	err = c.Resume(ctx, func(o idem.Outcome) {
 		p.resent++
 		if o.Err == nil {
@@ -211,7 +213,7 @@ func resumeOnce(ctx context.Context, path string, conc int, profile string) (res
 			p.firstErr = o.Err
 		}
 	})
-	p.done, p.cpu = time.Since(t0), processCPU()-cpu0
+	p.done, p.cpu, p.alloc = time.Since(t0), processCPU()-cpu0, alloc0.since()
 	p.heapPeak = stop()
 	if perr := stopProfile(); err == nil {
 		err = perr
@@ -262,7 +264,7 @@ func sendPlain(ctx context.Context, url string, n, conc int) (sendRun, error) {
 	var next atomic.Int64
 	errs := make([]error, conc)
 	var wg sync.WaitGroup
-	t0, cpu0 := time.Now(), processCPU()
+	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
 	for i := range conc {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) && errs[i] == nil {
@@ -271,7 +273,7 @@ func sendPlain(ctx context.Context, url string, n, conc int) (sendRun, error) {
 		})
 	}
 	wg.Wait()
-	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0}
+	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0, alloc: alloc0.since()}
 	for _, err := range errs {
 		if err != nil {
 			return sendRun{}, err
