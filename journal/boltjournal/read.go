@@ -121,8 +121,9 @@ func (j *Journal) reget(l *Record) (*Record, error) {
 	if value == nil || l.Sealed {
 		return j.get(seqOf(l)) // reports why it is sealed
 	}
-	if _, body, inline, _ := splitInline(value); inline && !j.closed.Load() && j.changes.unchanged(seqOf(l), gen) {
-		return j.fromListed(l, bytes.Clone(body))
+	listedMeta, listedBody, listedInline, _ := splitInline(value)
+	if listedInline && !j.closed.Load() && j.changes.unchanged(seqOf(l), gen) {
+		return j.fromListed(l, bytes.Clone(listedBody))
 	}
 	if rec := j.unsaved(seqOf(l)); rec != nil {
 		return rec, nil
@@ -131,7 +132,7 @@ func (j *Journal) reget(l *Record) (*Record, error) {
 	err := j.view(func(tx *bolt.Tx) (err error) {
 		id := idKey(seqOf(l))
 		meta, body, inline, _ := splitInline(tx.Bucket(bucketPending).Get(id))
-		if listedMeta, _, _, _ := splitInline(value); !bytes.Equal(meta, listedMeta) {
+		if !bytes.Equal(meta, listedMeta) {
 			rec, err = j.load(tx, id)
 			return err
 		}
