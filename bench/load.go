@@ -21,10 +21,10 @@ type sample struct {
 	elapsed  time.Duration // from the start until the last worker returned
 	hist     histogram     // latency of each successful request
 
-	mallocs, bytes uint64        // runtime.MemStats Mallocs and TotalAlloc deltas
-	cpu            time.Duration // this process's user + system CPU time over the window
-	counts         journalCounts // journal counter deltas (journaled rows)
-	writeAhead     histogram     // each write-ahead commit (journaled rows)
+	alloc      allocs        // this process's allocations over the window
+	cpu        time.Duration // this process's user + system CPU time over the window
+	counts     journalCounts // journal counter deltas (journaled rows)
+	writeAhead histogram     // each write-ahead commit (journaled rows)
 }
 
 func (s *sample) reqPerSec() float64 { return float64(s.requests) / s.elapsed.Seconds() }
@@ -70,9 +70,8 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	var wg sync.WaitGroup
 	s := &sample{}
 
-	var before, after runtime.MemStats
 	runtime.GC()
-	runtime.ReadMemStats(&before)
+	alloc0 := allocsNow()
 	var counts0 journalCounts
 	if cl.commits != nil {
 		counts0 = cl.commits()
@@ -111,7 +110,7 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	wg.Wait()
 	s.elapsed = time.Since(start)
 	s.cpu = processCPU() - cpu0
-	runtime.ReadMemStats(&after)
+	s.alloc = alloc0.since()
 	if cl.commits != nil {
 		c := cl.commits()
 		s.counts = journalCounts{c.commits - counts0.commits, c.writeAheads - counts0.writeAheads, c.pages - counts0.pages}
@@ -120,8 +119,6 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 		s.writeAhead = cl.writeAheads.take()
 	}
 
-	s.mallocs = after.Mallocs - before.Mallocs
-	s.bytes = after.TotalAlloc - before.TotalAlloc
 	for i := range workers {
 		w := &workers[i]
 		s.hist.merge(&w.hist)

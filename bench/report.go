@@ -77,8 +77,8 @@ func (r *report) level(lvl *levelResult) {
 		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s %9s %13s\n", row.name,
 			over(ss, (*sample).reqPerSec),
 			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(ss, p99))),
-			over(ss, func(s *sample) float64 { return s.perReq(s.mallocs) }),
-			over(ss, func(s *sample) float64 { return s.perReq(s.bytes) }),
+			over(ss, func(s *sample) float64 { return s.perReq(s.alloc.n) }),
+			over(ss, func(s *sample) float64 { return s.perReq(s.alloc.bytes) }),
 			commits,
 			fmtDur(asDuration(over(ss, func(s *sample) float64 { return s.perReq(uint64(s.cpu)) }))),
 			pages)
