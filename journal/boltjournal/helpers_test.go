@@ -175,7 +175,7 @@ func peakDuring(f func()) float64 {
 
 // pendingAfter reads a page of a listing (readPending) and decodes it whole.
 func (j *Journal) pendingAfter(after uint64, n int) ([]*Record, error) {
-	page, gen, err := j.readPending(after, n)
+	page, gen, _, err := j.readPending(after, n, nil)
 	if err != nil {
 		return nil, err
 	}

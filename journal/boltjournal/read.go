@@ -228,19 +228,25 @@ func (j *Journal) Records() ([]*Record, error) {
 	return recs, nil
 }
 
-// pendingPage is how many pending records a listing holds at once.
-const pendingPage = 256
+// pendingPage is how many pending records a listing holds at once, and
+// pendingVisit how many a read transaction passes over at most: a listing
+// whose pick skips most records keeps its transactions short all the same.
+const (
+	pendingPage  = 256
+	pendingVisit = 16 * pendingPage
+)
 
 // pendingSeqAfter yields the pending records with an ID above after, without
 // their bodies, oldest first, reading a page at a time: memory stays bounded
 // however many are pending, and no read transaction is open while the caller
 // works. A record is decoded when it is yielded, so a caller that stops early
-// (Resume, once its queue is full) decodes no more than it took. A read error
-// ends the sequence and is stored in *errp.
-func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
+// (Resume, once its queue is full) decodes no more than it took. pick, if
+// not nil, judges each record by its target as it is read
+// (journal.Picker). A read error ends the sequence and is stored in *errp.
+func (j *Journal) pendingSeqAfter(after uint64, pick func(uint64, []byte) journal.Pick, errp *error) iter.Seq[*Record] {
 	return func(yield func(*Record) bool) {
 		for {
-			page, gen, err := j.readPending(after, pendingPage)
+			page, gen, next, err := j.readPending(after, pendingPage, pick)
 			if err != nil {
 				*errp = err
 				return
@@ -255,10 +261,10 @@ func (j *Journal) pendingSeqAfter(after uint64, errp *error) iter.Seq[*Record] {
 					return
 				}
 			}
-			if len(page) < pendingPage {
+			if next == 0 {
 				return
 			}
-			after = page[len(page)-1].id
+			after = next
 		}
 	}
 }
@@ -275,34 +281,52 @@ type pageEntry struct {
 }
 
 // readPending reads at most n pending records with an ID above after, in ID
-// order: a page of a listing, and the change generation taken before the
-// read (changes.go). It reads the newest state: a deferred change
-// (deferred.go) stands in for what the file holds, and is taken before the
-// file is read, so that one committed meanwhile is seen in the file.
-func (j *Journal) readPending(after uint64, n int) (page []pageEntry, gen uint64, _ error) {
+// order: a page of a listing, the change generation taken before the read
+// (changes.go), and the ID after which the next page starts (0: the listing
+// is over). It reads the newest state: a deferred change (deferred.go)
+// stands in for what the file holds, and is taken before the file is read,
+// so that one committed meanwhile is seen in the file. pick, if not nil,
+// judges each record the file holds by its target before it is copied.
+func (j *Journal) readPending(after uint64, n int, pick func(uint64, []byte) journal.Pick) (page []pageEntry, gen, next uint64, _ error) {
 	gen = j.changes.now()
 	changed := j.unsavedWrites()
 	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketPending).Cursor()
-		for k, v := c.Seek(idKey(after + 1)); k != nil && len(page) < n; k, v = c.Next() {
+		visited := 0
+		for k, v := c.Seek(idKey(after + 1)); k != nil; k, v = c.Next() {
 			if len(k) != 8 {
 				return fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, k)
 			}
 			id := binary.BigEndian.Uint64(k)
+			if len(page) == n || visited == pendingVisit {
+				next = id - 1
+				return nil
+			}
+			visited++
 			if d := changed[id]; d != nil {
 				if d.state == StatePending { // the change stands in for the file's value
 					page = append(page, pageEntry{id: id, d: d})
 				}
 				continue // else settled, or given up for good, since: not listed
 			}
+			if pick != nil {
+				if target, ok := peekTarget(v); ok {
+					switch pick(id, target) {
+					case journal.Skip:
+						continue
+					case journal.Stop:
+						return nil
+					}
+				}
+			}
 			page = append(page, pageEntry{id: id, value: bytes.Clone(v)})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	return page, gen, nil
+	return page, gen, next, nil
 }
 
 // listedRecord decodes a record a listing read, without its body, and notes

@@ -25,7 +25,7 @@ func parseBinary(v []byte) (storedRecord, error) {
 	var sb strings.Builder
 	sb.Grow(len(meta) + 36 + 32 + 64) // a UUID, a credential tag, a SHA-256
 	sb.Write(meta)
-	d := &binReader{s: sb.String(), i: 1, ok: len(meta) > 0 && meta[0] == binaryTag}
+	d := &binReader[string]{s: sb.String(), i: 1, ok: len(meta) > 0 && meta[0] == binaryTag}
 	hexOf := func(n int, uuid bool) string {
 		raw := d.take(n)
 		if len(raw) != n {
@@ -82,32 +82,77 @@ func parseBinary(v []byte) (storedRecord, error) {
 	return storedRecord{Record: r, Box: box}, nil
 }
 
+// peekTarget returns the target of a stored value in the binary form, its
+// Location if it has one, else its URL (a sealed record's part before the
+// query), read in place: v's memory, nothing built. It walks the fields in
+// parseBinary's order, skipping them. ok is false for a value in the JSON
+// form, or damaged.
+func peekTarget(v []byte) (target []byte, ok bool) {
+	meta, _, _, ok := splitInline(v)
+	if !ok || len(meta) == 0 || meta[0] != binaryTag {
+		return nil, false
+	}
+	d := &binReader[[]byte]{s: meta, i: 1, ok: true}
+	flags := d.uvarint()
+	d.skip(flags&flagRawKey != 0, 16) // key
+	d.str()                           // operation ID
+	d.str()                           // method
+	url := d.str()
+	d.str() // host
+	d.skipHeader()
+	d.skipList() // dropped
+	d.skipList() // dropped query
+	d.str()      // identity
+	d.skip(flags&flagRawCred != 0, 16)
+	d.str() // content type
+	d.str() // content encoding
+	d.skip(flags&flagRawSHA != 0, 32)
+	d.skipTime() // created
+	d.byte()     // state
+	d.uvarint()  // attempts
+	d.skipTime() // last attempt
+	d.skipTime() // next attempt
+	d.uvarint()  // status
+	d.str()      // last error
+	d.skipTime() // updated
+	d.str()      // key ID
+	location := d.str()
+	switch {
+	case !d.ok:
+		return nil, false
+	case len(location) > 0:
+		return location, true
+	}
+	return url, true
+}
+
 // binReader reads the binary form from s[i:]. Once a read fails, ok is
 // false and every later read returns a zero value.
-type binReader struct {
-	s  string
+type binReader[T string | []byte] struct {
+	s  T
 	i  int
 	ok bool
 }
 
-func (d *binReader) take(n int) string {
+func (d *binReader[T]) take(n int) T {
 	if !d.ok || n < 0 || n > len(d.s)-d.i {
 		d.ok = false
-		return ""
+		var none T
+		return none
 	}
 	v := d.s[d.i : d.i+n]
 	d.i += n
 	return v
 }
 
-func (d *binReader) byte() byte {
-	if v := d.take(1); v != "" {
+func (d *binReader[T]) byte() byte {
+	if v := d.take(1); len(v) == 1 {
 		return v[0]
 	}
 	return 0
 }
 
-func (d *binReader) uvarint() uint64 {
+func (d *binReader[T]) uvarint() uint64 {
 	var v uint64
 	for shift := uint(0); d.ok && d.i < len(d.s) && shift < 64; shift += 7 {
 		c := d.s[d.i]
@@ -124,12 +169,12 @@ func (d *binReader) uvarint() uint64 {
 	return 0
 }
 
-func (d *binReader) varint() int64 {
+func (d *binReader[T]) varint() int64 {
 	u := d.uvarint()
 	return int64(u>>1) ^ -int64(u&1) // as binary.Varint decodes
 }
 
-func (d *binReader) int() int {
+func (d *binReader[T]) int() int {
 	v := d.varint()
 	if v < math.MinInt || v > math.MaxInt {
 		d.ok = false
@@ -138,16 +183,17 @@ func (d *binReader) int() int {
 	return int(v)
 }
 
-func (d *binReader) str() string {
+func (d *binReader[T]) str() T {
 	n := d.uvarint()
 	if n > uint64(len(d.s)) {
 		d.ok = false
-		return ""
+		var none T
+		return none
 	}
 	return d.take(int(n))
 }
 
-func (d *binReader) list() []string {
+func (d *binReader[T]) list() []string {
 	n := d.uvarint()
 	if n == 0 || n-1 > uint64(len(d.s)-d.i) { // each string takes a byte at least
 		d.ok = d.ok && n == 0
@@ -155,12 +201,12 @@ func (d *binReader) list() []string {
 	}
 	l := make([]string, n-1)
 	for i := range l {
-		l[i] = d.str()
+		l[i] = string(d.str())
 	}
 	return l
 }
 
-func (d *binReader) header() http.Header {
+func (d *binReader[T]) header() http.Header {
 	n := d.uvarint()
 	if n == 0 || n > uint64(len(d.s)-d.i) {
 		d.ok = d.ok && n == 0
@@ -168,13 +214,50 @@ func (d *binReader) header() http.Header {
 	}
 	h := make(http.Header, n)
 	for range n {
-		k := d.str()
+		k := string(d.str())
 		h[k] = d.list()
 	}
 	return h
 }
 
-func (d *binReader) time() time.Time {
+// skip passes over n raw bytes if raw, else over a string.
+func (d *binReader[T]) skip(raw bool, n int) {
+	if raw {
+		d.take(n)
+	} else {
+		d.str()
+	}
+}
+
+// skipList and skipHeader pass over what list and header read.
+func (d *binReader[T]) skipList() {
+	for n := d.uvarint(); n > 1 && d.ok; n-- {
+		d.str()
+	}
+}
+
+func (d *binReader[T]) skipHeader() {
+	for n := d.uvarint(); n > 0 && d.ok; n-- {
+		d.str()
+		d.skipList()
+	}
+}
+
+// skipTime passes over what time reads.
+func (d *binReader[T]) skipTime() {
+	switch d.byte() {
+	case timeZero:
+	case timeOffset:
+		d.varint()
+		d.uvarint()
+		d.varint()
+	default:
+		d.varint()
+		d.uvarint()
+	}
+}
+
+func (d *binReader[T]) time() time.Time {
 	kind := d.byte()
 	if kind == timeZero || !d.ok {
 		return time.Time{}

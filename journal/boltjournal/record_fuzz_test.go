@@ -47,9 +47,11 @@ func fuzzSeeds() []*Record {
 	settled := &Record{Key: "caller-key-1", CallerKey: true, Method: http.MethodPatch, URL: "http://127.0.0.1:8080/orders/7",
 		Host: "orders.internal", CredentialTag: "5d0c1f0a3b2e4d6c8a9b7e1f2c3d4e5f", ContentType: "application/merge-patch+json", BodySHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 		Created: at, Updated: at.Add(time.Hour), State: StateSettled, Attempts: 1, Status: 201}
+	moved := *pending // answered 307: sent to its Location from now on
+	moved.Location = "https://eu.api.test/v2/payments?mode=live"
 	var seeds []*Record
 	for _, kid := range []string{"", "fuzz", "other"} {
-		for _, r := range []*Record{pending, settled} {
+		for _, r := range []*Record{pending, settled, &moved} {
 			c := *r
 			c.EncryptionKeyID = kid
 			seeds = append(seeds, &c)
@@ -70,11 +72,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	f.Add([]byte(`{"kid":"nope","sealed":"AQID"}`), []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, meta, body []byte) {
+		target, peeked := peekTarget(meta)
 		rec, sealErr, err := k.decodeStored(meta, body)
 		if err != nil {
 			require.Nil(t, rec)
 			return
 		}
+		requirePeeked(t, meta, rec, target, peeked)
 		if sealErr != nil {
 			require.True(t, rec.Sealed)
 			require.True(t, errors.Is(sealErr, journal.ErrDecrypt) || errors.Is(sealErr, journal.ErrUnknownEncryptionKey), sealErr)
@@ -92,6 +96,24 @@ func FuzzDecodeRecord(f *testing.F) {
 		require.NoError(t, sealErr)
 		requireSameRecord(t, rec, rec2)
 	})
+}
+
+// requirePeeked asserts that peekTarget read from meta, the value rec was
+// decoded from, rec's target: whole, or in a sealed record its part before
+// the query. It reads every value in the binary form.
+func requirePeeked(tb testing.TB, meta []byte, rec *Record, target []byte, ok bool) {
+	tb.Helper()
+	if len(meta) == 0 || meta[0] != binaryTag {
+		require.False(tb, ok, "a JSON value has no target to peek")
+		return
+	}
+	require.True(tb, ok)
+	if rec.EncryptionKeyID == "" {
+		require.Equal(tb, rec.Target(), string(target))
+		return
+	}
+	plain, _ := splitURL(rec.Target())
+	require.Equal(tb, plain, string(target))
 }
 
 // requireSameRecord asserts a and b hold the same record: the same JSON (the
@@ -118,6 +140,8 @@ func TestDecodeRecordSeedsRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, sealErr)
 		requireSameRecord(t, r, got)
+		target, ok := peekTarget(withBody(meta, body))
+		requirePeeked(t, meta, got, target, ok)
 		if r.EncryptionKeyID != "" {
 			require.NotContains(t, string(meta), "X-Trace")
 			require.NotContains(t, string(meta), "mode=live")

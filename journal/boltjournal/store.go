@@ -56,10 +56,17 @@ func (j *Journal) Flush(context.Context) error { return j.flush() }
 // whose sequence number is above after (journal.Store). Each keeps, in its
 // Ref, the value it was read from, a body stored inline (at most 2 KiB)
 // included: Reload sends from it while the record is unchanged.
-func (j *Journal) Pending(_ context.Context, after uint64) iter.Seq2[*Record, error] {
+func (j *Journal) Pending(ctx context.Context, after uint64) iter.Seq2[*Record, error] {
+	return j.PendingPicked(ctx, after, nil)
+}
+
+// PendingPicked is Pending, asking pick, if not nil, about each record by
+// its target before it is copied out of the file and decoded
+// (journal.Picker).
+func (j *Journal) PendingPicked(_ context.Context, after uint64, pick func(seq uint64, target []byte) journal.Pick) iter.Seq2[*Record, error] {
 	return func(yield func(*Record, error) bool) {
 		var err error
-		for rec := range j.pendingSeqAfter(after, &err) {
+		for rec := range j.pendingSeqAfter(after, pick, &err) {
 			if !yield(rec, nil) {
 				return
 			}
