@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -75,16 +74,6 @@ func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 		return err
 	}
 	return t.newResumeRun(ctx, lim, nil, fn, func(time.Time) {}).all() // resume_pass.go
-}
-
-// recordHost is the host (host:port) of a journaled operation's URL, which
-// names its retry budget.
-func recordHost(rec *Record) string {
-	u, err := url.Parse(rec.Target())
-	if err != nil {
-		return ""
-	}
-	return budgetHost(u)
 }
 
 // resumeDenied reports an operation that Resume did not send because its

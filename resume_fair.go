@@ -95,6 +95,23 @@ func (p *fairPool) add(host string, rec *Record) added {
 	return res
 }
 
+// roomFor returns how many more records host's queue takes.
+func (p *fairPool) roomFor(host string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return max(0, p.perHost-len(p.queues[host]))
+}
+
+// hold notes that a scanner left host's records out, as add does when it
+// refuses one: the scanner is told once host's queue is at most half full.
+// It reports whether it is already.
+func (p *fairPool) hold(host string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.full[host] = true
+	return len(p.queues[host]) <= p.perHost/2
+}
+
 // longest returns the host with the longest queue. p.mu is held. It scans
 // the queued hosts, at most maxQueued, and runs only when the pool is full.
 func (p *fairPool) longest() string {

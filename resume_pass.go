@@ -58,19 +58,20 @@ func (t *Transport) newResumeRun(ctx context.Context, lim limits, stop <-chan st
 // has been queued; it returns when all have been sent. This is Resume.
 func (r *resumeRun) all() error {
 	var err error
-	left := r.scan(r.pending(0, &err), nil)
-	for !left.empty() && err == nil && r.waitRoom() {
-		left = r.scan(r.pending(left.from()-1, &err), left)
+	left := r.scan(0, nil, &err)
+	for !left.empty() && err == nil && r.waitRoom(left) {
+		left = r.scan(left.from()-1, left, &err)
 	}
 	r.pool.wait()
 	return err
 }
 
-// pending is the journal's pending records from the first past after
-// (Store.Pending); a read error ends it and is stored in *errp.
-func (r *resumeRun) pending(after uint64, errp *error) iter.Seq[*Record] {
+// pending is the journal's pending records from the first past after, less
+// those pick passes over (journal.Picked); a read error ends it and is
+// stored in *errp.
+func (r *resumeRun) pending(after uint64, pick func(uint64, []byte) journal.Pick, errp *error) iter.Seq[*Record] {
 	return func(yield func(*Record) bool) {
-		for rec, err := range r.t.journal.Pending(r.ctx, after) {
+		for rec, err := range journal.Picked(r.ctx, r.t.journal, after, pick) {
 			if err != nil {
 				*errp = err
 				return
@@ -115,6 +116,19 @@ func (l *leftOut) takes(host string, id uint64) bool {
 	return ok && id >= from
 }
 
+// holdsAll reports whether l leaves out every host only does.
+func (l *leftOut) holdsAll(only *leftOut) bool {
+	if len(l.hosts) < len(only.hosts) {
+		return false
+	}
+	for h := range only.hosts {
+		if _, ok := l.hosts[h]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // hold notes that host's records from id on are left out, unless an earlier
 // one of host's is already.
 func (l *leftOut) hold(host string, id uint64) {
@@ -126,16 +140,17 @@ func (l *leftOut) hold(host string, id uint64) {
 	}
 }
 
-// scan queues the due records of recs and starts their sends; it notes when
-// the others come due. With only set, it takes only the records only left
-// out. It returns what it left out itself: records of hosts whose queue was
-// full, or all past the one the full pool refused.
-func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
+// scan queues the due records past after and starts their sends; it notes
+// when the others come due. With only set, it takes only the records only
+// left out. It returns what it left out itself: records of hosts whose
+// queue was full, or all past the one the full pool refused. A read error
+// ends it and is stored in *errp.
+func (r *resumeRun) scan(after uint64, only *leftOut, errp *error) *leftOut {
 	t := r.t
 	left := &leftOut{}
 	refused := 0 // hosts of only.hosts left out again
 	added := 0
-	for rec := range recs {
+	for rec := range r.pending(after, r.picker(left, only), errp) {
 		if r.ctx.Err() != nil || closed(r.stop) {
 			break
 		}
@@ -143,7 +158,7 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 		if only != nil && !only.takes(host, seqOf(rec)) {
 			continue
 		}
-		if _, ok := left.hosts[host]; ok {
+		if from, ok := left.hosts[host]; ok && seqOf(rec) >= from {
 			continue // keep each host's operations in order
 		}
 		// Past KeyTTL it is due at once, whatever the server asked: it is
@@ -194,9 +209,14 @@ func (r *resumeRun) scan(recs iter.Seq[*Record], only *leftOut) *leftOut {
 	return left
 }
 
-// waitRoom waits until a host whose queue was full has room again. It
-// returns false if the run is to stop.
-func (r *resumeRun) waitRoom() bool {
+// waitRoom waits until a host whose records left left out has room again,
+// or the pool, if it was full. It returns false if the run is to stop.
+func (r *resumeRun) waitRoom(left *leftOut) bool {
+	for host := range left.hosts {
+		if r.pool.hold(host) {
+			return true
+		}
+	}
 	select {
 	case <-r.pool.room:
 		return true

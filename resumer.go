@@ -124,7 +124,7 @@ func (r *resumer) pass() time.Time {
 	wake := t.clock.Now().Add(t.cfg.ResumeInterval)
 	var err error
 	r.run.newPass()
-	r.run.scan(r.run.pending(0, &err), nil) // what it leaves for later is noted
+	r.run.scan(0, nil, &err) // what it leaves for later is noted
 	if err != nil && r.ctx.Err() == nil && !closed(r.quit) {
 		if l := t.cfg.Logger; l != nil {
 			l.Log(r.ctx, slog.LevelError, "idem: resumer cannot read the journal", "err", err.Error())
