@@ -99,6 +99,25 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
+	_, commits, _ := strings.Cut(report, "commits under load")
+	commitRows := map[string]int{}
+	for line := range strings.Lines(commits) {
+		row := strings.TrimSpace(line)
+		if strings.HasPrefix(row, "c=") {
+			_, row, _ = strings.Cut(row, " ")
+			row = strings.TrimSpace(row)
+		}
+		for _, name := range []string{"idem POST", floorRow} {
+			if strings.HasPrefix(row, name+" ") {
+				commitRows[name]++
+				checkCommitRow(t, row)
+			}
+		}
+	}
+	if commitRows["idem POST"] != len(cfg.conc) || commitRows[floorRow] != len(cfg.conc) {
+		t.Errorf("commit rows %v, want %d of each", commitRows, len(cfg.conc))
+	}
+
 	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
 		"peak HeapInuse", "CPU per operation during Resume: client", "the same 200 POSTs sent by plain net/http",
@@ -162,6 +181,31 @@ func TestHistogramQuantile(t *testing.T) {
 		if diff := float64(got-c.want) / float64(c.want); diff < -0.016 || diff > 0.016 {
 			t.Errorf("quantile(%v) = %v, want %v within 1.6%%", c.q, got, c.want)
 		}
+	}
+}
+
+// checkCommitRow checks a row of the commit table after its level: the
+// client's name, then an interval, ops and pages per commit, and three
+// times per commit, the write no longer than the commit.
+func checkCommitRow(t *testing.T, row string) {
+	t.Helper()
+	f := strings.Fields(row)
+	if len(f) != 8 {
+		t.Errorf("commit row %q: %d columns, want 8", row, len(f))
+		return
+	}
+	var d [4]time.Duration
+	for i, col := range []int{2, 5, 6, 7} {
+		var err error
+		if d[i], err = time.ParseDuration(f[col]); err != nil || d[i] <= 0 {
+			t.Errorf("commit row %q: %q is not a positive duration", row, f[col])
+		}
+	}
+	if ops, err := strconv.ParseFloat(f[3], 64); err != nil || ops < 1 {
+		t.Errorf("commit row %q: ops/commit %q, want a number >= 1", row, f[3])
+	}
+	if d[2] > d[1] {
+		t.Errorf("commit row %q: write+fsync %v longer than the commit %v", row, d[2], d[1])
 	}
 }
 

@@ -168,15 +168,24 @@ func (w *writeAheadTimes) take() histogram {
 }
 
 // journalCounts are a journal's counters: its commits, the records written
-// ahead, and the pages its commits wrote (0 where not known: PostgreSQL).
+// ahead, the pages its commits wrote, the wall time of its commits and the
+// part of it bbolt spent writing and fsyncing (pages and times 0 where not
+// known: PostgreSQL).
 type journalCounts struct {
 	commits, writeAheads, pages uint64
+	commitTime, writeTime       time.Duration
+}
+
+// since returns the counts from b to c.
+func (c journalCounts) since(b journalCounts) journalCounts {
+	return journalCounts{c.commits - b.commits, c.writeAheads - b.writeAheads, c.pages - b.pages,
+		c.commitTime - b.commitTime, c.writeTime - b.writeTime}
 }
 
 // boltCommits reads the bbolt journal's Stats.
 func boltCommits(j *idem.Journal) func() journalCounts {
 	return func() journalCounts {
 		st := j.Stats()
-		return journalCounts{st.Commits, st.WriteAheads, st.PagesWritten}
+		return journalCounts{st.Commits, st.WriteAheads, st.PagesWritten, st.CommitTime, st.WriteTime}
 	}
 }

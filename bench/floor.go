@@ -44,6 +44,7 @@ type floorTransport struct {
 	done    chan struct{}
 
 	commits, writeAheads atomic.Uint64
+	commitTime           atomic.Int64 // nanoseconds in db.Update
 	closeOnce            sync.Once
 	closeErr             error
 }
@@ -178,6 +179,7 @@ func (f *floorTransport) commit() {
 	if len(puts) == 0 && len(deletes) == 0 {
 		return
 	}
+	start := time.Now()
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(floorBucket)
 		for _, p := range puts {
@@ -192,6 +194,7 @@ func (f *floorTransport) commit() {
 		}
 		return nil
 	})
+	f.commitTime.Add(int64(time.Since(start)))
 	f.commits.Add(1)
 	f.writeAheads.Add(uint64(len(puts)))
 	for _, p := range puts {
@@ -202,7 +205,8 @@ func (f *floorTransport) commit() {
 // stats returns the floor's counters so far.
 func (f *floorTransport) stats() journalCounts {
 	st := f.db.Stats()
-	return journalCounts{f.commits.Load(), f.writeAheads.Load(), uint64(st.TxStats.GetWrite())}
+	return journalCounts{f.commits.Load(), f.writeAheads.Load(), uint64(st.TxStats.GetWrite()),
+		time.Duration(f.commitTime.Load()), st.TxStats.GetWriteTime()}
 }
 
 // Close commits what is queued and closes the file; later calls do

@@ -112,8 +112,7 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	s.cpu = processCPU() - cpu0
 	s.alloc = alloc0.since()
 	if cl.commits != nil {
-		c := cl.commits()
-		s.counts = journalCounts{c.commits - counts0.commits, c.writeAheads - counts0.writeAheads, c.pages - counts0.pages}
+		s.counts = cl.commits().since(counts0)
 	}
 	if cl.writeAheads != nil {
 		s.writeAhead = cl.writeAheads.take()

@@ -85,6 +85,7 @@ type Journal struct {
 	closed      atomic.Bool // Close began: reads that touch no file say so too
 
 	commits, writeAheads atomic.Uint64
+	commitTime           atomic.Int64 // nanoseconds in committed write transactions
 	// written is the newest time of a record in the file or given to it,
 	// in Unix nanoseconds (written.go).
 	written atomic.Int64
@@ -280,9 +281,11 @@ func (j *Journal) Close() error {
 // page into journal.ErrCorrupt and a closed database into journal.ErrClosed.
 func (j *Journal) view(fn func(*bolt.Tx) error) error { return j.tx(j.db.View, fn) }
 func (j *Journal) update(fn func(*bolt.Tx) error) error {
+	start := time.Now()
 	err := j.tx(j.db.Update, fn)
 	if err == nil {
 		j.commits.Add(1)
+		j.commitTime.Add(int64(time.Since(start)))
 	}
 	return err
 }
@@ -295,13 +298,20 @@ type Stats struct {
 	// meta pages included (bbolt's TxStats.Write): the bytes each fsync
 	// waits for are about PagesWritten ÷ Commits pages.
 	PagesWritten uint64
+	// CommitTime is the wall time of those commits, each from the start of
+	// its write transaction to the return of its last fsync. WriteTime is
+	// the part bbolt spent writing pages and fsyncing them (TxStats'
+	// WriteTime, failed commits included): the disk's share. The rest is
+	// CPU: building each transaction and laying out its pages.
+	CommitTime, WriteTime time.Duration
 }
 
 // Stats returns the Journal's counters. It is safe to call at any time.
 func (j *Journal) Stats() Stats {
 	st := j.db.Stats()
 	return Stats{Commits: j.commits.Load(), WriteAheads: j.writeAheads.Load(),
-		PagesWritten: uint64(st.TxStats.GetWrite())}
+		PagesWritten: uint64(st.TxStats.GetWrite()),
+		CommitTime:   time.Duration(j.commitTime.Load()), WriteTime: st.TxStats.GetWriteTime()}
 }
 
 func (j *Journal) tx(run func(func(*bolt.Tx) error) error, fn func(*bolt.Tx) error) (err error) {
