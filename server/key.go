@@ -135,7 +135,14 @@ func unhex(c byte) int {
 	return -1
 }
 
-// authIdentity is the identity when Options.Identity is nil: the Authorization header.
-func authIdentity(r *http.Request) (string, error) {
-	return "authorization:" + r.Header.Get("Authorization"), nil
+// credentialIdentity is the identity when Options.Identity is nil: the request's
+// credentials, its Authorization header and, when it carries one, its Cookie header, so
+// that users told apart by a session cookie are never one scope. A request without a
+// cookie keeps the identity it had before cookies counted.
+func credentialIdentity(r *http.Request) (string, error) {
+	id := "authorization:" + r.Header.Get("Authorization")
+	if cookies := r.Header.Values("Cookie"); len(cookies) > 0 {
+		id += "\ncookie:" + strings.Join(cookies, "; ")
+	}
+	return id, nil
 }

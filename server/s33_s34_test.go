@@ -143,3 +143,21 @@ func TestDefaultIdentityIsAuthorization(t *testing.T) {
 	assert.Equal(t, a.body, again.body)
 	assert.EqualValues(t, 2, s.effects.Load())
 }
+
+// Without Options.Identity, a session cookie counts as a credential: two users told apart
+// by their cookie alone never see each other's stored response, and each user's retry
+// replays (S33).
+func TestDefaultIdentityIncludesCookie(t *testing.T) {
+	s := newService(t, server.Options{}, nil)
+	const body = `{"amount":5,"currency":"EUR"}`
+	a := s.post("k", body, "Cookie", "session=alice")
+	b := s.post("k", body, "Cookie", "session=bob")
+	assert.False(t, b.replayed(), "another user's cookie is another scope")
+	assert.NotEqual(t, a.body, b.body)
+	again := s.post("k", body, "Cookie", "session=alice")
+	assert.True(t, again.replayed())
+	assert.Equal(t, a.body, again.body)
+	bare := s.post("k", body)
+	assert.False(t, bare.replayed(), "no credentials is a scope of its own")
+	assert.EqualValues(t, 3, s.effects.Load())
+}
