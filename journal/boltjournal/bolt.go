@@ -78,6 +78,12 @@ func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(
 	opts := &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, perm)
+			if err == nil && !readOnly {
+				if err = privateIfEmpty(f); err != nil {
+					f.Close()
+					return nil, err
+				}
+			}
 			if err != nil || !lockable {
 				file = f
 				return f, err
@@ -121,4 +127,16 @@ func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(
 	default:
 		return nil, fmt.Errorf("%w: %s: %w", journal.ErrCorrupt, path, err)
 	}
+}
+
+// privateIfEmpty gives an empty file that is about to become a journal the
+// mode bbolt creates a new one with, 0600, whatever mode it was made with
+// (by touch, or a configuration tool): the journal holds request bodies. A
+// file that holds a journal already keeps its owner's choice.
+func privateIfEmpty(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() > 0 || fi.Mode().Perm() == 0o600 {
+		return err
+	}
+	return f.Chmod(0o600)
 }

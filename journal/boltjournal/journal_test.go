@@ -25,6 +25,29 @@ func TestJournalFileMode(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
 
+// An empty file that becomes a journal (made by touch, or a configuration
+// tool) gets the mode a new journal has: it will hold request bodies. A
+// file that is a journal already keeps the mode its owner gave it.
+func TestJournalInEmptyFileIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.journal")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	require.NoError(t, os.Chmod(path, 0o644)) // past the umask
+	j, err := Open(path, nil)
+	require.NoError(t, err)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	require.NoError(t, j.Close())
+	require.NoError(t, os.Chmod(path, 0o640))
+	j, err = Open(path, nil)
+	require.NoError(t, err)
+	defer j.Close()
+	fi, err = os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm(), "a journal's own mode is its owner's choice")
+}
+
 func TestJournalPathIsDirectory(t *testing.T) {
 	dir := t.TempDir()
 	start := time.Now()
