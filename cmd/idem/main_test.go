@@ -119,7 +119,7 @@ func TestJournalCommands(t *testing.T) {
 	require.Contains(t, out, `"state": "pending"`)
 	require.Contains(t, out, `\"reference\":\"order-2/charge\"`)
 
-	out, err = runIdem(t, bin, 30*time.Second, "journal", "prune", "-retention", "1ns", path)
+	out, err = runIdem(t, bin, 30*time.Second, "journal", "prune", "-retention", "1ns", "-force", path)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "pruned 1 record(s)")
 	j, err := idem.OpenJournalReadOnly(path, 0)

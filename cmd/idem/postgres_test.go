@@ -138,7 +138,7 @@ func TestJournalCommandsOnPostgres(t *testing.T) {
 	mu.Unlock()
 	require.Equal(t, map[string]int{"order-1/charge": 1, "order-2/charge": 1}, srv.Ledger().Effects)
 
-	require.Contains(t, run("journal", "prune", "-retention", "1ns", journalURL), "pruned 2 record(s)")
+	require.Contains(t, run("journal", "prune", "-retention", "1ns", "-force", journalURL), "pruned 2 record(s)")
 	require.Contains(t, run("journal", "ls", journalURL), "0 record(s)")
 	require.NotContains(t, all.String(), "s3cret", "a password never shows")
 }
