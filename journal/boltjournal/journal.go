@@ -300,9 +300,10 @@ type Stats struct {
 	PagesWritten uint64
 	// CommitTime is the wall time of those commits, each from the start of
 	// its write transaction to the return of its last fsync. WriteTime is
-	// the part bbolt spent writing pages and fsyncing them (TxStats'
-	// WriteTime, failed commits included): the disk's share. The rest is
-	// CPU: building each transaction and laying out its pages.
+	// the time bbolt spent writing pages and fsyncing them (TxStats'
+	// WriteTime, over every write transaction, failed ones included): the
+	// disk's share. The rest of CommitTime is CPU: building each
+	// transaction and laying out its pages.
 	CommitTime, WriteTime time.Duration
 }
 

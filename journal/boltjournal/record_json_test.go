@@ -118,4 +118,13 @@ func BenchmarkRecordEncode(b *testing.B) {
 			}
 		}
 	})
+	b.Run("appendBinary", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			if _, err := appendBinary(r, buf, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
