@@ -205,7 +205,9 @@ func (e *PendingError) Error() string {
 	}
 	next := ""
 	if !e.NextAttempt.IsZero() {
-		next = "; next attempt not before " + e.NextAttempt.UTC().Format(time.RFC3339)
+		// Milliseconds: a backoff is often under a second, and a time cut to
+		// the second reads as already past.
+		next = "; next attempt not before " + e.NextAttempt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	}
 	return fmt.Sprintf("idem: %s (key %s) pending after %d attempt(s): %s%s", op, e.Key, e.Attempts, cause, next)
 }
