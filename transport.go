@@ -7,6 +7,7 @@ package idem
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -338,9 +339,14 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 	case journal.ReuseSettled:
 		return &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
 	case journal.ReuseNotDue:
-		// The server asked for time (Retry-After); Resume will send it then.
-		return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+		// The server asked for time (Retry-After), or the backoff runs;
+		// Resume will send it then.
+		pending := &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
 			LastStatus: rec.Status, NextAttempt: due}
+		if rec.LastError != "" {
+			pending.Err = errors.New(rec.LastError) // the journal keeps its text only
+		}
+		return pending
 	}
 	// Pending, failed, or settled within KeyTTL: send again with the same key;
 	// for a settled one the server replays its stored response.
