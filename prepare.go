@@ -76,7 +76,11 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 // now, bound to the call's identity or credentials; sum is buf's bodySum.
 func (t *Transport) newRecord(req *http.Request, key string, callerKey bool, opID string, buf []byte, sum string, call *binding) *Record {
 	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
-	rec := &Record{Key: key, CallerKey: callerKey, OperationID: opID, Method: method(req), URL: u, Host: req.Host,
+	host := req.Host
+	if host == req.URL.Host {
+		host = "" // not an override: http.NewRequest sets it to the URL's
+	}
+	rec := &Record{Key: key, CallerKey: callerKey, OperationID: opID, Method: method(req), URL: u, Host: host,
 		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
 		DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum}
 	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed

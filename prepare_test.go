@@ -84,3 +84,27 @@ func TestPrepareRefuses(t *testing.T) {
 		t.Fatalf("Prepare(nil): %v", err)
 	}
 }
+
+// A record keeps a Host only when it overrides the URL's: http.NewRequest
+// sets Host to the URL's own, which is no override and takes no room.
+func TestPrepareKeepsOnlyHostOverride(t *testing.T) {
+	tr, _ := testTransport(t, nil)
+	for _, tc := range []struct{ host, want string }{
+		{"", ""},
+		{"api.example.test", ""},
+		{"payments.example", "payments.example"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, "https://api.example.test/payments", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tc.host
+		rec, err := tr.Prepare(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Host != tc.want || rec.TargetHost() != tc.want {
+			t.Errorf("Host %q: record keeps %q (target host %q), want %q", tc.host, rec.Host, rec.TargetHost(), tc.want)
+		}
+	}
+}
