@@ -181,7 +181,9 @@ var (
 // next-attempt time. The operation stays pending in the journal and will be
 // resumed. It unwraps to the last cause: a context error, a network error,
 // an error matching ErrRetryBudgetExhausted, or nil if the last attempt got a
-// retryable status.
+// retryable status. For a call that repeats an operation not yet due, which
+// sends nothing, it unwraps to the last cause as the journal keeps it: its
+// text only, which matches none of those.
 type PendingError struct {
 	Key         string    // the idempotency key sent on every attempt
 	OperationID string    // the caller's operation ID, or ""

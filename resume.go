@@ -138,7 +138,9 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		if req.Header == nil {
 			req.Header = make(http.Header)
 		}
-		req.Host = rec.TargetHost()
+		if host := rec.TargetHost(); host != "" {
+			req.Host = host // an override; else NewRequest's, the target's own
+		}
 		if err := t.prepareResume(req, rec); err != nil {
 			t.cfg.observer.Result(ctx, ResultEvent{State: StatePending, Status: rec.Status, Attempts: rec.Attempts,
 				Resumed: true, NotSent: true})

@@ -221,6 +221,47 @@ func TestHostOverrideJournaledAndResumed(t *testing.T) {
 	require.Equal(t, []string{"payments.example", "payments.example"}, hosts)
 }
 
+// PrepareResume sees the Host a resumed request goes out with: the
+// record's override, or else the target URL's own, as http.NewRequest sets
+// it for a call (a hook may sign or route on it).
+func TestPrepareResumeSeesHost(t *testing.T) {
+	t.Parallel()
+	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n <= 2 {
+			reply(w, http.StatusServiceUnavailable)
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	plain := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-h1", 100))
+	override := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody("order-h2", 200))
+	override.Host = "payments.example"
+	var next time.Time
+	for _, req := range []*http.Request{plain, override} {
+		_, err := tr.RoundTrip(req)
+		if n := pendingErr(t, err).NextAttempt; n.After(next) {
+			next = n // both due
+		}
+	}
+	pastNextAttempt(clk, next)
+	var mu sync.Mutex // Resume prepares several requests at once
+	var seen []string
+	tr2, err := NewTransport(tr.bolt(), &Options{Base: srv.base(), PrepareResume: func(r *http.Request) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Host)
+		return nil
+	}})
+	require.NoError(t, err)
+	tr2.clock = clk
+	require.Len(t, resumeAll(t, tr2), 2)
+	mu.Lock()
+	defer mu.Unlock()
+	require.ElementsMatch(t, []string{plain.URL.Host, "payments.example"}, seen,
+		"the Host each resumed request carries to PrepareResume")
+	require.Equal(t, plain.URL.Host, plain.Host)
+}
+
 func TestS19_SIGKILLBeforeResponseThenResume(t *testing.T) {
 	t.Parallel()
 	const ref = "order-s19"
