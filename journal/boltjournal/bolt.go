@@ -79,10 +79,7 @@ func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := os.OpenFile(name, flag, perm)
 			if err == nil && !readOnly {
-				if err = privateIfEmpty(f); err != nil {
-					f.Close()
-					return nil, err
-				}
+				privateIfEmpty(f)
 			}
 			if err != nil || !lockable {
 				file = f
@@ -129,14 +126,16 @@ func openBoltWith(path string, timeout time.Duration, readOnly bool, check func(
 	}
 }
 
-// privateIfEmpty gives an empty file that is about to become a journal the
-// mode bbolt creates a new one with, 0600, whatever mode it was made with
-// (by touch, or a configuration tool): the journal holds request bodies. A
-// file that holds a journal already keeps its owner's choice.
-func privateIfEmpty(f *os.File) error {
+// privateIfEmpty gives an empty regular file that is about to become a
+// journal the mode bbolt creates a new one with, 0600, whatever mode it was
+// made with (by touch, or a configuration tool): the journal holds request
+// bodies. A file that holds a journal already keeps its owner's choice, and
+// so does one whose mode this process may not change (another user's, or on
+// a file system without modes): opening it works as it did before.
+func privateIfEmpty(f *os.File) {
 	fi, err := f.Stat()
-	if err != nil || fi.Size() > 0 || fi.Mode().Perm() == 0o600 {
-		return err
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 0 || fi.Mode().Perm() == 0o600 {
+		return
 	}
-	return f.Chmod(0o600)
+	f.Chmod(0o600) // best effort, as above
 }
