@@ -46,10 +46,10 @@ const journalUsage = `usage:
                                        give a pending operation up for good: expired, never
                                        sent again. resolve and discard drop its body and, like
                                        resume, open the file for writing
-  idem journal prune [-retention D] [-force] FILE
+  idem journal prune [-retention D] [-key-ttl T] [-force] FILE
                                        delete settled, failed and expired records last
                                        updated more than D ago; pending records stay. D
-                                       below the key TTL (24h) needs -force: a call that
+                                       below the key TTL T (24h) needs -force: a call that
                                        reuses a pruned operation ID would be sent again
   idem journal accept-older FILE       open from now on, on purpose, a journal whose newest
                                        commit's meta page is damaged as of the commit before
@@ -317,9 +317,10 @@ func journalShow(args []string) error {
 }
 
 func journalPrune(args []string) error {
-	fs := newFlags("journal prune", "[-retention D] [-force] FILE", "Deletes settled, failed and expired records last updated more than D ago;\npending records stay. Refuses a file that is not a journal.")
+	fs := newFlags("journal prune", "[-retention D] [-key-ttl T] [-force] FILE", "Deletes settled, failed and expired records last updated more than D ago;\npending records stay. Refuses a file that is not a journal.")
 	retention := fs.Duration("retention", idem.DefaultRetention, "keep records updated more recently than this")
-	force := fs.Bool("force", false, "prune with -retention below the key TTL ("+idem.DefaultKeyTTL.String()+") all the same")
+	keyTTL := fs.Duration("key-ttl", idem.DefaultKeyTTL, "the applications' Options.KeyTTL: how long the server keeps a key")
+	force := fs.Bool("force", false, "prune with -retention below -key-ttl all the same")
 	file, err := parseFile(fs, args)
 	if err != nil {
 		return err
@@ -327,10 +328,10 @@ func journalPrune(args []string) error {
 	if *retention < 0 {
 		return usageError(fs.Name(), "-retention must not be negative")
 	}
-	if *retention < idem.DefaultKeyTTL && !*force {
+	if *retention < *keyTTL && !*force {
 		// The library never keeps a settled record for less (KeepAtLeast).
-		return usageError(fs.Name(), "-retention %v is below the key TTL (%v): a call that reuses the operation ID of a pruned record would mint a new key, and the server would act on it again; pass -force to prune anyway",
-			*retention, idem.DefaultKeyTTL)
+		return usageError(fs.Name(), "-retention %v is below the key TTL (-key-ttl %v): a call that reuses the operation ID of a pruned record would mint a new key, and the server would act on it again; pass -force to prune anyway",
+			*retention, *keyTTL)
 	}
 	var n int
 	if isPostgres(file) {
