@@ -52,5 +52,6 @@ func (r *report) commits() {
 	}
 	r.printf("       in the commit: wall time from the start of the write transaction to the return of its\n")
 	r.printf("       second fsync; write+fsync: bbolt's TxStats.WriteTime (pages written, then synced, meta\n")
-	r.printf("       included); the rest: the CPU's share (building the transaction, spilling its pages).\n")
+	r.printf("       included); the rest: the CPU's share (building the transaction, spilling its pages),\n")
+	r.printf("       and any wait for bbolt's writer lock (the journal's prune takes it every ten minutes).\n")
 }

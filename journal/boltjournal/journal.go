@@ -298,12 +298,13 @@ type Stats struct {
 	// meta pages included (bbolt's TxStats.Write): the bytes each fsync
 	// waits for are about PagesWritten ÷ Commits pages.
 	PagesWritten uint64
-	// CommitTime is the wall time of those commits, each from the start of
-	// its write transaction to the return of its last fsync. WriteTime is
-	// the time bbolt spent writing pages and fsyncing them (TxStats'
-	// WriteTime, over every write transaction, failed ones included): the
-	// disk's share. The rest of CommitTime is CPU: building each
-	// transaction and laying out its pages.
+	// CommitTime is the wall time of those commits, each from the moment it
+	// asked for bbolt's writer lock to the return of its last fsync.
+	// WriteTime is the time bbolt spent writing the pages of its committed
+	// write transactions and fsyncing them (TxStats' WriteTime): the disk's
+	// share. The rest of CommitTime is CPU (building each transaction and
+	// laying out its pages), and any wait for the writer lock: a prune or a
+	// resolve may hold it, the group commit never does.
 	CommitTime, WriteTime time.Duration
 }
 
