@@ -27,7 +27,8 @@
 // sees this one's response, and neither waits for the other. The path is compared with
 // its percent-encodings normalised (RFC 3986 section 6.2.2: /%70ayments is /payments).
 // Options.Identity says who sent a request (tenant, account, API key ID); by default it
-// is the request's credentials, its Authorization and Cookie headers. Only a SHA-256 of
+// is the Authorization header, and a request whose only credentials are cookies is
+// refused with 403 until Identity names the user behind the session. Only a SHA-256 of
 // the identity reaches the Store.
 //
 // # Fingerprint

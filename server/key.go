@@ -135,14 +135,20 @@ func unhex(c byte) int {
 	return -1
 }
 
-// credentialIdentity is the identity when Options.Identity is nil: the request's
-// credentials, its Authorization header and, when it carries one, its Cookie header, so
-// that users told apart by a session cookie are never one scope. A request without a
-// cookie keeps the identity it had before cookies counted.
-func credentialIdentity(r *http.Request) (string, error) {
-	id := "authorization:" + r.Header.Get("Authorization")
-	if cookies := r.Header.Values("Cookie"); len(cookies) > 0 {
-		id += "\ncookie:" + strings.Join(cookies, "; ")
+// errCookieIdentity refuses, under the default identity, a request whose only
+// credentials are cookies.
+var errCookieIdentity = errors.New("idempotency: the request carries cookies but no Authorization header, " +
+	"and Options.Identity is nil: set Identity to the user behind the session")
+
+// authIdentity is the identity when Options.Identity is nil: the Authorization
+// header. A request that carries cookies but no Authorization is refused
+// (S33): scoping by the cookies would make a retry whose cookie changed (a
+// load balancer's stickiness cookie changes on every response) a new
+// operation, and ignoring them would make every such user one scope.
+func authIdentity(r *http.Request) (string, error) {
+	auth := r.Header.Get("Authorization")
+	if auth == "" && len(r.Header.Values("Cookie")) > 0 {
+		return "", errCookieIdentity
 	}
-	return id, nil
+	return "authorization:" + auth, nil
 }

@@ -77,7 +77,7 @@ func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	}
 	identity := c.Identity
 	if identity == nil {
-		identity = credentialIdentity
+		identity = authIdentity
 	}
 	id, err := identity(r)
 	if err != nil {

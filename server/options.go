@@ -57,10 +57,11 @@ type Options struct {
 	// Identity returns who sent r (a tenant, an account, an API key's ID): the same key
 	// from another identity is another operation, and never sees this one's response. Only
 	// a SHA-256 of what it returns is stored. An error answers 403 and runs nothing. nil
-	// means a hash of the request's credentials: its Authorization header ("" for none)
-	// and its Cookie header, if any. A refreshed token or a changed cookie is then a new
-	// identity, whose retry runs the handler again, so a service with accounts or sessions
-	// should set Identity to the account behind them.
+	// means a hash of the Authorization header ("" for none): a refreshed token is then a
+	// new identity, so a service with accounts should set Identity. Under nil, a request
+	// that carries cookies but no Authorization is refused (403): its users cannot be told
+	// apart without Identity, and scoping by the cookies would let a changed cookie (a load
+	// balancer's stickiness cookie changes on every response) run a retry again.
 	Identity func(r *http.Request) (string, error)
 
 	// Fingerprint returns the fingerprint of a request whose body was read in full: a

@@ -144,20 +144,23 @@ func TestDefaultIdentityIsAuthorization(t *testing.T) {
 	assert.EqualValues(t, 2, s.effects.Load())
 }
 
-// Without Options.Identity, a session cookie counts as a credential: two users told apart
-// by their cookie alone never see each other's stored response, and each user's retry
-// replays (S33).
-func TestDefaultIdentityIncludesCookie(t *testing.T) {
+// Without Options.Identity, a request whose only credentials are cookies is refused, and
+// no handler runs: two users told apart by their session cookie alone would otherwise be
+// one scope and see each other's stored responses (S33). With a token beside the cookie,
+// the token scopes it, whatever the cookie (a stickiness cookie changes on every response).
+func TestDefaultIdentityRefusesCookieOnlyRequests(t *testing.T) {
 	s := newService(t, server.Options{}, nil)
 	const body = `{"amount":5,"currency":"EUR"}`
 	a := s.post("k", body, "Cookie", "session=alice")
+	assert.Equal(t, http.StatusForbidden, a.status)
+	assert.Equal(t, "identity", a.problemType(t))
 	b := s.post("k", body, "Cookie", "session=bob")
-	assert.False(t, b.replayed(), "another user's cookie is another scope")
-	assert.NotEqual(t, a.body, b.body)
-	again := s.post("k", body, "Cookie", "session=alice")
+	assert.Equal(t, http.StatusForbidden, b.status)
+	assert.EqualValues(t, 0, s.effects.Load(), "no handler ran")
+
+	first := s.post("k", body, "Authorization", "Bearer alice", "Cookie", "AWSALB=v1")
+	again := s.post("k", body, "Authorization", "Bearer alice", "Cookie", "AWSALB=v2")
 	assert.True(t, again.replayed())
-	assert.Equal(t, a.body, again.body)
-	bare := s.post("k", body)
-	assert.False(t, bare.replayed(), "no credentials is a scope of its own")
-	assert.EqualValues(t, 3, s.effects.Load())
+	assert.Equal(t, first.body, again.body)
+	assert.EqualValues(t, 1, s.effects.Load())
 }
