@@ -1,8 +1,8 @@
 // This file holds the report's commit table: what one group commit costs
 // idem's journal beside the floor's at each concurrency, split into the
 // disk's share (bbolt writing and fsyncing pages) and the CPU's (building
-// the transaction and laying out its pages). At c=16 the commits, back to
-// back, set how long a write-ahead waits; at c=64 the CPU does.
+// the transaction and laying out its pages). Where commits run back to
+// back, their length sets how long a write-ahead waits.
 
 package main
 
@@ -50,7 +50,7 @@ func (r *report) commits() {
 				fmtDur(time.Duration(in)), fmtDur(time.Duration(write)), fmtDur(time.Duration(rest)))
 		}
 	}
-	r.printf("       in the commit: wall time from the start of the write transaction to the return of its\n")
+	r.printf("       in the commit: wall time from asking for bbolt's writer lock to the return of the\n")
 	r.printf("       second fsync; write+fsync: bbolt's TxStats.WriteTime (pages written, then synced, meta\n")
 	r.printf("       included); the rest: the CPU's share (building the transaction, spilling its pages),\n")
 	r.printf("       and any wait for bbolt's writer lock (the journal's prune takes it every ten minutes).\n")
