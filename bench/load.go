@@ -45,11 +45,14 @@ func (s *sample) commitsPerOp() float64 {
 }
 
 // pagesPerCommit is the pages the journal wrote per commit, meta included.
-func (s *sample) pagesPerCommit() float64 {
+func (s *sample) pagesPerCommit() float64 { return s.perCommit(float64(s.counts.pages)) }
+
+// perCommit is v over the window ÷ the journal's commits in it; 0 if none.
+func (s *sample) perCommit(v float64) float64 {
 	if s.counts.commits == 0 {
 		return 0
 	}
-	return float64(s.counts.pages) / float64(s.counts.commits)
+	return v / float64(s.counts.commits)
 }
 
 // worker is one goroutine's share of a window, prepared before the window

@@ -140,18 +140,8 @@ func (r *report) writeAheads() {
 	r.printf("%-6s %16s %10s %17s %11s %14s %18s\n", "", "write-ahead p50", "p99", "one commit every", "ops/commit", "idem POST p50", "net/http POST p50")
 	for _, lvl := range r.levels {
 		ss := lvl.byClient[idemPost]
-		every := over(ss, func(s *sample) float64 {
-			if s.counts.commits == 0 {
-				return 0
-			}
-			return float64(s.elapsed) / float64(s.counts.commits)
-		})
-		perCommit := over(ss, func(s *sample) float64 {
-			if s.counts.commits == 0 {
-				return 0
-			}
-			return float64(s.counts.writeAheads) / float64(s.counts.commits)
-		})
+		every := over(ss, func(s *sample) float64 { return s.perCommit(float64(s.elapsed)) })
+		perCommit := over(ss, func(s *sample) float64 { return s.perCommit(float64(s.counts.writeAheads)) })
 		r.printf("%-6s %16s %10s %17s %11.1f %14s %18s\n", fmt.Sprintf("c=%d", lvl.conc),
 			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) }))),
 			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.99)) }))),

@@ -23,19 +23,9 @@ func (r *report) commits() {
 		for i, name := range rows {
 			ss := lvl.byClient[rowIndex(r.rows, name)]
 			perCommit := func(f func(journalCounts) float64) float64 {
-				return over(ss, func(s *sample) float64 {
-					if s.counts.commits == 0 {
-						return 0
-					}
-					return f(s.counts) / float64(s.counts.commits)
-				})
+				return over(ss, func(s *sample) float64 { return s.perCommit(f(s.counts)) })
 			}
-			every := over(ss, func(s *sample) float64 {
-				if s.counts.commits == 0 {
-					return 0
-				}
-				return float64(s.elapsed) / float64(s.counts.commits)
-			})
+			every := over(ss, func(s *sample) float64 { return s.perCommit(float64(s.elapsed)) })
 			level := ""
 			if i == 0 {
 				level = fmt.Sprintf("c=%d", lvl.conc)
