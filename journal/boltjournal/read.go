@@ -1,6 +1,6 @@
 // This file holds the Journal's reads (journal.go holds the file and its
-// layout, commit.go its writes), and pruning. Every read sees the newest
-// state, including state changes deferred but not yet committed.
+// layout, commit.go its writes, prune.go its pruning). Every read sees the
+// newest state, including state changes deferred but not yet committed.
 
 package boltjournal
 
@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"time"
 
 	"github.com/idem-go/idem/journal"
 	bolt "go.etcd.io/bbolt"
@@ -345,58 +344,4 @@ func (j *Journal) listedRecord(l pageEntry, gen uint64) (*Record, error) {
 	setSeq(rec, l.id)
 	setListed(rec, l.value, gen)
 	return rec, nil
-}
-
-// Prune deletes settled, failed and expired records last updated more than
-// retention ago, with their index entries, and returns how many it deleted.
-// Pending records are never pruned. Once pruned, an operation ID is free to
-// name a new operation.
-func (j *Journal) Prune(retention time.Duration) (int, error) {
-	if err := j.flush(); err != nil {
-		return 0, err
-	}
-	cutoff := j.now().Add(-retention)
-	n := 0
-	busy := j.unsavedIDs() // changed since: a call holds them, leave them
-	err := j.update(func(tx *bolt.Tx) error {
-		done, bodies, index := tx.Bucket(bucketDone), tx.Bucket(bucketBodies), tx.Bucket(bucketIndex)
-		var doomed []*Record
-		err := done.ForEach(func(k, v []byte) error {
-			if len(k) != 8 {
-				return fmt.Errorf("%w: %s: bad record key %x", journal.ErrCorrupt, j.path, k)
-			}
-			r, err := decodePlain(v) // what pruning needs is never sealed
-			if err != nil {
-				return fmt.Errorf("%w: %s: record %x: %w", journal.ErrCorrupt, j.path, k, err)
-			}
-			setSeq(r, binary.BigEndian.Uint64(k))
-			if r.Updated.Before(cutoff) && !busy[seqOf(r)] {
-				doomed = append(doomed, r)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, r := range doomed {
-			for _, k := range indexKeys(r) {
-				// The name may have moved on to a newer operation.
-				if !bytes.Equal(index.Get(k), idKey(seqOf(r))) {
-					continue
-				}
-				if err := index.Delete(k); err != nil {
-					return err
-				}
-			}
-			if err := done.Delete(idKey(seqOf(r))); err != nil {
-				return err
-			}
-			if err := deleteBody(bodies, idKey(seqOf(r))); err != nil {
-				return err
-			}
-		}
-		n = len(doomed)
-		return nil
-	})
-	return n, err
 }
