@@ -34,7 +34,9 @@ import (
 //	idem.server.lease.losses       counter {lease}     handlers whose lease was taken over
 //	idem.server.recoveries         counter {record}    Recover decisions; idem.decision: replay, rerun or undecided
 //	idem.server.stored.size        histogram By        body bytes of each stored answer (0: not replayable)
-//	idem.server.store.errors       counter {error}     Store failures (503s, completions that failed)
+//	idem.server.store.errors       counter {error}     Store failures answered 503
+//	idem.server.store.uncertain    counter {call}      Store calls without an answer (they may have happened); idem.call
+//	idem.server.store.resolved     counter {call}      how those ended; idem.call and idem.resolved (landed, released, fenced, gave-up)
 //
 // It is safe for concurrent use; one ServerObserver may serve several middlewares.
 type ServerObserver struct {
@@ -47,6 +49,8 @@ type ServerObserver struct {
 	recoveries metric.Int64Counter
 	stored     metric.Int64Histogram
 	storeErrs  metric.Int64Counter
+	uncertain  metric.Int64Counter
+	resolved   metric.Int64Counter
 }
 
 var _ server.Observer = (*ServerObserver)(nil)
@@ -79,7 +83,11 @@ func NewServer(mp metric.MeterProvider) (*ServerObserver, error) {
 	counter(&o.recoveries, "idem.server.recoveries", "{record}",
 		"Decisions of the Recover hook about records stuck in progress")
 	counter(&o.storeErrs, "idem.server.store.errors", "{error}",
-		"Failures of the idempotency Store: 503 answers, and completions or releases that failed")
+		"Failures of the idempotency Store answered 503")
+	counter(&o.uncertain, "idem.server.store.uncertain", "{call}",
+		"Store calls that got no answer, so may have happened; they are repeated with the same token")
+	counter(&o.resolved, "idem.server.store.resolved", "{call}",
+		"How Store calls without an answer ended: landed, released, fenced or gave-up")
 	if err == nil {
 		o.replayDur, err = m.Float64Histogram("idem.server.replay.duration", metric.WithUnit("s"),
 			metric.WithDescription("Time from a request's arrival to its replayed answer"))
@@ -135,6 +143,17 @@ func (o *ServerObserver) Stored(r *http.Request, bytes int) {
 // StoreError implements server.Observer.
 func (o *ServerObserver) StoreError(r *http.Request, _ error) {
 	o.storeErrs.Add(context.WithoutCancel(r.Context()), 1, requestAttrs(r))
+}
+
+// StoreUncertain implements server.Observer.
+func (o *ServerObserver) StoreUncertain(r *http.Request, call string, _ error) {
+	o.uncertain.Add(context.WithoutCancel(r.Context()), 1, requestAttrs(r, attribute.String("idem.call", call)))
+}
+
+// StoreResolved implements server.Observer. It may be called after the request ended.
+func (o *ServerObserver) StoreResolved(r *http.Request, call, how string) {
+	o.resolved.Add(context.WithoutCancel(r.Context()), 1,
+		requestAttrs(r, attribute.String("idem.call", call), attribute.String("idem.resolved", how)))
 }
 
 // decision names what a Recover hook decided.

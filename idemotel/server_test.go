@@ -29,6 +29,7 @@ import (
 type serverCounting struct {
 	mu                                           sync.Mutex
 	claims, replays, mismatches, leaseLost, errs int
+	uncertain, resolved                          int
 	conflicts                                    map[bool]int
 	recoveries                                   map[string]int
 	stored                                       []int
@@ -48,6 +49,12 @@ func (c *serverCounting) Stored(_ *http.Request, n int) {
 	c.do(func() { c.stored = append(c.stored, n) })
 }
 func (c *serverCounting) StoreError(*http.Request, error) { c.do(func() { c.errs++ }) }
+func (c *serverCounting) StoreUncertain(*http.Request, string, error) {
+	c.do(func() { c.uncertain++ })
+}
+func (c *serverCounting) StoreResolved(*http.Request, string, string) {
+	c.do(func() { c.resolved++ })
+}
 
 // serverTee reports every event to both observers.
 type serverTee struct{ a, b server.Observer }
@@ -72,6 +79,14 @@ func (t serverTee) StoreError(r *http.Request, err error) {
 	t.a.StoreError(r, err)
 	t.b.StoreError(r, err)
 }
+func (t serverTee) StoreUncertain(r *http.Request, call string, err error) {
+	t.a.StoreUncertain(r, call, err)
+	t.b.StoreUncertain(r, call, err)
+}
+func (t serverTee) StoreResolved(r *http.Request, call, how string) {
+	t.a.StoreResolved(r, call, how)
+	t.b.StoreResolved(r, call, how)
+}
 
 // fakeClock is the memstore's clock, moved by the test.
 type fakeClock struct {
@@ -92,11 +107,11 @@ type downStore struct {
 	down atomic.Bool
 }
 
-func (s *downStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
+func (s *downStore) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
 	if s.down.Load() {
 		return server.Claim{}, errors.New("store down")
 	}
-	return s.Store.Claim(ctx, sc, fp, lease, ttl)
+	return s.Store.Claim(ctx, sc, token, fp, lease, ttl)
 }
 
 // collectMetrics reads every metric once, by name, keeping its unit too.

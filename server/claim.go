@@ -1,6 +1,7 @@
 // claim.go claims a request's key in the Store, or answers the request from the record it
 // finds: 422 for another fingerprint, the replay when done, 409 (or a bounded wait) while
-// in progress, recovery (recover.go) when stuck, 503 when the Store is down.
+// in progress, recovery (recover.go) when stuck, 503 when the Store is down. The claim's
+// token is minted here, so a claim whose reply was lost is repeated and recognised.
 
 package server
 
@@ -18,24 +19,42 @@ const (
 	maxPoll = 250 * time.Millisecond
 )
 
-// claim returns the token under which the handler is to run, or false when it has
-// answered w itself.
-func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) (string, bool) {
+// claimTries is how many times one claim is sent with its token before the middleware
+// gives up and answers 503: a repeat recognises its own earlier success, so a lost reply
+// costs a round trip, not the key.
+const claimTries = 3
+
+// claimed is a claim the handler is to run under: its token and the time the call that
+// may have made it was sent (its lease cannot end before that time + Lease).
+type claimed struct {
+	token string
+	sent  time.Time
+}
+
+// claim returns the claim under which the handler is to run, or false when it has answered
+// w itself.
+func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) (claimed, bool) {
 	c := m.cfg
 	// The Store is called without the request's cancellation: a claim that a client's
 	// disconnection cut off after the Store made it would leave a record nobody runs.
 	ctx := context.WithoutCancel(r.Context())
 	deadline := rq.start.Add(c.Wait)
 	poll := minPoll
+	token := NewToken()
 	for {
-		cl, err := c.Store.Claim(ctx, rq.scope, rq.fp, c.Lease, c.TTL)
+		cl, sent, err := m.claimOnce(ctx, r, rq, token)
 		if err != nil {
+			// The claim may have landed: release it once the Store answers again, so the
+			// key is not left held by a handler that never ran.
+			m.repeat(r, "claim", ResolvedReleased, sent.Add(c.TTL), func(ctx context.Context) error {
+				return c.Store.Release(ctx, rq.scope, token)
+			}, nil)
 			m.unavailable(w, r, err)
-			return "", false
+			return claimed{}, false
 		}
 		if cl.Claimed {
 			c.Observer.Claimed(r)
-			return cl.Token, true
+			return claimed{token: token, sent: sent}, true
 		}
 		rec := cl.Record
 		switch {
@@ -44,32 +63,72 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 			c.Observer.Mismatch(r)
 			c.writeProblem(w, http.StatusUnprocessableEntity, ProblemKeyReused, "Idempotency key reused",
 				"This idempotency key was already used for a different request; use a new key for a new request.", 0)
-			return "", false
+			return claimed{}, false
 		case rec.State == StateDone && rec.Response == nil:
 			m.unavailable(w, r, errors.New("server: the Store returned a done record without a response"))
-			return "", false
+			return claimed{}, false
 		case rec.State == StateDone:
 			m.replay(w, r, rq, rec.Response)
-			return "", false
+			return claimed{}, false
 		case rec.LeaseLeft <= 0:
 			return m.recoverStuck(w, r, rq, rec)
+		}
+		if m.finishing.wait(r.Context(), rq.scope.ID(), c.StoreTimeout) {
+			continue // its handler had returned here: its record is settled now, or soon
 		}
 		wait := min(poll, rec.LeaseLeft, time.Until(deadline))
 		if wait <= 0 {
 			c.Observer.Conflict(r, false)
 			c.writeProblem(w, http.StatusConflict, ProblemInProgress, "A request with this key is in progress",
-				"Another request with this idempotency key is being processed; retry after it finishes.", rec.LeaseLeft)
-			return "", false
+				"Another request with this idempotency key is being processed; retry after it finishes.",
+				m.durations.retryAfter(r, rec.LeaseLeft))
+			return claimed{}, false
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-r.Context().Done():
 			t.Stop()
-			return "", false // the client left: there is no one to answer
+			return claimed{}, false // the client left: there is no one to answer
 		case <-t.C:
 		}
 		poll = min(2*poll, maxPoll)
 	}
+}
+
+// claimOnce sends the claim under token up to claimTries times, each bounded by
+// StoreTimeout, until the Store answers. It returns the answer and when the first call
+// that may have made it was sent; or the last error, when none was answered.
+func (m *Middleware) claimOnce(ctx context.Context, r *http.Request, rq *request, token string) (Claim, time.Time, error) {
+	c := m.cfg
+	var first time.Time
+	var err error
+	for try := range claimTries {
+		sent := time.Now()
+		if first.IsZero() {
+			first = sent
+		}
+		var cl Claim
+		cl, err = withTimeout(ctx, c.StoreTimeout, func(ctx context.Context) (Claim, error) {
+			return c.Store.Claim(ctx, rq.scope, token, rq.fp, c.Lease, c.TTL)
+		})
+		if err == nil {
+			if try > 0 {
+				c.Observer.StoreResolved(r, "claim", ResolvedLanded)
+			}
+			return cl, first, nil
+		}
+		if try == 0 {
+			c.Observer.StoreUncertain(r, "claim", err)
+		}
+	}
+	return Claim{}, first, err
+}
+
+// withTimeout calls f with ctx bounded by d.
+func withTimeout[T any](ctx context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return f(ctx)
 }
 
 // replay answers w with resp, a stored response, byte for byte, marked as a replay; or,

@@ -63,6 +63,7 @@ func newService(t *testing.T, opts server.Options, handler func(s *service) http
 	s.srv = httptest.NewUnstartedServer(mw.Wrap(h))
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // aborted handlers are expected here
 	s.srv.Start()
+	t.Cleanup(func() { shutdown(mw.Shutdown) })
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -83,6 +84,14 @@ func (s *service) pay(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Set-Cookie", "session=secret")
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprintf(w, `{"id":"pay_%d","amount":%s,"currency":%q}`+"\n", n, req.Amount, req.Currency)
+}
+
+// shutdown gives what the middleware still repeats in the background a moment to land,
+// then gives it up: a test's Store may be down for good.
+func shutdown(f func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = f(ctx)
 }
 
 // answer is a response read in full.
@@ -199,6 +208,12 @@ func (o *recorder) Recovered(_ *http.Request, rec server.Recovery) {
 	o.add("recovered:" + rec.String())
 }
 func (o *recorder) StoreError(*http.Request, error) { o.add("store-error") }
+func (o *recorder) StoreUncertain(_ *http.Request, call string, _ error) {
+	o.add("uncertain:" + call)
+}
+func (o *recorder) StoreResolved(_ *http.Request, call, how string) {
+	o.add("resolved:" + call + ":" + how)
+}
 
 func (o *recorder) Conflict(_ *http.Request, stuck bool) {
 	if stuck {
@@ -224,12 +239,12 @@ type flakyStore struct {
 
 var errDown = errors.New("store is down")
 
-func (f *flakyStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
+func (f *flakyStore) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
 	f.claims.Add(1)
 	if f.down.Load() {
 		return server.Claim{}, errDown
 	}
-	return f.Store.Claim(ctx, sc, fp, lease, ttl)
+	return f.Store.Claim(ctx, sc, token, fp, lease, ttl)
 }
 
 func (f *flakyStore) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
@@ -245,6 +260,13 @@ func (f *flakyStore) Complete(ctx context.Context, sc server.Scope, token string
 		return errDown
 	}
 	return f.Store.Complete(ctx, sc, token, resp, ttl)
+}
+
+func (f *flakyStore) Release(ctx context.Context, sc server.Scope, token string) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Store.Release(ctx, sc, token)
 }
 
 // gate blocks handlers until opened, and counts those that entered.

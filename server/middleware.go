@@ -10,12 +10,17 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/idem-go/idem/server/internal/lease"
 )
 
 // Middleware makes the handlers it wraps idempotent per Options. It is safe for concurrent
 // use; one Middleware may wrap many handlers, which then share its Store and Options.
 type Middleware struct {
-	cfg *config
+	cfg       *config
+	repeats   *lease.Repeater // Store calls with an unknown outcome, repeated in the background
+	finishing finishing       // records whose handler returned here, being settled
+	durations durations       // recent handler times, for 409's Retry-After
 }
 
 // New returns a Middleware for o. It returns ErrNoStore if o.Store is nil, and an error
@@ -25,7 +30,7 @@ func New(o Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{cfg: c}, nil
+	return &Middleware{cfg: c, repeats: newRepeater(c)}, nil
 }
 
 // Wrap returns next made idempotent. Its type is that of every router's middleware,
@@ -99,11 +104,11 @@ func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 			"The body cannot be fingerprinted: "+err.Error(), 0)
 		return
 	}
-	token, ok := m.claim(w, r, rq)
+	cl, ok := m.claim(w, r, rq)
 	if !ok {
 		return
 	}
-	m.run(next, w, r, rq, token)
+	m.run(next, w, r, rq, cl)
 }
 
 // readBody reads r's body in full into rq, up to MaxBodyBytes, and reports whether it

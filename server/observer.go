@@ -27,9 +27,25 @@ type Observer interface {
 	Recovered(r *http.Request, rec Recovery)
 	// Stored: r's response was stored, with a body of bytes bytes (0 for not replayable).
 	Stored(r *http.Request, bytes int)
-	// StoreError: the Store failed for r (503, or a completion or release that failed).
+	// StoreError: the Store failed for r and the middleware answered 503.
 	StoreError(r *http.Request, err error)
+	// StoreUncertain: a Store call for r (call is "claim", "complete", "release" or
+	// "renew") ended with err and no answer, so it may have happened. Claims, completions
+	// and releases are repeated with the same token until resolved (Resolved).
+	StoreUncertain(r *http.Request, call string, err error)
+	// StoreResolved: the middleware learned what became of an uncertain call for r, or
+	// stopped trying: how is one of the Resolved... constants. It may come after r's
+	// handler returned, from another goroutine.
+	StoreResolved(r *http.Request, call, how string)
 }
+
+// How an uncertain Store call ended (Observer.StoreResolved).
+const (
+	ResolvedLanded   = "landed"   // a repeat succeeded (or found its own earlier success)
+	ResolvedReleased = "released" // a claim whose handler never ran was released (or was gone)
+	ResolvedFenced   = "fenced"   // the record is another holder's now, or done: nothing to do
+	ResolvedGaveUp   = "gave-up"  // no answer before the lease (or the record) ran out: left to recovery
+)
 
 // NopObserver does nothing. It is safe for concurrent use.
 type NopObserver struct{}
@@ -42,5 +58,8 @@ func (NopObserver) LeaseLost(*http.Request)               {}
 func (NopObserver) Recovered(*http.Request, Recovery)     {}
 func (NopObserver) Stored(*http.Request, int)             {}
 func (NopObserver) StoreError(*http.Request, error)       {}
+
+func (NopObserver) StoreUncertain(*http.Request, string, error) {}
+func (NopObserver) StoreResolved(*http.Request, string, string) {}
 
 var _ Observer = NopObserver{}

@@ -21,6 +21,7 @@ const (
 	DefaultMaxBodyBytes     = 1 << 20 // 1 MiB
 	DefaultMaxResponseBytes = 1 << 20 // 1 MiB
 	DefaultLease            = 30 * time.Second
+	DefaultStoreTimeout     = 2 * time.Second // cut to Lease/4 for shorter leases
 	DefaultTTL              = 24 * time.Hour
 	DefaultPolicyURL        = "https://pkg.go.dev/github.com/idem-go/idem/server"
 )
@@ -97,10 +98,20 @@ type Options struct {
 	// recovery: such a key answers 409 until the record expires. See RecoverInfo.
 	Recover func(ctx context.Context, info RecoverInfo) (Recovery, error)
 
-	// StoreStatus reports whether a response with this status is stored for replay when
-	// the handler did not decide (StoreResponse, DiscardResponse); a response not stored
-	// releases the key, so a retry runs the handler again. nil means DefaultStoreStatus.
-	StoreStatus func(status int) bool
+	// Classify says what an answer with this status means for its effect, when the
+	// handler did not say (StoreResponse, DiscardResponse, MarkCompleted): stored
+	// (OutcomeFinal), released for a retry to run again (OutcomeNoEffect), or uncertain
+	// (OutcomeUncertain). nil means DefaultClassify; ClassifyTransactional releases 5xx
+	// answers, for handlers whose effects roll back with their error.
+	Classify func(status int) Outcome
+
+	// StoreTimeout bounds every call to the Store (claims, renewals, completions,
+	// releases, take-overs): a call that takes longer has an unknown outcome, and is
+	// repeated with the same token (see the package doc). No client waits on a Store call
+	// for longer after its handler returned. 0 means DefaultStoreTimeout, or Lease/4 if
+	// that is shorter; it must not exceed Lease/4, so that a renewal's outcome is known
+	// well before the lease ends.
+	StoreTimeout time.Duration
 
 	// UnstoredHeaders are response header fields never stored; nil means
 	// DefaultUnstoredHeaders. Hop-by-hop fields (RFC 9110 section 7.6.1) are never stored.
@@ -141,8 +152,8 @@ func resolve(o Options) (*config, error) {
 	switch {
 	case o.MaxBodyBytes < 0, o.MaxResponseBytes < 0:
 		return nil, bad("MaxBodyBytes and MaxResponseBytes must not be negative")
-	case o.Lease < 0, o.TTL < 0, o.Wait < 0:
-		return nil, bad("Lease, TTL and Wait must not be negative")
+	case o.Lease < 0, o.TTL < 0, o.Wait < 0, o.StoreTimeout < 0:
+		return nil, bad("Lease, TTL, Wait and StoreTimeout must not be negative")
 	}
 	c := &config{Options: o, methods: map[string]bool{}, unstored: map[string]bool{}}
 	c.KeyHeader = orDefault(c.KeyHeader, DefaultKeyHeader)
@@ -168,8 +179,17 @@ func resolve(o Options) (*config, error) {
 	if c.TTL < c.Lease {
 		return nil, bad("TTL %v is shorter than Lease %v", c.TTL, c.Lease)
 	}
-	if c.StoreStatus == nil {
-		c.StoreStatus = DefaultStoreStatus
+	if c.Lease < 10*time.Millisecond {
+		return nil, bad("Lease %v is shorter than 10ms", c.Lease)
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = min(DefaultStoreTimeout, c.Lease/4)
+	}
+	if c.StoreTimeout > c.Lease/4 {
+		return nil, bad("StoreTimeout %v is longer than a quarter of Lease %v", c.StoreTimeout, c.Lease)
+	}
+	if c.Classify == nil {
+		c.Classify = DefaultClassify
 	}
 	if c.Observer == nil {
 		c.Observer = NopObserver{}

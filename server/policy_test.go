@@ -42,10 +42,12 @@ func TestStorePolicy(t *testing.T) {
 	}{
 		{"?status=400", true},
 		{"?status=302", true},
-		{"?status=500", false},
+		{"?status=500", true}, // uncertain, no Recover: stored, never run again (S40)
+		{"?status=503", true},
 		{"?status=429", false},
 		{"?status=409", false},
 		{"?status=500&store=1", true},
+		{"?status=500&discard=1", false},
 		{"?status=400&discard=1", false},
 	} {
 		t.Run(c.query, func(t *testing.T) {
@@ -66,6 +68,23 @@ func TestStorePolicy(t *testing.T) {
 		})
 	}
 	assert.False(t, server.StoreResponse(t.Context()), "StoreResponse outside a covered request")
+}
+
+// ClassifyTransactional, for handlers whose effects roll back with their error: a 5xx
+// releases the key, and the retry runs the handler again.
+func TestClassifyTransactionalReleases5xx(t *testing.T) {
+	s := newService(t, server.Options{Classify: server.ClassifyTransactional}, statusHandler)
+	for _, q := range []string{"?status=500", "?status=503"} {
+		for range 2 {
+			got, err := s.send(t.Context(), http.MethodPost, "/payments"+q, "k"+q, "{}")
+			require.NoError(t, err)
+			assert.False(t, got.replayed())
+		}
+	}
+	assert.EqualValues(t, 4, s.effects.Load())
+	assert.Equal(t, server.OutcomeFinal, server.ClassifyTransactional(422))
+	assert.Equal(t, server.OutcomeNoEffect, server.ClassifyTransactional(429))
+	assert.Equal(t, server.OutcomeUncertain, server.DefaultClassify(502))
 }
 
 // Set-Cookie and hop-by-hop fields are not stored; the replay sets its own length; every

@@ -92,6 +92,15 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the writer below for deadlines and the like.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
+// finalStatus is the status the client got: 200 for a handler that wrote nothing, as
+// net/http answers.
+func (rec *recorder) finalStatus() int {
+	if rec.status == 0 && !rec.hijacked {
+		return http.StatusOK
+	}
+	return rec.status
+}
+
 // unreplayable says why the answer cannot be replayed, or "".
 func (rec *recorder) unreplayable() string {
 	switch {
@@ -107,10 +116,7 @@ func (rec *recorder) unreplayable() string {
 
 // response builds what is stored for the answer, dropping the header fields in unstored.
 func (rec *recorder) response(unstored map[string]bool) *Response {
-	status := rec.status
-	if status == 0 && !rec.hijacked {
-		status = http.StatusOK // a handler that wrote nothing answers 200, as net/http does
-	}
+	status := rec.finalStatus()
 	if why := rec.unreplayable(); why != "" {
 		return &Response{Status: status, Unreplayable: why}
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // RecoverInfo describes a stuck record to Options.Recover. It belongs to the one call it
@@ -48,17 +49,22 @@ func (r Recovery) String() string {
 }
 
 // recoverStuck handles a copy that found its record stuck, held under stale. It returns
-// the new token if the handler is to run under it; otherwise it has answered w.
-func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *request, rec Record) (string, bool) {
+// the claim the handler is to run under; otherwise it has answered w.
+func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *request, rec Record) (claimed, bool) {
 	c := m.cfg
 	if c.Recover == nil {
 		m.stuck(w, r, rec)
-		return "", false
+		return claimed{}, false
 	}
 	ctx := context.WithoutCancel(r.Context())
-	token, err := c.Store.TakeOver(ctx, rq.scope, rec.Token, c.Lease)
+	token, sent := NewToken(), time.Now()
+	err := m.call(ctx, func(ctx context.Context) error {
+		return c.Store.TakeOver(ctx, rq.scope, rec.Token, token, c.Lease)
+	})
 	if m.answerLeaseErr(w, r, err) { // lost: another copy took it over, or the holder woke up
-		return "", false
+		// A take-over whose reply was lost may have landed: its lease lapses unrenewed,
+		// and the next copy recovers the record again, as from a crashed holder.
+		return claimed{}, false
 	}
 	hr := r.WithContext(r.Context()) // the hook's copy, with a body it can read again
 	hr.Body = rq.bodyReader()
@@ -72,24 +78,26 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	switch {
 	case got.Response != nil:
 		resp := cloneResponse(got.Response)
-		if err := c.Store.Complete(ctx, rq.scope, token, resp, c.TTL); err != nil {
-			m.completeFailed(r, err)
-		}
+		m.settle(r, "complete", sent.Add(c.TTL), func(ctx context.Context) error {
+			return c.Store.Complete(ctx, rq.scope, token, resp, c.TTL)
+		}, nil)
 		m.replay(w, r, rq, resp)
-		return "", false
+		return claimed{}, false
 	case got.Rerun:
 		// No heartbeat ran while the hook did: if it outlived our lease, another copy may
 		// have taken the record over (and run the handler) meanwhile. Renewing is the fence.
-		if m.answerLeaseErr(w, r, c.Store.Renew(ctx, rq.scope, token, c.Lease)) {
-			return "", false
+		sent = time.Now()
+		err := m.call(ctx, func(ctx context.Context) error { return c.Store.Renew(ctx, rq.scope, token, c.Lease) })
+		if m.answerLeaseErr(w, r, err) {
+			return claimed{}, false
 		}
-		return token, true
+		return claimed{token: token, sent: sent}, true
 	}
 	// Undecided: our lease lapses in its turn and the next copy asks again.
 	c.Observer.Conflict(r, true)
 	c.writeProblem(w, http.StatusConflict, ProblemStuck, "The request with this key did not finish",
 		"The request with this idempotency key was interrupted and its outcome is being established; retry later.", c.Lease)
-	return "", false
+	return claimed{}, false
 }
 
 // answerLeaseErr answers w for err, the error of taking over or renewing a

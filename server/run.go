@@ -1,6 +1,7 @@
-// run.go runs the handler under a claim: it renews the lease while the handler runs (a
-// heartbeat every Lease/3), records the answer, and then completes the record (fenced by
-// the token) or releases it, per the store policy (policy.go).
+// run.go runs the handler under a claim: a lease keeper (internal/lease) renews the lease
+// while the handler runs and cancels the handler's context if the lease cannot be
+// confirmed in time; when the handler ends, its outcome (outcome.go) decides whether the
+// record is completed, released or handed to recovery, and settle makes that call.
 
 package server
 
@@ -8,123 +9,160 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/server/internal/lease"
 )
 
-// run runs next for r under token and stores or releases its answer.
-func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Request, rq *request, token string) {
+// run runs next for r under cl and settles its record.
+func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Request, rq *request, cl claimed) {
 	c := m.cfg
 	rec := newRecorder(w, c.MaxResponseBytes)
-	d := &decision{hold: Hold{Scope: rq.scope, Token: token}}
-	r2 := r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
+	d := &decision{hold: Hold{Scope: rq.scope, Token: cl.token}}
+	hctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), decisionKey{}, d))
+	defer cancel(nil)
+	r2 := r.WithContext(hctx)
 	r2.Body = rq.bodyReader()
 	r2.ContentLength, r2.TransferEncoding = int64(len(rq.body)), nil
-	hb := m.heartbeat(r, rq.scope, token, d)
+	k := m.keep(r, rq.scope, cl, d, cancel)
+	began := time.Now()
 	finished := false
 	defer func() {
-		lost := hb.stop()
-		if !finished {
-			// The handler panicked (net/http recovers and drops the connection): the effect
-			// may have happened, so the record is left to lapse and be recovered, never
-			// released to run again.
-			c.Logger.Error("idempotency: handler panicked; the record is left stuck for recovery")
-			return
+		k.Stop()
+		m.durations.observe(r, time.Since(began))
+		// A panic is let through to net/http (which logs it and drops the connection)
+		// once the record is settled.
+		resp := rec.response(c.unstored)
+		if !finished && rec.status == 0 {
+			resp.Status = http.StatusInternalServerError // what the panic means; net/http sends nothing
 		}
-		m.finish(r, rq, token, rec, d, lost)
+		m.finish(r, rq, cl.token, resp, d, m.outcome(rec, d, !finished), !finished)
 	}()
 	next.ServeHTTP(rec, r2)
 	finished = true
 }
 
-// finish completes or releases the record for the handler's answer in rec.
-func (m *Middleware) finish(r *http.Request, rq *request, token string, rec *recorder, d *decision, lost bool) {
+// keep starts the lease keeper of the handler running under cl: it renews the lease and
+// cancels the handler's context with ErrLeaseLost or ErrLeaseUnconfirmed.
+func (m *Middleware) keep(r *http.Request, sc Scope, cl claimed, d *decision, cancel context.CancelCauseFunc) *lease.Keeper {
 	c := m.cfg
-	ctx := context.WithoutCancel(r.Context())
-	resp := rec.response(c.unstored)
-	var keep bool
-	switch d.v.Load() {
-	case decideStore:
-		keep = true
-	case decideDiscard:
-		keep = false
-	default:
-		// An answer that was not kept has reached the client at least in part, so it is
-		// never released: a retry would run the effect again.
-		keep = resp.Unreplayable != "" || c.StoreStatus(resp.Status)
-	}
-	var err error
-	if keep {
-		err = c.Store.Complete(ctx, rq.scope, token, resp, c.TTL)
-	} else {
-		err = c.Store.Release(ctx, rq.scope, token)
-	}
-	switch {
-	case errors.Is(err, ErrLeaseLost) && d.completed.Load():
-		// The handler completed the record in its own transaction: expected.
-		c.Observer.Stored(r, len(resp.Body))
-	case errors.Is(err, ErrLeaseLost):
-		c.Logger.Warn("idempotency: lease lost; the answer was not stored", "status", resp.Status)
-		if !lost {
-			c.Observer.LeaseLost(r)
-		}
-	case err != nil:
-		m.completeFailed(r, err)
-	case keep:
-		c.Observer.Stored(r, len(resp.Body))
-	}
-}
-
-// completeFailed logs a completion or release the Store could not make: the record stays
-// in progress, its lease lapses, and it is recovered like a crashed holder's.
-func (m *Middleware) completeFailed(r *http.Request, err error) {
-	m.cfg.Logger.Error("idempotency: could not store the answer; the record will be stuck", "err", err)
-	m.cfg.Observer.StoreError(r, err)
-}
-
-// heartbeat renews a lease until stopped.
-type heartbeat struct {
-	quit, done chan struct{}
-	lost       atomic.Bool
-}
-
-// heartbeat starts renewing the lease of sc held by token every Lease/3. A renewal refused
-// after the handler completed the record itself (d, MarkCompleted) is that completion,
-// not a lost lease: the heartbeat just stops.
-func (m *Middleware) heartbeat(r *http.Request, sc Scope, token string, d *decision) *heartbeat {
-	c := m.cfg
-	hb := &heartbeat{quit: make(chan struct{}), done: make(chan struct{})}
-	ctx := context.WithoutCancel(r.Context())
-	go func() {
-		defer close(hb.done)
-		t := time.NewTicker(max(c.Lease/3, time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-hb.quit:
+	return lease.Keep(r.Context(), lease.Config{
+		Lease:   c.Lease,
+		Timeout: c.StoreTimeout,
+		Renew: func(ctx context.Context) error {
+			return c.Store.Renew(ctx, sc, cl.token, c.Lease)
+		},
+		Refused: func(err error) bool { return errors.Is(err, ErrLeaseLost) },
+		Cancel: func(cause error) {
+			if d.completed.Load() {
+				// The handler completes the record in its own transaction, whose row lock
+				// keeps other holders out (renewals wait on it too); a refusal is that
+				// completion, not a loss.
 				return
-			case <-t.C:
 			}
-			err := c.Store.Renew(ctx, sc, token, c.Lease)
-			switch {
-			case errors.Is(err, ErrLeaseLost) && d.completed.Load():
-				return
-			case errors.Is(err, ErrLeaseLost):
-				hb.lost.Store(true)
-				c.Logger.Warn("idempotency: lease lost while the handler runs; its answer will not be stored")
+			cancel(cause)
+			if errors.Is(cause, ErrLeaseLost) {
+				d.lost.Store(true)
+				c.Logger.Warn("idempotency: lease lost while the handler runs; its context is cancelled and its answer will not be stored")
 				c.Observer.LeaseLost(r)
 				return
-			case err != nil:
-				c.Logger.Warn("idempotency: lease renewal failed; retrying", "err", err)
 			}
-		}
-	}()
-	return hb
+			c.Logger.Warn("idempotency: the store did not confirm the lease in time; the handler's context is cancelled",
+				"lease", c.Lease)
+		},
+		Lost:        ErrLeaseLost,
+		Unconfirmed: ErrLeaseUnconfirmed,
+		Failed: func(err error) {
+			c.Logger.Warn("idempotency: lease renewal got no answer; trying again", "err", err)
+			c.Observer.StoreUncertain(r, "renew", err)
+		},
+		Clock: lease.System,
+	}, cl.sent)
 }
 
-// stop stops the heartbeat and reports whether it lost the lease.
-func (hb *heartbeat) stop() bool {
-	close(hb.quit)
-	<-hb.done
-	return hb.lost.Load()
+// finish settles the record of a handler that ended with outcome o, its answer resp.
+func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Response, d *decision, o Outcome, panicked bool) {
+	c := m.cfg
+	sc := rq.scope
+	done := m.finishing.add(sc.ID())
+	until := rq.start.Add(c.TTL) // a repeat is of no use once the record may have expired
+	complete := func(ctx context.Context) error { return c.Store.Complete(ctx, sc, token, resp, c.TTL) }
+	release := func(ctx context.Context) error { return c.Store.Release(ctx, sc, token) }
+	switch {
+	case d.completed.Load():
+		// The handler's transaction completed the record, or rolled back: release it if
+		// it is still ours, for then nothing happened.
+		switch err := m.settle(r, "release", until, release, done); {
+		case err == nil:
+			c.Logger.Info("idempotency: the handler's transaction did not commit; the key is released")
+		case errors.Is(err, ErrLeaseLost):
+			c.Observer.Stored(r, len(resp.Body)) // done in the transaction, as expected
+		}
+	case o == OutcomeFinal:
+		m.stored(r, d, m.settle(r, "complete", until, complete, done), len(resp.Body))
+	case o == OutcomeNoEffect:
+		m.lost(r, d, m.settle(r, "release", until, release, done))
+	case c.Recover != nil:
+		// Uncertain: give the lease up now, so that the next copy asks Recover at once
+		// rather than a lease later. If this fails, the lease lapses on its own.
+		c.Logger.Warn("idempotency: the handler's outcome is uncertain; the record is left to Recover",
+			"status", resp.Status, "panicked", panicked)
+		m.lost(r, d, m.call(r.Context(), func(ctx context.Context) error { return c.Store.Renew(ctx, sc, token, 0) }))
+		done()
+	default:
+		// Uncertain, and no Recover: the answer is stored, so that no retry runs the
+		// effect again; a panic's is stored as not replayable, to be looked up.
+		c.Logger.Warn("idempotency: the handler's outcome is uncertain; its answer is stored so that no retry runs it again",
+			"status", resp.Status, "panicked", panicked)
+		if panicked {
+			resp = &Response{Status: resp.Status, Unreplayable: UnreplayablePanicked}
+		}
+		m.stored(r, d, m.settle(r, "complete", until, complete, done), len(resp.Body))
+	}
+}
+
+// stored reports a completion's first attempt, err.
+func (m *Middleware) stored(r *http.Request, d *decision, err error, bytes int) {
+	if err == nil {
+		m.cfg.Observer.Stored(r, bytes)
+	}
+	m.lost(r, d, err)
+}
+
+// lost reports err if it is ErrLeaseLost: another holder took the record over while the
+// handler ran (its lease lapsed), so this handler's answer is not kept. A loss the lease
+// keeper reported already is not reported again.
+func (m *Middleware) lost(r *http.Request, d *decision, err error) {
+	if errors.Is(err, ErrLeaseLost) {
+		m.cfg.Logger.Warn("idempotency: lease lost: another holder has the record now; this handler's answer is not kept")
+		if !d.lost.Load() {
+			m.cfg.Observer.LeaseLost(r)
+		}
+	}
+}
+
+// settle makes a completion or release (call) of a record, f. The first attempt is
+// bounded by StoreTimeout; if its outcome is unknown, f is repeated in the background
+// until it lands, the Store refuses it, or until passes. done is called once it is
+// resolved. settle returns the first attempt's error.
+func (m *Middleware) settle(r *http.Request, call string, until time.Time, f func(context.Context) error, done func()) error {
+	c := m.cfg
+	err := m.call(r.Context(), f)
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		c.Logger.Warn("idempotency: the store did not answer; repeating in the background", "call", call, "err", err)
+		c.Observer.StoreUncertain(r, call, err)
+		m.repeat(r, call, ResolvedLanded, until, f, done)
+		return err
+	}
+	if done != nil {
+		done()
+	}
+	return err
+}
+
+// call calls f with the request's values, not its cancellation, bounded by StoreTimeout.
+func (m *Middleware) call(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	defer cancel()
+	return f(ctx)
 }

@@ -21,27 +21,61 @@ import (
 
 const s32Body = `{"amount":700,"currency":"EUR"}`
 
-// crashedOnce starts a service whose handler dies mid-request for its first request, under
+// deadStore is the Store as seen by a holder that died: while dead is set, its renewals,
+// completions and releases never reach the Store, for the process that would have sent
+// them is gone.
+type deadStore struct {
+	server.Store
+	dead atomic.Bool
+}
+
+func (d *deadStore) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
+	if d.dead.Load() {
+		return nil
+	}
+	return d.Store.Renew(ctx, sc, token, lease)
+}
+
+func (d *deadStore) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
+	if d.dead.Load() {
+		return nil
+	}
+	return d.Store.Complete(ctx, sc, token, resp, ttl)
+}
+
+func (d *deadStore) Release(ctx context.Context, sc server.Scope, token string) error {
+	if d.dead.Load() {
+		return nil
+	}
+	return d.Store.Release(ctx, sc, token)
+}
+
+// crashedOnce starts a service whose process dies mid-request for its first request, under
 // key: after its effect (effectFirst), as a crash after the charge leaves it, or before it.
 // The record is left in progress; later requests reach the payments handler.
 func crashedOnce(t *testing.T, opts server.Options, key string, effectFirst bool) *service {
 	t.Helper()
 	var crash atomic.Bool
 	crash.Store(true)
+	ds := &deadStore{}
+	ds.dead.Store(true)
+	opts.Store = ds
 	s := newService(t, opts, func(s *service) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if crash.Load() {
 				if effectFirst {
 					s.effects.Add(1)
 				}
-				panic(http.ErrAbortHandler) // the connection drops; nothing is stored
+				panic(http.ErrAbortHandler) // the connection drops; nothing more reaches the Store
 			}
 			s.pay(w, r)
 		})
 	})
+	ds.Store = s.store
 	_, err := s.send(t.Context(), http.MethodPost, "/payments", key, s32Body)
 	require.Error(t, err, "the crashed request got an answer")
 	crash.Store(false)
+	ds.dead.Store(false)
 	return s
 }
 

@@ -6,6 +6,7 @@ package server_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,9 +39,10 @@ func TestS37StoreDownFailsClosed(t *testing.T) {
 	assert.EqualValues(t, 1, s.effects.Load())
 }
 
-// The Store goes down while the handler runs: its answer reaches the client, but cannot be
-// stored; the record stays in progress and is treated as stuck, never re-run.
-func TestStoreDownAtCompletion(t *testing.T) {
+// The Store goes down while the handler runs: its answer reaches the client; the
+// completion, whose outcome is unknown, is repeated in the background until the Store is
+// back, and then retries get the replay. The handler never runs again.
+func TestStoreDownAtCompletionIsRepeated(t *testing.T) {
 	fs := &flakyStore{}
 	s := newService(t, server.Options{Store: fs}, func(s *service) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,12 +53,14 @@ func TestStoreDownAtCompletion(t *testing.T) {
 	fs.Store = s.store
 	first := s.post("k", s31Body)
 	assert.Equal(t, http.StatusCreated, first.status)
-	eventually(t, "the failed completion", func() bool { return s.obs.count("store-error") == 1 })
-	fs.down.Store(false)
-	s.clock.Advance(server.DefaultLease)
+	assert.Equal(t, 1, s.obs.count("uncertain:complete"))
 	got := s.post("k", s31Body)
-	assert.Equal(t, http.StatusConflict, got.status)
-	assert.Equal(t, "key-stuck", got.problemType(t))
+	assert.Equal(t, http.StatusServiceUnavailable, got.status, "the store is still down")
+	fs.down.Store(false)
+	eventually(t, "the repeated completion", func() bool { return s.obs.count("resolved:complete:landed") == 1 })
+	got = s.post("k", s31Body)
+	assert.True(t, got.replayed())
+	assert.Equal(t, first.body, got.body)
 	assert.EqualValues(t, 1, s.effects.Load())
 }
 
@@ -66,6 +70,8 @@ func TestNewChecksOptions(t *testing.T) {
 	assert.ErrorIs(t, err, server.ErrNoStore)
 	for name, o := range map[string]server.Options{
 		"negative lease":  {Lease: -1},
+		"tiny lease":      {Lease: time.Millisecond},
+		"store timeout":   {Lease: time.Second, StoreTimeout: time.Second},
 		"negative body":   {MaxBodyBytes: -1},
 		"ttl below lease": {Lease: 2 * server.DefaultTTL},
 		"bad header":      {KeyHeader: "Idempotency Key"},

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -35,58 +36,74 @@ import (
 //     record may ever need shares one hash tag and a script touching them runs on one
 //     cluster slot. Claim is SET NX PX (or HSETNX in a script) with the key's PX as the TTL;
 //     the lease is a field holding an expiry in Redis's TIME; Renew, Complete, Release and
-//     TakeOver are Lua scripts that compare the token field first. Tokens: a random value,
-//     or INCR of a counter in the same hash.
+//     TakeOver are Lua scripts that compare the token field first. A done record keeps the
+//     token that completed it, so that a repeated Complete is recognised.
 //   - PostgreSQL: a table keyed by the Scope (or sc.ID()), Claim an INSERT ... ON CONFLICT
 //     DO NOTHING followed by a SELECT of the row that won, each transition an UPDATE ...
-//     WHERE scope = $1 AND token = $2 (and lease_until < now() for TakeOver), times from
-//     now(). Completing inside the service's own transaction is a method of that store
+//     WHERE scope = $1 AND token = $2 (and lease_until <= now for TakeOver), times from
+//     clock_timestamp(). Completing inside the service's own transaction is a method of that store
 //     taking the transaction and a Hold (see HoldFrom and MarkCompleted).
 //
 // The same Store serves process-once message consumers: the Scope is then, e.g., the
 // consumer group as Identity, "MESSAGE" as Method, the queue as Path and the message ID as
 // Key.
 //
-// Any error other than ErrLeaseLost means the Store could not answer (it is down, the
-// context ended): the middleware then fails closed (503) and has changed nothing it knows
-// of. Implementations must be safe for concurrent use by many goroutines and processes.
+// Every call may have happened even when it returns an error other than ErrLeaseLost (a
+// timeout, a cut connection after the command was sent): so each one is safe to repeat
+// with the same arguments, and a repeat recognises the caller's own earlier success by its
+// token. The middleware and the consumer repeat a call whose outcome they did not learn;
+// a claim whose handler never ran is released once the Store answers again.
+// Implementations must be safe for concurrent use by many goroutines and processes.
 type Store interface {
-	// Claim atomically creates an in-progress record for sc, holding fingerprint, with a
-	// lease of lease and an expiry of ttl (both > 0, from the Store's now), unless a live
-	// record for sc exists. If it created one, it returns a Claim with Claimed set and the
-	// new holder's Token, never used before for sc. Otherwise it returns the live record,
-	// unchanged, in Claim.Record (its Response a copy the caller may keep); Claim never
-	// takes over or overwrites a live record, even one with another fingerprint or a
-	// lapsed lease.
-	Claim(ctx context.Context, sc Scope, fingerprint string, lease, ttl time.Duration) (Claim, error)
+	// Claim atomically creates an in-progress record for sc held under token, holding
+	// fingerprint, with a lease of lease and an expiry of ttl (both > 0, from the Store's
+	// now), unless a live record for sc exists. token is minted by the caller (NewToken)
+	// and never used before for sc. If Claim created the record, or finds it in progress
+	// under token already (a repeat of a Claim whose reply was lost: the lease is left as
+	// it is), it returns a Claim with Claimed set and Token = token. Otherwise it returns
+	// the live record, unchanged, in Claim.Record (its Response a copy the caller may
+	// keep); Claim never takes over or overwrites a live record, even one with another
+	// fingerprint or a lapsed lease.
+	Claim(ctx context.Context, sc Scope, token, fingerprint string, lease, ttl time.Duration) (Claim, error)
 
 	// Renew extends the lease of the in-progress record for sc held by token to lease from
 	// the Store's now (a heartbeat), and keeps the record from expiring before the lease
-	// ends. It succeeds even if the lease had lapsed, as long as no one took it over. It
-	// returns ErrLeaseLost if the record is gone, done, or held under another token.
+	// ends. It succeeds even if the lease had lapsed, as long as no one took it over. A
+	// lease of 0 ends the lease now: the holder hands the record over to recovery
+	// (TakeOver) without completing it. It returns ErrLeaseLost if the record is gone,
+	// done, or held under another token.
 	Renew(ctx context.Context, sc Scope, token string, lease time.Duration) error
 
 	// Complete turns the in-progress record for sc held by token into a done record holding
 	// resp (not nil; a Store that keeps it in memory keeps a copy) that expires ttl from
-	// the Store's now. Its fingerprint is kept. It returns ErrLeaseLost, changing nothing,
-	// if the record is gone, done, or held under another token.
+	// the Store's now. Its fingerprint is kept, and so is token, as the one that completed
+	// it: a repeated Complete with token on the record it completed returns nil and
+	// changes nothing. Otherwise it returns ErrLeaseLost, changing nothing, if the record
+	// is gone, done, or held under another token.
 	Complete(ctx context.Context, sc Scope, token string, resp *Response, ttl time.Duration) error
 
 	// Release deletes the in-progress record for sc held by token, so that the next Claim
 	// for sc creates a new record: the handler stored nothing and a retry may run it again.
-	// It returns ErrLeaseLost, changing nothing, if the record is gone, done, or held under
-	// another token.
+	// If sc has no live record (released already, expired, or a Claim that never landed)
+	// it returns nil: the record is gone, as Release wants. It returns ErrLeaseLost,
+	// changing nothing, if the record is done or held under another token.
 	Release(ctx context.Context, sc Scope, token string) error
 
-	// TakeOver gives the in-progress record for sc a new holder when its lease has lapsed:
-	// if the record is still held under stale (the token a Claim reported) and its lease
-	// ended by the Store's clock, it stores a new token, never used before for sc, with a
-	// lease of lease, and returns it; stale is fenced out from then on. Otherwise (the
+	// TakeOver gives the in-progress record for sc a new holder, token (minted by the
+	// caller, never used before for sc), when its lease has lapsed: if the record is still
+	// held under stale (the token a Claim reported) and its lease ended by the Store's
+	// clock, it stores token with a lease of lease; stale is fenced out from then on. A
+	// repeat that finds the record held under token already returns nil. Otherwise (the
 	// holder renewed, someone else took over, the record is done or gone) it returns
 	// ErrLeaseLost and changes nothing. Exactly one of several concurrent TakeOvers of one
 	// stale token succeeds.
-	TakeOver(ctx context.Context, sc Scope, stale string, lease time.Duration) (string, error)
+	TakeOver(ctx context.Context, sc Scope, stale, token string, lease time.Duration) error
 }
+
+// NewToken returns a new fencing token for Store.Claim and Store.TakeOver: 128 random
+// bits from crypto/rand, as 26 base32 characters. Callers mint tokens so that a call whose
+// reply was lost can be repeated and recognised as their own.
+func NewToken() string { return rand.Text() }
 
 // Scope names one idempotency record: a key means one operation only for one identity, one
 // method and one path (draft-ietf-httpapi-idempotency-key-header section 5 recommends such a
@@ -185,4 +202,5 @@ const (
 	UnreplayableTooLarge = "too-large" // the body exceeded Options.MaxResponseBytes
 	UnreplayableStreamed = "streamed"  // the handler flushed: the answer was streamed
 	UnreplayableHijacked = "hijacked"  // the handler took over the connection
+	UnreplayablePanicked = "panicked"  // the handler panicked: its outcome is unknown
 )

@@ -44,7 +44,8 @@
 //     operation and never sees this identity's stored result.
 //   - The first request with a key claims it atomically, so two concurrent requests with
 //     one key run the payment once. While it runs, the same key gets 409 with Retry-After
-//     set to what is left of the holder's lease (Options.Lease, 1 s by default: so 1).
+//     set to the middleware's estimate of the payment's time, at most what is left of the
+//     holder's lease (Options.Lease, 1 s by default: so 1).
 //   - The same key with another fingerprint gets 422. The fingerprint is a SHA-256 of the
 //     body in canonical JSON when the Content-Type is JSON (member order, white space,
 //     escapes and the spelling of numbers do not matter: 2, 2.0 and 2e0 are one number),

@@ -141,6 +141,15 @@ func (o observer) StoreError(_ *http.Request, err error) {
 	o.s.logf("POST /payments: idempotency store: %v", err)
 }
 
+func (o observer) StoreUncertain(_ *http.Request, call string, err error) {
+	o.s.ledger.update(func(l *Ledger) { l.StoreCalls["uncertain "+call]++ })
+	o.s.logf("POST /payments: idempotency store: %s got no answer (repeated with its token): %v", call, err)
+}
+
+func (o observer) StoreResolved(_ *http.Request, call, how string) {
+	o.s.ledger.update(func(l *Ledger) { l.StoreCalls[call+" "+how]++ })
+}
+
 // recoverPayment is the middleware's Recover hook, for a key whose holder's lease lapsed
 // before it answered (its handler stalled past the lease, or the clock jumped): if a
 // payment was made under the key, its answer is stored and replayed; if the key's handler

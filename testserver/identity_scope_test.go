@@ -75,11 +75,11 @@ type scopeStore struct {
 	scopes []server.Scope
 }
 
-func (st *scopeStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
+func (st *scopeStore) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
 	st.mu.Lock()
 	st.scopes = append(st.scopes, sc)
 	st.mu.Unlock()
-	return st.Store.Claim(ctx, sc, fp, lease, ttl)
+	return st.Store.Claim(ctx, sc, token, fp, lease, ttl)
 }
 
 // An Identity that returns the token itself: only its hash reaches the Store or the log.

@@ -38,6 +38,10 @@ type Ledger struct {
 	// Faults counts the injected faults that acted, by FaultKind name; status
 	// faults by status and Retry-After form, e.g. "503", "429 Retry-After=date".
 	Faults map[string]int `json:"faults"`
+	// StoreCalls counts the middleware's idempotency-store calls that got no answer (so
+	// may have happened), by call ("uncertain claim"), and how each ended once known, by
+	// call and outcome ("claim released", "complete landed", "complete gave-up").
+	StoreCalls map[string]int `json:"store_calls"`
 }
 
 // Payments returns the number of payments created, over all references.
@@ -143,7 +147,7 @@ type recorder struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{l: Ledger{Effects: map[string]int{}, Faults: map[string]int{}}}
+	return &recorder{l: Ledger{Effects: map[string]int{}, Faults: map[string]int{}, StoreCalls: map[string]int{}}}
 }
 
 // update changes the ledger under the lock.
@@ -165,5 +169,6 @@ func (r *recorder) snapshot() Ledger {
 	l := r.l
 	l.Effects = maps.Clone(r.l.Effects)
 	l.Faults = maps.Clone(r.l.Faults)
+	l.StoreCalls = maps.Clone(r.l.StoreCalls)
 	return l
 }

@@ -161,7 +161,7 @@ func (s *Server) routes() (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
-	s.idempotent = mw.Wrap(http.HandlerFunc(s.handlePayment))
+	s.mw, s.idempotent = mw, mw.Wrap(http.HandlerFunc(s.handlePayment))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /payments", s.handleCreate)
 	mux.HandleFunc("GET /payments", s.handleListPayments)

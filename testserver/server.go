@@ -92,6 +92,7 @@ type Server struct {
 	idempotent http.Handler // handlePayment behind the middleware
 
 	store    server.Store
+	mw       *server.Middleware
 	track    *tracker // keys claimed or running here, for Recover
 	payments *paymentStore
 	ledger   *recorder
@@ -257,6 +258,11 @@ func (s *Server) Close() {
 		}
 		s.handlers.Wait() // handlers of hijacked connections, which Shutdown does not track
 		<-s.served
+		// Store calls the middleware still repeats (its Store is down) get a moment to
+		// land, and are then given up: their records lapse and are recovered.
+		mctx, mcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer mcancel()
+		_ = s.mw.Shutdown(mctx)
 	})
 }
 

@@ -123,10 +123,11 @@ func TestLedgerEndpoint(t *testing.T) {
 	require.NoError(t, json.Unmarshal(a.body, &l))
 	require.Equal(t, s.Ledger(), l)
 	require.Equal(t, Ledger{
-		Effects:  map[string]int{"a": 2},
-		Requests: 4,
-		Replays:  1,
-		Faults:   map[string]int{"503": 1},
+		Effects:    map[string]int{"a": 2},
+		Requests:   4,
+		Replays:    1,
+		Faults:     map[string]int{"503": 1},
+		StoreCalls: map[string]int{},
 	}, l)
 	require.Equal(t, []string{"a"}, l.Duplicates())
 }

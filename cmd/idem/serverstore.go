@@ -40,6 +40,7 @@ func openRedisServerStore(rawURL string) (server.Store, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("-server-store: %w", err)
 	}
+	opts.ContextTimeoutEnabled = true // deadlines bound every store call (redisstore.ErrNoContextTimeout)
 	client := redis.NewClient(opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

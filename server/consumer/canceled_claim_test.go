@@ -26,8 +26,8 @@ type cutStore struct {
 	cancel context.CancelFunc
 }
 
-func (s cutStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
-	cl, err := s.Store.Claim(context.WithoutCancel(ctx), sc, fp, lease, ttl)
+func (s cutStore) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
+	cl, err := s.Store.Claim(context.WithoutCancel(ctx), sc, token, fp, lease, ttl)
 	s.cancel()
 	if ctx.Err() != nil {
 		return server.Claim{}, ctx.Err()

@@ -27,7 +27,16 @@ func newProcessor(t *testing.T, opts consumer.Options) *consumer.Processor {
 	leakcheck.Check(t)
 	p, err := consumer.New(opts)
 	require.NoError(t, err)
+	t.Cleanup(func() { shutdown(p.Shutdown) })
 	return p
+}
+
+// shutdown gives what is still repeated in the background a moment to land, then gives it
+// up: a test's Store may be down for good.
+func shutdown(f func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = f(ctx)
 }
 
 var bg = context.Background()
@@ -109,7 +118,7 @@ func TestFailureReleasesForRedelivery(t *testing.T) {
 func abandon(t *testing.T, store *memstore.Store, clk *servertest.Clock, group string) {
 	t.Helper()
 	sc := server.Scope{Identity: group, Method: "MESSAGE", Path: "q", Key: "m-1"}
-	c, err := store.Claim(bg, sc, "", time.Second, time.Hour)
+	c, err := store.Claim(bg, sc, server.NewToken(), "", time.Second, time.Hour)
 	require.NoError(t, err)
 	require.True(t, c.Claimed)
 	clk.Advance(2 * time.Second)
@@ -134,7 +143,7 @@ func TestAbandonedMessage(t *testing.T) {
 	t.Run("still leased", func(t *testing.T) {
 		store, _ := newStore()
 		sc := server.Scope{Method: "MESSAGE", Path: "q", Key: "m-1"}
-		_, err := store.Claim(bg, sc, "", time.Minute, time.Hour)
+		_, err := store.Claim(bg, sc, server.NewToken(), "", time.Minute, time.Hour)
 		require.NoError(t, err)
 		res, run := ran(newProcessor(t, consumer.Options{Store: store, RerunAbandoned: true}))
 		require.Equal(t, consumer.Busy, res, "a live holder is never taken over")
@@ -230,7 +239,7 @@ type downStore struct{ server.Store }
 
 var errDown = errors.New("connection refused")
 
-func (downStore) Claim(context.Context, server.Scope, string, time.Duration, time.Duration) (server.Claim, error) {
+func (downStore) Claim(context.Context, server.Scope, string, string, time.Duration, time.Duration) (server.Claim, error) {
 	return server.Claim{}, errDown
 }
 

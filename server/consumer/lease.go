@@ -1,5 +1,5 @@
-// This file holds what a running handler's claim needs: the heartbeat that renews its
-// lease, and the Hold its context carries for a done-mark inside the handler's own
+// This file holds what a running handler's claim needs: the lease keeper that renews it
+// (internal/lease), and the Hold its context carries for a done-mark inside the handler's own
 // transaction.
 
 package consumer
@@ -7,11 +7,11 @@ package consumer
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/internal/lease"
 )
 
 type holdKey struct{}
@@ -43,34 +43,31 @@ func MarkCompleted(ctx context.Context) bool {
 	return ok
 }
 
-// heartbeat renews the claim every Lease/3 until stop is called (when the handler has
-// returned, or panicked), whether or not ctx has ended; if the claim is lost it cancels
-// the handler's context with server.ErrLeaseLost.
-func (p *Processor) heartbeat(ctx context.Context, sc server.Scope, token string, cancel context.CancelCauseFunc) (stop func()) {
-	quit := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(p.o.Lease / 3)
-		defer t.Stop()
-		for {
-			// Not stopped by ctx: a handler still running after its context ended (a
-			// consumer shutting down) is still making its effect, and holds its claim
-			// until it returns.
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-			err := p.o.Store.Renew(context.WithoutCancel(ctx), sc, token, p.o.Lease)
-			if errors.Is(err, server.ErrLeaseLost) {
-				cancel(server.ErrLeaseLost)
+// keep starts the lease keeper of a handler running under token (its lease confirmed at
+// sent): it renews the claim every Lease/3 until stopped, whether or not ctx has ended (a
+// handler still running after its context ended, a consumer shutting down, is still
+// making its effect), and cancels the handler's context with server.ErrLeaseLost if the
+// claim is lost, or server.ErrLeaseUnconfirmed if the Store does not confirm it in time.
+func (p *Processor) keep(ctx context.Context, sc server.Scope, token string, sent time.Time, h *hold, cancel context.CancelCauseFunc) *lease.Keeper {
+	return lease.Keep(ctx, lease.Config{
+		Lease:   p.o.Lease,
+		Timeout: p.o.StoreTimeout,
+		Renew:   func(ctx context.Context) error { return p.o.Store.Renew(ctx, sc, token, p.o.Lease) },
+		Refused: func(err error) bool { return errors.Is(err, server.ErrLeaseLost) },
+		Cancel: func(cause error) {
+			if h.marked.Load() {
+				// The handler marks the message done in its own transaction, whose row
+				// lock keeps other consumers out; a refusal is that mark, not a loss.
 				return
 			}
-			if err != nil {
-				p.o.Logger.Warn("consumer: lease renewal failed; trying again", "queue", sc.Path, "err", err)
-			}
-		}
-	})
-	var once sync.Once
-	return func() { once.Do(func() { close(quit); wg.Wait() }) }
+			p.o.Logger.Warn("consumer: the handler's context is cancelled", "queue", sc.Path, "cause", cause)
+			cancel(cause)
+		},
+		Lost:        server.ErrLeaseLost,
+		Unconfirmed: server.ErrLeaseUnconfirmed,
+		Failed: func(err error) {
+			p.o.Logger.Warn("consumer: lease renewal got no answer; trying again", "queue", sc.Path, "err", err)
+		},
+		Clock: lease.System,
+	}, sent)
 }

@@ -21,30 +21,53 @@ import (
 type broken struct {
 	*memstore.Store
 	kind string
+	seen map[string]int // calls per record, for the kinds that break a repeat
 }
 
-func (b broken) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
-	cl, err := b.Store.Claim(ctx, sc, fp, lease, ttl)
+func (b broken) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
+	if b.kind == "claim-repeat-unrecognised" {
+		token += "-" + server.NewToken() // every call a new token: a repeat finds a stranger's record
+	}
+	cl, err := b.Store.Claim(ctx, sc, token, fp, lease, ttl)
 	if b.kind == "claim-overwrites" && err == nil && !cl.Claimed {
-		return server.Claim{Claimed: true, Token: "fake"}, nil
+		return server.Claim{Claimed: true, Token: token}, nil
 	}
 	return cl, err
 }
 
 func (b broken) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	err := b.Store.Complete(ctx, sc, token, resp, ttl)
-	if b.kind == "complete-unfenced" && errors.Is(err, server.ErrLeaseLost) {
+	switch {
+	case b.kind == "complete-unfenced" && errors.Is(err, server.ErrLeaseLost):
 		return nil
+	case b.kind == "complete-repeat-refused" && err == nil && b.done(sc):
+		return server.ErrLeaseLost // refuses its own repeat, as a Store minting no memory of it would
 	}
 	return err
 }
 
-func (b broken) TakeOver(ctx context.Context, sc server.Scope, stale string, lease time.Duration) (string, error) {
-	token, err := b.Store.TakeOver(ctx, sc, stale, lease)
-	if b.kind == "takeover-live" && errors.Is(err, server.ErrLeaseLost) {
-		return "stolen", nil
+// done reports whether sc's record was done before the call that asks (a completion just
+// made counts on its second call only).
+func (b broken) done(sc server.Scope) bool {
+	n := b.seen[sc.ID()] + 1
+	b.seen[sc.ID()] = n
+	return n > 1
+}
+
+func (b broken) Release(ctx context.Context, sc server.Scope, token string) error {
+	err := b.Store.Release(ctx, sc, token)
+	if b.kind == "release-absent-refused" && err == nil && b.done(sc) {
+		return server.ErrLeaseLost
 	}
-	return token, err
+	return err
+}
+
+func (b broken) TakeOver(ctx context.Context, sc server.Scope, stale, token string, lease time.Duration) error {
+	err := b.Store.TakeOver(ctx, sc, stale, token, lease)
+	if b.kind == "takeover-live" && errors.Is(err, server.ErrLeaseLost) {
+		return nil
+	}
+	return err
 }
 
 // TestBrokenStoreChild runs the suite on the broken store IDEM_BROKEN_STORE names; it is
@@ -55,7 +78,7 @@ func TestBrokenStoreChild(t *testing.T) {
 		t.Skip("run by TestSuiteCatchesBrokenStores")
 	}
 	servertest.Run(t, servertest.Config{
-		Open:      func(testing.TB) server.Store { return broken{memstore.New(nil), kind} },
+		Open:      func(testing.TB) server.Store { return &broken{memstore.New(nil), kind, map[string]int{}} },
 		RealLease: 50 * time.Millisecond,
 	})
 }
@@ -68,6 +91,10 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		"claim-overwrites":  {"ClaimAtomic", "ClaimFindsLive", "ClaimKeepsFingerprint"},
 		"complete-unfenced": {"WrongTokenFenced", "DoneRecordFenced", "ReleaseFreesScope"},
 		"takeover-live":     {"TakeOverLiveLeaseRefused", "WrongTokenFenced"},
+
+		"claim-repeat-unrecognised": {"ClaimRepeated"},
+		"complete-repeat-refused":   {"CompleteRepeated", "DoneRecordFenced"},
+		"release-absent-refused":    {"ReleaseRepeated"},
 	} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

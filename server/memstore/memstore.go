@@ -5,8 +5,8 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,14 +20,13 @@ type Store struct {
 
 	mu      sync.Mutex
 	records map[server.Scope]*record
-	tokens  uint64 // the last token handed out; tokens are never reused
-	claims  int    // claims since the last sweep of expired records
+	claims  int // claims since the last sweep of expired records
 }
 
 // record is one key's state. resp is immutable once set.
 type record struct {
 	fingerprint string
-	token       string // the holder's, while in progress
+	token       string // the holder's while in progress; the completer's once done
 	leaseUntil  time.Time
 	expires     time.Time
 	resp        *server.Response // set when done
@@ -59,20 +58,26 @@ func (s *Store) Len() int {
 }
 
 // Claim implements server.Store.
-func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
 	if err := ctx.Err(); err != nil {
 		return server.Claim{}, err
+	}
+	if token == "" {
+		return server.Claim{}, errNoToken
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if r := s.live(sc, now); r != nil {
+		if r.resp == nil && r.token == token {
+			return server.Claim{Claimed: true, Token: token}, nil // a repeat
+		}
 		return server.Claim{Record: r.view(now)}, nil
 	}
 	s.sweep(now)
 	r := &record{
 		fingerprint: fingerprint,
-		token:       s.newToken(),
+		token:       token,
 		leaseUntil:  now.Add(lease),
 		expires:     now.Add(max(ttl, lease)),
 	}
@@ -82,61 +87,87 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, 
 
 // Renew implements server.Store.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	return s.held(ctx, sc, token, func(r *record, now time.Time) {
+	err := s.held(ctx, sc, token, func(r *record, now time.Time) error {
+		if r.resp != nil || r.token != token {
+			return server.ErrLeaseLost
+		}
 		r.leaseUntil = now.Add(lease)
 		if r.expires.Before(r.leaseUntil) {
 			r.expires = r.leaseUntil
 		}
+		return nil
 	})
+	return lostIfAbsent(err)
 }
 
 // Complete implements server.Store.
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	c := clone(resp)
-	return s.held(ctx, sc, token, func(r *record, now time.Time) {
-		r.resp, r.token, r.expires = c, "", now.Add(ttl)
-	})
+	return lostIfAbsent(s.held(ctx, sc, token, func(r *record, now time.Time) error {
+		if r.resp != nil {
+			return repeated(r.token == token) // done: by this token (a repeat) or another
+		}
+		if r.token != token {
+			return server.ErrLeaseLost
+		}
+		r.resp, r.expires = c, now.Add(ttl)
+		return nil
+	}))
 }
 
 // Release implements server.Store.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
-	return s.held(ctx, sc, token, func(*record, time.Time) { delete(s.records, sc) })
+	err := s.held(ctx, sc, token, func(r *record, _ time.Time) error {
+		if r.resp != nil || r.token != token {
+			return server.ErrLeaseLost
+		}
+		delete(s.records, sc)
+		return nil
+	})
+	if errors.Is(err, errAbsent) {
+		return nil // gone already: what Release wants
+	}
+	return err
 }
 
 // TakeOver implements server.Store.
-func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lease time.Duration) (string, error) {
-	var token string
-	err := s.held(ctx, sc, stale, func(r *record, now time.Time) {
-		if now.Before(r.leaseUntil) {
-			return // the holder is alive: token stays "", ErrLeaseLost below
+func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token string, lease time.Duration) error {
+	if token == "" {
+		return errNoToken
+	}
+	return lostIfAbsent(s.held(ctx, sc, stale, func(r *record, now time.Time) error {
+		switch {
+		case r.resp == nil && r.token == token:
+			return nil // a repeat
+		case r.resp != nil || r.token != stale || now.Before(r.leaseUntil):
+			return server.ErrLeaseLost // done, held by another, or the holder is alive
 		}
-		token = s.newToken()
 		r.token, r.leaseUntil = token, now.Add(lease)
 		if r.expires.Before(r.leaseUntil) {
 			r.expires = r.leaseUntil
 		}
-	})
-	if err == nil && token == "" {
-		err = server.ErrLeaseLost
-	}
-	return token, err
+		return nil
+	}))
 }
 
-// held runs f on the live in-progress record for sc if token holds it, under the lock;
-// otherwise it returns server.ErrLeaseLost.
-func (s *Store) held(ctx context.Context, sc server.Scope, token string, f func(*record, time.Time)) error {
+// held runs f, which checks token against the record itself, on the live record for sc
+// under the lock. It returns errAbsent for no live record, server.ErrLeaseLost for an
+// empty token, or what f returns.
+func (s *Store) held(ctx context.Context, sc server.Scope, token string, f func(*record, time.Time) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if token == "" {
+		return server.ErrLeaseLost // no record is ever held under ""
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	r := s.live(sc, now)
-	if r == nil || r.resp != nil || token == "" || r.token != token {
-		return server.ErrLeaseLost
+	if r == nil {
+		return errAbsent
 	}
-	f(r, now)
-	return nil
+	return f(r, now)
 }
 
 // live returns the record for sc unless it is missing or expired at now.
@@ -159,9 +190,26 @@ func (r *record) view(now time.Time) server.Record {
 	return v
 }
 
-func (s *Store) newToken() string {
-	s.tokens++
-	return strconv.FormatUint(s.tokens, 10)
+var (
+	errAbsent  = errors.New("memstore: no live record")
+	errNoToken = errors.New("memstore: empty token")
+)
+
+// lostIfAbsent maps errAbsent to server.ErrLeaseLost, for the transitions that need a record.
+func lostIfAbsent(err error) error {
+	if errors.Is(err, errAbsent) {
+		return server.ErrLeaseLost
+	}
+	return err
+}
+
+// repeated is the answer to a transition that finds it has been made: nil if by the
+// caller's own token (a repeat), else server.ErrLeaseLost.
+func repeated(own bool) error {
+	if own {
+		return nil
+	}
+	return server.ErrLeaseLost
 }
 
 // sweep deletes expired records every sweepEvery claims.

@@ -22,7 +22,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	for b.Loop() {
 		i++
 		sc := server.Scope{Identity: "id", Method: "POST", Path: "/payments", Key: strconv.Itoa(i)}
-		cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 		if err != nil || !cl.Claimed {
 			b.Fatalf("Claim = %+v, %v", cl, err)
 		}
@@ -37,7 +37,7 @@ func BenchmarkClaimReplay(b *testing.B) {
 	s := openStore(b, pool, pgstore.Options{Schema: testSchema(b, pool)})
 	ctx := context.Background()
 	sc := server.Scope{Identity: "id", Method: "POST", Path: "/payments", Key: "k"}
-	cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func BenchmarkClaimReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 		if err != nil || cl.Claimed || cl.Record.Response == nil {
 			b.Fatalf("Claim = %+v, %v", cl, err)
 		}

@@ -39,7 +39,7 @@ func TestClaimSeesRowCommittedMeanwhile(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 		done <- result{cl, err}
 	}()
 	// The claim's INSERT waits for the other transaction to end (its snapshot is taken).

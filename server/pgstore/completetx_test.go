@@ -31,13 +31,13 @@ func TestCompleteTxCommitAndRollback(t *testing.T) {
 	resp := &server.Response{Status: 201, Body: []byte(`{"id":1}`)}
 	claim := func(key string, lease time.Duration) server.Hold {
 		sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: key}
-		cl, err := s.Claim(ctx, sc, "fp", lease, time.Hour)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", lease, time.Hour)
 		require.NoError(t, err)
 		require.True(t, cl.Claimed)
 		return server.Hold{Scope: sc, Token: cl.Token}
 	}
 	record := func(h server.Hold) server.Record {
-		cl, err := s.Claim(ctx, h.Scope, "fp", time.Minute, time.Hour)
+		cl, err := s.Claim(ctx, h.Scope, server.NewToken(), "fp", time.Minute, time.Hour)
 		require.NoError(t, err)
 		require.False(t, cl.Claimed)
 		return cl.Record
@@ -52,8 +52,11 @@ func TestCompleteTxCommitAndRollback(t *testing.T) {
 	require.Equal(t, server.StateDone, rec.State)
 	assert.Equal(t, resp.Body, rec.Response.Body)
 	assert.InDelta(t, server.DefaultTTL.Seconds(), rec.ExpiresIn.Seconds(), 5, "Options.TTL's default")
-	assert.ErrorIs(t, s.Complete(ctx, committed.Scope, committed.Token, resp, time.Hour), server.ErrLeaseLost,
-		"the middleware's completion after the transaction's")
+	assert.ErrorIs(t, s.Release(ctx, committed.Scope, committed.Token), server.ErrLeaseLost,
+		"the middleware's release after the transaction committed")
+	assert.NoError(t, s.Complete(ctx, committed.Scope, committed.Token, &server.Response{Status: 500}, time.Hour),
+		"a repeated completion by the same token")
+	assert.Equal(t, resp.Body, record(committed).Response.Body, "the repeat changed the record")
 
 	rolled := claim("rollback", time.Minute)
 	tx, err = pool.Begin(ctx)
@@ -67,8 +70,7 @@ func TestCompleteTxCommitAndRollback(t *testing.T) {
 
 	stale := claim("stale", 50*time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
-	_, err = s.TakeOver(ctx, stale.Scope, stale.Token, time.Minute)
-	require.NoError(t, err)
+	require.NoError(t, s.TakeOver(ctx, stale.Scope, stale.Token, server.NewToken(), time.Minute))
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
 	assert.ErrorIs(t, s.CompleteTx(ctx, tx, stale, resp), server.ErrLeaseLost)
@@ -175,7 +177,7 @@ func TestCompleteSQLTx(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		ref := fmt.Sprintf("sql-%v", commit)
 		sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: ref}
-		cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 		require.NoError(t, err)
 		require.True(t, cl.Claimed)
 		tx, err := db.BeginTx(ctx, nil)
@@ -188,7 +190,7 @@ func TestCompleteSQLTx(t *testing.T) {
 		} else {
 			require.NoError(t, tx.Rollback())
 		}
-		cl, err = s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+		cl, err = s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 		require.NoError(t, err)
 		if commit {
 			require.Equal(t, server.StateDone, cl.Record.State)

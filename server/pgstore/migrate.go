@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the version of the tables schema.sql creates.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 //go:embed schema.sql
 var schemaSQL string

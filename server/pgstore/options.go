@@ -16,6 +16,8 @@ const (
 	DefaultSchema     = "idem"
 	DefaultPruneEvery = 10 * time.Minute
 	DefaultPruneBatch = 1000
+	// DefaultStatementTimeout bounds each statement the Store runs on the pool.
+	DefaultStatementTimeout = 2 * time.Second
 )
 
 // Options configure a Store. The zero value (or nil) works. Open copies it.
@@ -26,8 +28,7 @@ type Options struct {
 	// needed. It may be the schema of a journal/pgjournal journal: the names differ.
 	Schema string
 
-	// TTL is how long a record completed by CompleteTx is kept, from the transaction's
-	// now(). The middleware's own completions use server.Options.TTL, which this should
+	// TTL is how long a record completed by CompleteTx is kept, from the completion. The middleware's own completions use server.Options.TTL, which this should
 	// equal. 0 means server.DefaultTTL (24 h); negative is ErrInvalidOptions.
 	TTL time.Duration
 
@@ -40,6 +41,14 @@ type Options struct {
 	// are left, so no statement holds many row locks or runs long. 0 means
 	// DefaultPruneBatch; negative is ErrInvalidOptions.
 	PruneBatch int
+
+	// StatementTimeout is the lock_timeout and statement_timeout of every statement the
+	// Store runs on the pool (set for that statement's transaction alone), so that a row
+	// locked by a service's transaction, or a slow database, cannot hold pooled
+	// connections for long: the statement fails instead, and the middleware answers 503 or
+	// tries again. It does not apply inside CompleteTx, whose transaction is the service's.
+	// 0 means DefaultStatementTimeout; negative is ErrInvalidOptions.
+	StatementTimeout time.Duration
 
 	// Logger receives the background pruning's failures (it tries again an interval
 	// later); nil is quiet.
@@ -66,11 +75,16 @@ func (o *Options) resolved() (Options, error) {
 	if c.PruneBatch == 0 {
 		c.PruneBatch = DefaultPruneBatch
 	}
+	if c.StatementTimeout == 0 {
+		c.StatementTimeout = DefaultStatementTimeout
+	}
 	switch {
 	case !identifier.MatchString(c.Schema):
 		return c, fmt.Errorf("%w: Schema %q is not a plain identifier", ErrInvalidOptions, c.Schema)
 	case c.TTL < 0:
 		return c, fmt.Errorf("%w: TTL %v is negative", ErrInvalidOptions, c.TTL)
+	case c.StatementTimeout < 0:
+		return c, fmt.Errorf("%w: StatementTimeout %v is negative", ErrInvalidOptions, c.StatementTimeout)
 	case c.PruneBatch < 0:
 		return c, fmt.Errorf("%w: PruneBatch %d is negative", ErrInvalidOptions, c.PruneBatch)
 	}

@@ -33,7 +33,7 @@ func fill(t *testing.T, s *pgstore.Store, prefix string, n int, ttl time.Duratio
 	t.Helper()
 	for i := range n {
 		sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: fmt.Sprintf("%s-%d", prefix, i)}
-		cl, err := s.Claim(context.Background(), sc, "fp", ttl, ttl)
+		cl, err := s.Claim(context.Background(), sc, server.NewToken(), "fp", ttl, ttl)
 		require.NoError(t, err)
 		require.True(t, cl.Claimed)
 		if i%2 == 0 {

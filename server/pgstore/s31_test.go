@@ -43,9 +43,9 @@ type countingStore struct {
 	claims atomic.Int64
 }
 
-func (c *countingStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
+func (c *countingStore) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
 	c.claims.Add(1)
-	return c.Store.Claim(ctx, sc, fp, lease, ttl)
+	return c.Store.Claim(ctx, sc, token, fp, lease, ttl)
 }
 
 // pair is two instances of one payments service, each with its own pool and Store on one

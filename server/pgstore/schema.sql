@@ -1,4 +1,4 @@
--- idem's PostgreSQL store for the server middleware, version 1. {{schema}} is the
+-- idem's PostgreSQL store for the server middleware, version 2. {{schema}} is the
 -- schema Options.Schema names (it may be shared with journal/pgjournal: every name
 -- here starts with server_). Applied by Migrate, once, under an advisory lock.
 
@@ -6,7 +6,7 @@
 CREATE TABLE IF NOT EXISTS {{schema}}.server_records (
     scope        text        PRIMARY KEY,  -- Scope.ID(): hex SHA-256 of the four fields
     fingerprint  text        NOT NULL,     -- the claiming request's
-    token        text,                     -- the holder's fencing token; NULL once done
+    token        text,                     -- the holder's fencing token; once done, the completer's
     lease_until  timestamptz,              -- the holder's lease, database clock; NULL once done
     expires_at   timestamptz NOT NULL,     -- the row counts as absent from then on
     status       integer,                  -- the stored response (NULL while in progress)
@@ -18,5 +18,6 @@ CREATE TABLE IF NOT EXISTS {{schema}}.server_records (
 -- Expired rows, oldest first: what Prune deletes in batches.
 CREATE INDEX IF NOT EXISTS server_records_expires_at ON {{schema}}.server_records (expires_at);
 
--- Fencing tokens: one sequence for every scope, so a token is never handed out twice.
-CREATE SEQUENCE IF NOT EXISTS {{schema}}.server_tokens;
+-- Version 1 drew fencing tokens from a sequence; since version 2 the caller mints them
+-- (server.NewToken), so that a call whose reply was lost is recognised when repeated.
+DROP SEQUENCE IF EXISTS {{schema}}.server_tokens;

@@ -141,6 +141,11 @@ func newInstance(t *testing.T, opts server.Options, h http.Handler) *instance {
 	opts.Observer = in.obs
 	mw, err := server.New(opts)
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = mw.Shutdown(ctx) // a Store down for good leaves repeats to give up
+	})
 	in.srv = httptest.NewUnstartedServer(mw.Wrap(h))
 	in.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	in.srv.Start()

@@ -12,18 +12,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-go/idem/server"
 )
 
 // Store is a server.Store on a PostgreSQL table shared by every instance of a service. Its
-// clock is the database's: every lease and expiry is computed from now() in the statement
-// that sets or reads it. It is safe for concurrent use by many goroutines and processes.
+// clock is the database's: every lease and expiry is computed from clock_timestamp() in
+// the statement that sets or reads it. Every statement it runs on the pool carries a lock
+// and statement timeout (Options.StatementTimeout), so a row held by a service's
+// transaction (CompleteTx) makes a concurrent copy fail in bounded time instead of
+// holding a pooled connection. It is safe for concurrent use by many goroutines and processes.
 type Store struct {
-	pool *pgxpool.Pool
-	opts Options
-	q    queries
+	pool    *pgxpool.Pool
+	opts    Options
+	q       queries
+	timeout string // Options.StatementTimeout, as lock_timeout and statement_timeout take it
 
 	stop      chan struct{} // closed by Close: the pruner stops
 	done      chan struct{} // closed when the pruner has stopped
@@ -44,7 +49,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 		return nil, err
 	}
 	s := &Store{pool: pool, opts: c, q: newQueries(pgx.Identifier{c.Schema}.Sanitize()),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		timeout: fmt.Sprintf("%dms", max(1, c.StatementTimeout.Milliseconds())),
+		stop:    make(chan struct{}), done: make(chan struct{})}
 	if c.PruneEvery > 0 {
 		go s.pruneLoop()
 	} else {
@@ -70,12 +76,16 @@ const maxClaimRounds = 8
 // more round trips: the conflicting row was committed after the statement's snapshot was
 // taken, so the statement cannot see it (a plain SELECT follows); or the row had expired
 // (it is deleted, as absent rows are, and the claim made again).
-func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+	if token == "" {
+		return server.Claim{}, errors.New("pgstore: claim: empty token")
+	}
 	id := sc.ID()
 	for range maxClaimRounds {
-		r, err := s.scanRow(s.pool.QueryRow(ctx, s.q.claim, id, fingerprint, micros(lease), micros(ttl)))
+		var r row
+		err := s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, s.q.claim, id, fingerprint, micros(lease), micros(ttl), token)
 		if errors.Is(err, pgx.ErrNoRows) {
-			r, err = s.scanRow(s.pool.QueryRow(ctx, s.q.find, id))
+			err = s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue // released between the two statements: claim again
 			}
@@ -83,11 +93,11 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, 
 		if err != nil {
 			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		if r.claimed {
-			return server.Claim{Claimed: true, Token: *r.token}, nil
+		if r.claimed || r.inProgress && r.token != nil && *r.token == token {
+			return server.Claim{Claimed: true, Token: token}, nil // made now, or a repeat
 		}
 		if r.expiresIn <= 0 {
-			if _, err := s.pool.Exec(ctx, s.q.dropExpired, id); err != nil {
+			if _, err := s.exec(ctx, s.q.dropExpired, id); err != nil {
 				return server.Claim{}, fmt.Errorf("pgstore: claim: delete an expired record: %w", err)
 			}
 			continue
@@ -104,7 +114,8 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, 
 // row is what the claim and find statements return.
 type row struct {
 	claimed      bool
-	token        *string // NULL once done
+	token        *string
+	inProgress   bool
 	fingerprint  string
 	leaseLeft    int64 // µs
 	expiresIn    int64 // µs
@@ -113,19 +124,21 @@ type row struct {
 	unreplayable *string
 }
 
-func (s *Store) scanRow(r pgx.Row) (row, error) {
-	var x row
-	err := r.Scan(&x.claimed, &x.token, &x.fingerprint, &x.leaseLeft, &x.expiresIn, &x.status, &x.header, &x.body, &x.unreplayable)
+func (x *row) scan(r pgx.Row) error {
+	err := r.Scan(&x.claimed, &x.token, &x.inProgress, &x.fingerprint, &x.leaseLeft, &x.expiresIn, &x.status, &x.header, &x.body, &x.unreplayable)
 	if err == nil && x.claimed && x.token == nil {
 		err = errors.New("the claim returned no token")
 	}
-	return x, err
+	return err
 }
 
 // record is r as server.Store reports a live record.
 func (r row) record() (server.Record, error) {
 	rec := server.Record{Fingerprint: r.fingerprint, ExpiresIn: time.Duration(r.expiresIn) * time.Microsecond}
-	if r.token != nil {
+	if r.inProgress {
+		if r.token == nil {
+			return server.Record{}, errors.New("pgstore: a record in progress without a token")
+		}
 		rec.State, rec.Token = server.StateInProgress, *r.token
 		rec.LeaseLeft = time.Duration(r.leaseLeft) * time.Microsecond
 		return rec, nil
@@ -144,6 +157,41 @@ func (r row) record() (server.Record, error) {
 	}
 	rec.Response = resp
 	return rec, nil
+}
+
+// exec runs one statement on the pool under the Store's timeouts (Options.StatementTimeout):
+// they are set for its implicit transaction alone, in the same round trip.
+func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(s.q.timeouts, s.timeout)
+	b.Queue(q, args...)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag.RowsAffected(), err
+}
+
+// queryRow runs one query on the pool under the Store's timeouts, as exec does, and hands
+// its row to scan.
+func (s *Store) queryRow(ctx context.Context, scan func(pgx.Row) error, q string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(s.q.timeouts, s.timeout)
+	b.Queue(q, args...)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = scan(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // micros is d in whole microseconds, PostgreSQL's resolution.

@@ -77,12 +77,12 @@ func TestHeaderBytesKept(t *testing.T) {
 	s := openStore(t, pool, pgstore.Options{Schema: testSchema(t, pool)})
 	ctx := context.Background()
 	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "k"}
-	cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	require.NoError(t, err)
 	require.True(t, cl.Claimed)
 	want := http.Header{"X-Latin1": {"caf\xe9", "na\xefve"}, "X-Nul-Free": {"a\tb"}}
 	require.NoError(t, s.Complete(ctx, sc, cl.Token, &server.Response{Status: 204, Header: want.Clone()}, time.Hour))
-	cl, err = s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	cl, err = s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	require.NoError(t, err)
 	require.NotNil(t, cl.Record.Response)
 	assert.Equal(t, want, cl.Record.Response.Header)
@@ -98,7 +98,7 @@ func TestLeaseOnDatabaseClock(t *testing.T) {
 	s := openStore(t, pool, pgstore.Options{Schema: schema})
 	ctx := context.Background()
 	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "k"}
-	_, err := s.Claim(ctx, sc, "fp", 90*time.Second, time.Hour)
+	_, err := s.Claim(ctx, sc, server.NewToken(), "fp", 90*time.Second, time.Hour)
 	require.NoError(t, err)
 	var skew time.Duration
 	require.NoError(t, pool.QueryRow(ctx, `SELECT (extract(epoch FROM lease_until - clock_timestamp() - interval '90 seconds') * 1e6)::bigint * interval '1 microsecond'

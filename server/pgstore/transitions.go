@@ -12,102 +12,145 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idem-go/idem/server"
 )
 
-// Renew implements server.Store.
+// Renew implements server.Store. A lease of 0 ends the lease now.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	return fenced("renew")(pgxExec(ctx, s.pool)(s.q.renew, sc.ID(), token, micros(lease)))
+	return fenced("renew")(s.exec(ctx, s.q.renew, sc.ID(), token, micros(lease)))
 }
 
 // Complete implements server.Store.
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
-	return s.complete(pgxExec(ctx, s.pool), sc, token, resp, ttl)
+	return s.complete(s.onPool(ctx), sc, token, resp, ttl)
 }
 
 // Release implements server.Store. The row is deleted.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
-	return fenced("release")(pgxExec(ctx, s.pool)(s.q.release, sc.ID(), token))
+	db := s.onPool(ctx)
+	err := fenced("release")(db.exec(s.q.release, sc.ID(), token))
+	if errors.Is(err, server.ErrLeaseLost) {
+		return s.repeated(db, "release", sc, token, func(mine, inProgress, found bool) bool { return !found })
+	}
+	return err
 }
 
 // TakeOver implements server.Store. Of concurrent take-overs, the first UPDATE to lock the
 // row changes its token; the others, re-checking the row once it is committed, match
 // nothing.
-func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lease time.Duration) (string, error) {
-	var token string
-	err := s.pool.QueryRow(ctx, s.q.takeOver, sc.ID(), stale, micros(lease)).Scan(&token)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return "", server.ErrLeaseLost
-	case err != nil:
-		return "", fmt.Errorf("pgstore: take over: %w", err)
+func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token string, lease time.Duration) error {
+	if token == "" {
+		return errors.New("pgstore: take over: empty token")
 	}
-	return token, nil
+	db := s.onPool(ctx)
+	err := fenced("take over")(db.exec(s.q.takeOver, sc.ID(), stale, micros(lease), token))
+	if errors.Is(err, server.ErrLeaseLost) {
+		return s.repeated(db, "take over", sc, token, func(mine, inProgress, found bool) bool { return found && mine && inProgress })
+	}
+	return err
 }
 
 // CompleteTx completes the record the request runs under (hold, from server.HoldFrom)
 // with resp inside tx, the service's own transaction, so that the business rows the
 // handler wrote in tx and the stored response commit together, or neither does. The TTL
-// is Options.TTL, from tx's now() (its start). ctx should be the request's context (or
-// derive from it): on success CompleteTx calls server.MarkCompleted on it, so the
-// middleware expects its own completion afterwards to be refused.
+// is Options.TTL. ctx should be the request's context (or derive from it): CompleteTx
+// first calls server.MarkCompleted on it, declaring that the handler's effects are in tx.
 //
 // resp is what the handler then writes to its client: it is what every retry replays once
 // tx commits. The row stays locked until tx ends, so no other instance can take the record
-// over in between; a concurrent copy of the request waits for tx to end rather than see a
-// half-made state.
+// over in between; a concurrent copy of the request waits for tx to end (at most
+// Options.StatementTimeout) rather than see a half-made state. The lease is judged by the
+// database's clock when the statement runs, not when tx began.
 //
-// If tx rolls back, the record is as before: in progress under the request's token, and
-// the middleware completes or releases it by its policy on the answer the handler writes
-// (a 5xx releases the key, so a retry runs the handler again, this time possibly with
-// success).
+// When the handler returns, the middleware releases the record if it is still in progress
+// under the request's token: tx rolled back (or never committed), so nothing happened and
+// a retry runs the handler again. If tx committed, the record is done and the release is
+// refused, as expected.
 //
 // It returns server.ErrLeaseLost, changing nothing, if hold no longer holds the record
 // (its lease lapsed and another instance took it over, or it is done or gone): roll tx
 // back, since another holder now answers for the key. A nil resp is an error before any
 // statement; any other error is the database's, and tx is then aborted.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, hold server.Hold, resp *server.Response) error {
-	if err := s.complete(pgxExec(ctx, tx), hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
+	server.MarkCompleted(ctx)
+	if err := s.complete(inTx(ctx, tx), hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
 		return err
 	}
-	server.MarkCompleted(ctx)
 	return nil
 }
 
 // CompleteSQLTx is CompleteTx for a database/sql transaction, on a PostgreSQL driver that
 // takes $n placeholders (pgx's stdlib, lib/pq).
 func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, hold server.Hold, resp *server.Response) error {
-	exec := func(q string, args ...any) (int64, error) {
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
-	}
-	if err := s.complete(exec, hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
+	server.MarkCompleted(ctx)
+	if err := s.complete(inSQLTx(ctx, tx), hold.Scope, hold.Token, resp, s.opts.TTL); err != nil {
 		return err
 	}
-	server.MarkCompleted(ctx)
 	return nil
 }
 
-// execFunc runs one statement (on the pool, or in the caller's transaction) and returns
-// how many rows it changed.
-type execFunc func(q string, args ...any) (int64, error)
+// db runs the Store's statements on the pool (with its timeouts) or in a service's
+// transaction.
+type db struct {
+	exec     func(q string, args ...any) (int64, error)
+	queryRow func(q string, args []any, dest ...any) error // no row: errNoRow
+}
 
-// pgxExec is an execFunc for a pool or a pgx.Tx.
-func pgxExec(ctx context.Context, db interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}) execFunc {
-	return func(q string, args ...any) (int64, error) {
-		tag, err := db.Exec(ctx, q, args...)
-		return tag.RowsAffected(), err
+var errNoRow = errors.New("pgstore: no row")
+
+// onPool is a db on the Store's pool.
+func (s *Store) onPool(ctx context.Context) db {
+	return db{
+		exec: func(q string, args ...any) (int64, error) { return s.exec(ctx, q, args...) },
+		queryRow: func(q string, args []any, dest ...any) error {
+			err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(dest...) }, q, args...)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errNoRow
+			}
+			return err
+		},
 	}
 }
 
-func (s *Store) complete(exec execFunc, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
+// inTx is a db in tx, a pgx transaction of the service's.
+func inTx(ctx context.Context, tx pgx.Tx) db {
+	return db{
+		exec: func(q string, args ...any) (int64, error) {
+			tag, err := tx.Exec(ctx, q, args...)
+			return tag.RowsAffected(), err
+		},
+		queryRow: func(q string, args []any, dest ...any) error {
+			err := tx.QueryRow(ctx, q, args...).Scan(dest...)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errNoRow
+			}
+			return err
+		},
+	}
+}
+
+// inSQLTx is a db in tx, a database/sql transaction of the service's.
+func inSQLTx(ctx context.Context, tx *sql.Tx) db {
+	return db{
+		exec: func(q string, args ...any) (int64, error) {
+			res, err := tx.ExecContext(ctx, q, args...)
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		},
+		queryRow: func(q string, args []any, dest ...any) error {
+			err := tx.QueryRowContext(ctx, q, args...).Scan(dest...)
+			if errors.Is(err, sql.ErrNoRows) {
+				return errNoRow
+			}
+			return err
+		},
+	}
+}
+
+func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	if resp == nil {
 		return errors.New("pgstore: complete: nil response")
 	}
@@ -115,8 +158,28 @@ func (s *Store) complete(exec execFunc, sc server.Scope, token string, resp *ser
 	if body == nil {
 		body = []byte{} // NULL is for a record without a response
 	}
-	return fenced("complete")(exec(s.q.complete, sc.ID(), token, micros(ttl),
+	err := fenced("complete")(db.exec(s.q.complete, sc.ID(), token, micros(ttl),
 		int32(resp.Status), server.AppendHeader(nil, resp.Header), body, resp.Unreplayable))
+	if errors.Is(err, server.ErrLeaseLost) {
+		return s.repeated(db, "complete", sc, token, func(mine, inProgress, found bool) bool { return found && mine && !inProgress })
+	}
+	return err
+}
+
+// repeated runs after a transition matched no row: it reads the live row for sc and
+// returns nil if made reports that the transition had been made already by token (a
+// repeat whose first reply was lost), server.ErrLeaseLost otherwise.
+func (s *Store) repeated(db db, what string, sc server.Scope, token string, made func(mine, inProgress, found bool) bool) error {
+	var mine, inProgress bool
+	err := db.queryRow(s.q.own, []any{sc.ID(), token}, &mine, &inProgress)
+	found := err == nil
+	switch {
+	case err != nil && !errors.Is(err, errNoRow):
+		return fmt.Errorf("pgstore: %s: %w", what, err)
+	case made(mine, inProgress, found):
+		return nil
+	}
+	return server.ErrLeaseLost
 }
 
 // fenced turns the result of a fenced statement into the transition's error: none if it

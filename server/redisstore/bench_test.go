@@ -21,7 +21,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	resp := &server.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: make([]byte, 1024)}
 	for i := 0; b.Loop(); i++ {
 		sc := server.Scope{Identity: "bench", Method: "POST", Path: "/payments", Key: strconv.Itoa(i)}
-		cl, err := s.Claim(ctx, sc, "fp", 30*time.Second, time.Minute)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", 30*time.Second, time.Minute)
 		if err != nil || !cl.Claimed {
 			b.Fatalf("Claim = %+v, %v", cl, err)
 		}
@@ -37,7 +37,7 @@ func BenchmarkClaimReplay(b *testing.B) {
 	s := newStore(b, newClient(b))
 	ctx := context.Background()
 	sc := server.Scope{Identity: "bench", Method: "POST", Path: "/payments", Key: "replay"}
-	cl, err := s.Claim(ctx, sc, "fp", 30*time.Second, time.Minute)
+	cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", 30*time.Second, time.Minute)
 	if err != nil || !cl.Claimed {
 		b.Fatalf("Claim = %+v, %v", cl, err)
 	}
@@ -46,7 +46,7 @@ func BenchmarkClaimReplay(b *testing.B) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		cl, err := s.Claim(ctx, sc, "fp", 30*time.Second, time.Minute)
+		cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", 30*time.Second, time.Minute)
 		if err != nil || cl.Record.Response == nil || len(cl.Record.Response.Body) != 1024 {
 			b.Fatalf("Claim = %+v, %v", cl, err)
 		}

@@ -58,7 +58,7 @@ func testClusterSpread(t *testing.T, cc *redis.ClusterClient) {
 	ctx := context.Background()
 	for i := range 64 {
 		sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: fmt.Sprint("k-", i)}
-		if cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour); err != nil || !cl.Claimed {
+		if cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour); err != nil || !cl.Claimed {
 			t.Fatalf("Claim %d = %+v, %v", i, cl, err)
 		}
 	}
@@ -111,7 +111,7 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		addr := "127.0.0.1:" + port
-		c := redis.NewClient(&redis.Options{Addr: addr})
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { c.Close() })
 		addrs, nodes = append(addrs, addr), append(nodes, c)
 	}
@@ -139,7 +139,7 @@ func startCluster(t *testing.T) *redis.ClusterClient {
 				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(clusterNodes))
 		})
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { cc.Close() })
 	return cc
 }

@@ -5,7 +5,7 @@
 // client (any redis.UniversalClient: single node, Sentinel failover or Cluster) and never
 // dials one itself.
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
 //	store, err := redisstore.New(rdb, nil)
 //	if err != nil { ... }
 //	mw, err := server.New(server.Options{Store: store, Identity: accountOf})
@@ -18,7 +18,7 @@
 //
 //	st      "p" in progress, "d" done
 //	fp      the fingerprint of the claim that created the record
-//	tok     the holder's token (in progress only)
+//	tok     the holder's token; once done, the token that completed it
 //	lease   when the holder's lease ends, in milliseconds of Redis's TIME (in progress only)
 //	status  the stored status code, in decimal (done only)
 //	hdr     the stored header fields, binary: for each field its name, its number of
@@ -39,16 +39,19 @@
 // a compatible server such as Valkey) is required.
 //
 //   - Claim: if the key does not exist, HSET st, fp, tok and lease, PEXPIRE, and answer
-//     "claimed"; otherwise answer the record's fields, the lease left (lease - now) and
-//     PTTL, changing nothing. This is SET NX PX done as one script, so a claim that finds
-//     a record also reads it in the same atomic step.
+//     "claimed"; if it is in progress under the caller's token (a repeat of a claim whose
+//     reply was lost), answer "claimed" too; otherwise answer the record's fields, the
+//     lease left (lease - now) and PTTL, changing nothing. This is SET NX PX done as one
+//     script, so a claim that finds a record also reads it in the same atomic step.
 //   - Renew, Complete, Release, TakeOver compare first: unless st is "p" and tok equals
 //     the caller's token they return 0, which the Store reports as server.ErrLeaseLost,
-//     and change nothing. Renew then sets lease; Complete drops tok and lease, writes st
-//     "d" and the response and sets the TTL; Release deletes the key; TakeOver also
-//     refuses (0) while lease is after now, and otherwise writes a new tok and lease.
+//     and change nothing. Renew then sets lease; Complete drops lease, writes st "d" and
+//     the response and sets the TTL; Release deletes the key; TakeOver also refuses (0)
+//     while lease is after now, and otherwise writes a new tok and lease. Each recognises
+//     its own repeat and answers 1 without a change: Complete on a record done under its
+//     token, Release on a missing key, TakeOver on a record held under its new token.
 //
-// Tokens are 130 random bits from crypto/rand, made by the caller and passed to the
+// Tokens are made by the caller (server.NewToken: 128 random bits) and passed to the
 // script: never used before for a Scope, even after its record was released or expired
 // (a counter in the record's hash would be deleted with it). Exactly one of concurrent
 // take-overs of one token succeeds, since the first one replaces tok.

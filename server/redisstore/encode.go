@@ -5,7 +5,6 @@
 package redisstore
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -47,13 +46,6 @@ func decodeRecord(reply []any) (server.Record, error) {
 		return server.Record{}, fmt.Errorf("%w: state %q", errCorrupt, str(3))
 	}
 	return rec, nil
-}
-
-// newToken returns a random token of 130 bits (crypto/rand.Text): never used before for
-// any Scope, with overwhelming probability, even across a record's deletion and expiry,
-// which a counter kept in the record's own hash would not survive.
-func newToken() string {
-	return rand.Text()
 }
 
 // ms is d in whole milliseconds, rounded up and at least 1: Redis's unit, and PEXPIRE 0

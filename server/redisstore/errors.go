@@ -15,4 +15,11 @@ var (
 	// hash tag must be the only one in its key, or Redis Cluster would hash the prefix's
 	// tag instead and the key layout would lose its meaning.
 	ErrBadPrefix = errors.New("redisstore: Options.Prefix must not contain '{' or '}'")
+
+	// ErrNoContextTimeout is returned by New for a *redis.Client, *redis.ClusterClient or
+	// *redis.Ring whose options leave ContextTimeoutEnabled false: go-redis then ignores a
+	// context's deadline on an open connection and waits out its ReadTimeout (3 s by
+	// default) instead, so the middleware's StoreTimeout (server.Options) would not bound
+	// a call to a Store cut off by a partition. Set ContextTimeoutEnabled: true.
+	ErrNoContextTimeout = errors.New("redisstore: the client's options must set ContextTimeoutEnabled, so that a context's deadline bounds every call")
 )

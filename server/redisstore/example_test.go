@@ -17,7 +17,7 @@ func Example() {
 	mux := http.NewServeMux()
 	accountID := func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil }
 
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // or redis.NewClusterClient
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true}) // or redis.NewClusterClient
 	store, err := redisstore.New(rdb, &redisstore.Options{Prefix: "payments:idem:"})
 	if err != nil {
 		log.Fatal(err)

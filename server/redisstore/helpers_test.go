@@ -29,7 +29,7 @@ func redisAddr() string {
 // not answer, t fails when $CI is set and is skipped otherwise.
 func newClient(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 // s32Child serves the middleware on Redis with a handler that writes its effect's
 // reference to dir/effect-<key>, then blocks until the process is killed.
 func s32Child(dir, prefix string) error {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	client := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
 	store, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestS37RedisDown(t *testing.T) {
 	h := &payments{}
 	obs := &observer{}
 
-	gone := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	gone := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { gone.Close() })
 	down := newInstance(t, gone, prefix, server.Options{Observer: obs}, h)
 	for range 2 {
@@ -78,7 +78,7 @@ func TestS37RedisDownMidTest(t *testing.T) {
 	rdb := newClient(t)
 	prefix := newPrefix(t, rdb)
 	p := newProxy(t, redisAddr())
-	viaProxy := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: 1, DialerRetries: 1})
+	viaProxy := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { viaProxy.Close() })
 	h := &payments{}
 	in := newInstance(t, viaProxy, prefix, server.Options{}, h)

@@ -14,11 +14,15 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
-// held is the prelude of every fenced script (after now): it returns 0 (ErrLeaseLost)
-// unless the record exists, is in progress and is held under ARGV[1]. A missing key
-// reads as all false, so it fails the same test.
-const held = `
+// fields is the prelude of every fenced script (after now): f holds the record's state,
+// token and lease end. A missing key reads as all false.
+const fields = `
 local f = redis.call('HMGET', KEYS[1], 'st', 'tok', 'lease')
+`
+
+// held follows fields in the scripts that need the record in progress under ARGV[1]: it
+// returns 0 (ErrLeaseLost) unless it is.
+const held = fields + `
 if f[1] ~= 'p' or f[2] ~= ARGV[1] then return 0 end
 `
 
@@ -30,10 +34,11 @@ if pttl >= 0 and pttl < ends - now then redis.call('PEXPIRE', KEYS[1], ends - no
 `
 
 // claimScript creates an in-progress record unless the key exists (an expired key does
-// not: Redis forgets it), and otherwise returns the record as it is.
+// not: Redis forgets it), and otherwise returns the record as it is, unless it finds it in
+// progress under the caller's token (a repeated claim), which counts as claimed.
 //
-//	ARGV: fingerprint, new token, lease ms, ttl ms
-//	returns {1} when it created the record, else
+//	ARGV: fingerprint, token, lease ms, ttl ms
+//	returns {1} when it created the record or found it held under the token, else
 //	        {0, lease left ms, PTTL ms, st, fp, tok, status, hdr, body, unrep}
 //	        (fields the record lacks are nil)
 var claimScript = redis.NewScript(now + `
@@ -44,6 +49,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {1}
 end
 local f = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok', 'lease', 'status', 'hdr', 'body', 'unrep')
+if f[1] == 'p' and f[3] == ARGV[2] then return {1} end
 local left = 0
 if f[4] then left = tonumber(f[4]) - now end
 return {0, left, redis.call('PTTL', KEYS[1]), f[1], f[2], f[3], f[5], f[6], f[7], f[8]}
@@ -60,33 +66,41 @@ redis.call('HSET', KEYS[1], 'lease', ends)
 return 1
 `)
 
-// completeScript turns the record done: the token and lease go, the response comes, and
-// the record expires ttl ms from now. The fingerprint stays.
+// completeScript turns the record done: the lease goes, the response comes, and the
+// record expires ttl ms from now. The fingerprint stays, and so does the token, as the
+// completer's: a repeat by it answers 1 and changes nothing.
 //
 //	ARGV: token, ttl ms, status, hdr, body, unrep
 //	returns 1, or 0 if the token does not hold the record
-var completeScript = redis.NewScript(now + held + `
-redis.call('HDEL', KEYS[1], 'tok', 'lease')
+var completeScript = redis.NewScript(now + fields + `
+if f[1] == 'd' and f[2] == ARGV[1] then return 1 end
+if f[1] ~= 'p' or f[2] ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'lease')
 redis.call('HSET', KEYS[1], 'st', 'd', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5], 'unrep', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// releaseScript deletes the record.
+// releaseScript deletes the record. A missing record is released already.
 //
 //	ARGV: token
-//	returns 1, or 0 if the token does not hold the record
-var releaseScript = redis.NewScript(now + held + `
+//	returns 1, or 0 if the record is done or held under another token
+var releaseScript = redis.NewScript(now + fields + `
+if not f[1] then return 1 end
+if f[1] ~= 'p' or f[2] ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
 `)
 
 // takeOverScript hands a lapsed lease to a new token. A lease still running (its end
-// strictly after now) is refused, as is any token but the holder's.
+// strictly after now) is refused, as is any token but the holder's; a record held under
+// the new token already is a repeat.
 //
 //	ARGV: stale token, new token, lease ms
 //	returns 1, or 0 if refused
-var takeOverScript = redis.NewScript(now + held + `
+var takeOverScript = redis.NewScript(now + fields + `
+if f[1] == 'p' and f[2] == ARGV[2] then return 1 end
+if f[1] ~= 'p' or f[2] ~= ARGV[1] then return 0 end
 if tonumber(f[3]) > now then return 0 end
 local ends = now + tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'tok', ARGV[2], 'lease', ends)

@@ -40,6 +40,11 @@ func newInstance(t *testing.T, client *redis.Client, prefix string, opts server.
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = mw.Shutdown(ctx) // a Store down for good leaves repeats to give up
+	})
 	srv := httptest.NewServer(mw.Wrap(handler))
 	t.Cleanup(srv.Close)
 	return &instance{t: t, url: srv.URL}
@@ -163,8 +168,8 @@ type countingStore struct {
 	found atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, sc server.Scope, fp string, lease, ttl time.Duration) (server.Claim, error) {
-	cl, err := s.Store.Claim(ctx, sc, fp, lease, ttl)
+func (s *countingStore) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
+	cl, err := s.Store.Claim(ctx, sc, token, fp, lease, ttl)
 	if err == nil && !cl.Claimed {
 		s.found.Add(1)
 	}

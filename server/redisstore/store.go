@@ -5,6 +5,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -38,8 +39,10 @@ type Store struct {
 
 // New returns a Store keeping its records through client: a *redis.Client, a
 // *redis.ClusterClient, a failover client, or any other redis.UniversalClient the service
-// already has. New does not contact Redis. It returns ErrNoClient for a nil client and
-// ErrBadPrefix for a prefix with a brace; opts may be nil.
+// already has, with ContextTimeoutEnabled set in its options, so that the middleware's
+// deadline bounds every call. New does not contact Redis. It returns ErrNoClient for a
+// nil client, ErrBadPrefix for a prefix with a brace, and ErrNoContextTimeout for a client
+// that would ignore deadlines; opts may be nil.
 func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, ErrNoClient
@@ -57,7 +60,25 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if strings.ContainsAny(o.Prefix, "{}") {
 		return nil, ErrBadPrefix
 	}
+	if !contextTimeout(client) {
+		return nil, ErrNoContextTimeout
+	}
 	return &Store{client: client, prefix: o.Prefix}, nil
+}
+
+// contextTimeout reports whether client honours a context's deadline on an open
+// connection, for the client types whose options say so; any other UniversalClient is
+// taken on trust.
+func contextTimeout(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Key returns the Redis key of sc's record: "<Prefix>{<sc.ID()>}".
@@ -67,8 +88,10 @@ func (s *Store) Key(sc server.Scope) string {
 
 // Claim implements server.Store. Its Redis errors, like every method's, are returned
 // wrapped ("redisstore: claim: …"); the fenced methods' refusals are server.ErrLeaseLost.
-func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
-	token := newToken()
+func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
+	if token == "" {
+		return server.Claim{}, errors.New("redisstore: claim: empty token")
+	}
 	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(sc)}, fingerprint, token, ms(lease), ms(ttl)).Slice()
 	if err != nil {
 		return server.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
@@ -85,7 +108,11 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, fingerprint string, 
 
 // Renew implements server.Store.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	return s.fenced(ctx, "renew", renewScript, sc, token, ms(lease))
+	lms := int64(0) // a lease of 0 ends now
+	if lease > 0 {
+		lms = ms(lease)
+	}
+	return s.fenced(ctx, "renew", renewScript, sc, token, lms)
 }
 
 // Complete implements server.Store. The response is stored as four hash fields: status,
@@ -101,12 +128,11 @@ func (s *Store) Release(ctx context.Context, sc server.Scope, token string) erro
 }
 
 // TakeOver implements server.Store.
-func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale string, lease time.Duration) (string, error) {
-	token := newToken()
-	if err := s.fenced(ctx, "take over", takeOverScript, sc, stale, token, ms(lease)); err != nil {
-		return "", err
+func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token string, lease time.Duration) error {
+	if token == "" {
+		return errors.New("redisstore: take over: empty token")
 	}
-	return token, nil
+	return s.fenced(ctx, "take over", takeOverScript, sc, stale, token, ms(lease))
 }
 
 // fenced runs script on sc's record with token and args as ARGV, and maps its reply: 1

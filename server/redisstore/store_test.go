@@ -42,7 +42,7 @@ func TestKeyLayout(t *testing.T) {
 	if got := s.Key(sc); got != want {
 		t.Errorf("Key = %q, want %q", got, want)
 	}
-	cl, err := s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	if err != nil || !cl.Claimed {
 		t.Fatalf("Claim = %+v, %v", cl, err)
 	}
@@ -65,14 +65,19 @@ func TestKeyLayout(t *testing.T) {
 	if ttl := c.PTTL(ctx, want).Val(); ttl <= time.Hour {
 		t.Errorf("PTTL after Complete = %v, want about the 2 h TTL", ttl)
 	}
-	if _, ok := c.HGetAll(ctx, want).Val()["tok"]; ok {
-		t.Error("a done record still holds a token")
+	fields := c.HGetAll(ctx, want).Val()
+	if fields["tok"] != cl.Token || fields["st"] != "d" {
+		t.Errorf("done record fields %q, want st d and the completer's token", fields)
+	}
+	if _, ok := fields["lease"]; ok {
+		t.Error("a done record still holds a lease")
 	}
 }
 
-// The default prefix is "idem:"; a prefix with a brace, and a nil client, are refused.
+// The default prefix is "idem:"; a prefix with a brace, a nil client, and a client that
+// ignores context deadlines are refused.
 func TestNew(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // never dialled
 	defer c.Close()
 	s, err := redisstore.New(c, nil)
 	if err != nil {
@@ -91,6 +96,11 @@ func TestNew(t *testing.T) {
 	if _, err := redisstore.New(none, nil); !errors.Is(err, redisstore.ErrNoClient) {
 		t.Errorf("New of a nil *redis.Client: %v, want ErrNoClient", err)
 	}
+	deaf := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer deaf.Close()
+	if _, err := redisstore.New(deaf, nil); !errors.Is(err, redisstore.ErrNoContextTimeout) {
+		t.Errorf("New of a client without ContextTimeoutEnabled: %v, want ErrNoContextTimeout", err)
+	}
 }
 
 // A lease is judged by Redis's clock: a record whose lease field says it ended (as a
@@ -101,11 +111,11 @@ func TestLeaseOnRedisClock(t *testing.T) {
 	s := newStore(t, c)
 	ctx := context.Background()
 	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: t.Name()}
-	cl, err := s.Claim(ctx, sc, "fp", time.Hour, 2*time.Hour)
+	cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Hour, 2*time.Hour)
 	if err != nil || !cl.Claimed {
 		t.Fatalf("Claim = %+v, %v", cl, err)
 	}
-	if _, err := s.TakeOver(ctx, sc, cl.Token, time.Minute); !errors.Is(err, server.ErrLeaseLost) {
+	if err := s.TakeOver(ctx, sc, cl.Token, server.NewToken(), time.Minute); !errors.Is(err, server.ErrLeaseLost) {
 		t.Fatalf("TakeOver of an hour's lease: %v, want ErrLeaseLost", err)
 	}
 	redisNow, err := c.Time(ctx).Result()
@@ -113,19 +123,18 @@ func TestLeaseOnRedisClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.HSet(ctx, s.Key(sc), "lease", redisNow.Add(-time.Second).UnixMilli())
-	cl2, err := s.Claim(ctx, sc, "fp", time.Hour, 2*time.Hour)
+	cl2, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Hour, 2*time.Hour)
 	if err != nil || cl2.Claimed || cl2.Record.LeaseLeft > -time.Second+100*time.Millisecond {
 		t.Fatalf("Claim after the lease field was set a second back = %+v, %v; want LeaseLeft about -1 s", cl2, err)
 	}
-	token, err := s.TakeOver(ctx, sc, cl.Token, time.Minute)
-	if err != nil || token == cl.Token {
-		t.Fatalf("TakeOver of a lapsed lease = %q, %v", token, err)
+	if err := s.TakeOver(ctx, sc, cl.Token, server.NewToken(), time.Minute); err != nil {
+		t.Fatalf("TakeOver of a lapsed lease: %v", err)
 	}
 }
 
 // Any Redis error is returned wrapped, never as ErrLeaseLost: the middleware fails closed.
 func TestRedisErrorWrapped(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	c := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	defer c.Close()
 	s, err := redisstore.New(c, nil)
 	if err != nil {
@@ -133,13 +142,12 @@ func TestRedisErrorWrapped(t *testing.T) {
 	}
 	ctx := context.Background()
 	sc := server.Scope{Key: "k"}
-	_, err = s.Claim(ctx, sc, "fp", time.Minute, time.Hour)
+	_, err = s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	checkRedisErr(t, "Claim", err)
 	checkRedisErr(t, "Renew", s.Renew(ctx, sc, "t", time.Minute))
 	checkRedisErr(t, "Complete", s.Complete(ctx, sc, "t", &server.Response{Status: 200}, time.Hour))
 	checkRedisErr(t, "Release", s.Release(ctx, sc, "t"))
-	_, err = s.TakeOver(ctx, sc, "t", time.Minute)
-	checkRedisErr(t, "TakeOver", err)
+	checkRedisErr(t, "TakeOver", s.TakeOver(ctx, sc, "t", "u", time.Minute))
 }
 
 func checkRedisErr(t *testing.T, op string, err error) {

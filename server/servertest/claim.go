@@ -63,7 +63,7 @@ func testClaimAtomic(t *testing.T, e *env) {
 	errs := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			cl, err := e.s.Claim(ctx, sc, "fp", e.lease, e.ttl)
+			cl, err := e.s.Claim(ctx, sc, server.NewToken(), "fp", e.lease, e.ttl)
 			if err != nil {
 				errs <- err
 				return

@@ -74,31 +74,35 @@ func testWrongTokenFenced(t *testing.T, e *env) {
 	wantLost(t, "Renew", e.s.Renew(ctx, sc, bad, e.lease))
 	wantLost(t, "Complete", e.s.Complete(ctx, sc, bad, &server.Response{Status: 200}, e.ttl))
 	wantLost(t, "Release", e.s.Release(ctx, sc, bad))
-	_, err := e.s.TakeOver(ctx, sc, bad, e.lease)
-	wantLost(t, "TakeOver", err)
+	wantLost(t, "TakeOver", e.s.TakeOver(ctx, sc, bad, server.NewToken(), e.lease))
 	if rec := e.existing(t, sc, "fp"); rec.State != server.StateInProgress || rec.Token != token {
 		t.Errorf("record = %+v after fenced calls, want in progress under %q", rec, token)
 	}
 	none := scope(t, "never-claimed")
 	wantLost(t, "Renew of a missing record", e.s.Renew(ctx, none, token, e.lease))
 	wantLost(t, "Complete of a missing record", e.s.Complete(ctx, none, token, &server.Response{Status: 200}, e.ttl))
-	wantLost(t, "Release of a missing record", e.s.Release(ctx, none, token))
+	if err := e.s.Release(ctx, none, token); err != nil {
+		t.Errorf("Release of a missing record = %v, want nil: it is gone, as Release wants", err)
+	}
+	wantLost(t, "TakeOver of a missing record", e.s.TakeOver(ctx, none, token, server.NewToken(), e.lease))
 	e.claim(t, none, "fp", e.lease) // and none of that made a record
 }
 
 // Once done, a record takes no further transition, not even from the token that completed
-// it, and keeps its response.
+// it (whose repeated Complete is acknowledged but changes nothing), and keeps its response.
 func testDoneRecordFenced(t *testing.T, e *env) {
 	sc := scope(t, "a")
 	token := e.claim(t, sc, "fp", e.lease)
 	if err := e.s.Complete(ctx, sc, token, &server.Response{Status: 201, Body: []byte("first")}, e.ttl); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	wantLost(t, "a second Complete", e.s.Complete(ctx, sc, token, &server.Response{Status: 500, Body: []byte("second")}, e.ttl))
+	if err := e.s.Complete(ctx, sc, token, &server.Response{Status: 500, Body: []byte("second")}, e.ttl); err != nil {
+		t.Errorf("a second Complete by the completer = %v, want nil (a repeat)", err)
+	}
+	wantLost(t, "Complete by another token", e.s.Complete(ctx, sc, token+"x", &server.Response{Status: 500, Body: []byte("third")}, e.ttl))
 	wantLost(t, "Renew of a done record", e.s.Renew(ctx, sc, token, e.lease))
 	wantLost(t, "Release of a done record", e.s.Release(ctx, sc, token))
-	_, err := e.s.TakeOver(ctx, sc, token, e.lease)
-	wantLost(t, "TakeOver of a done record", err)
+	wantLost(t, "TakeOver of a done record", e.s.TakeOver(ctx, sc, token, server.NewToken(), e.lease))
 	rec := e.existing(t, sc, "fp")
 	if rec.State != server.StateDone || rec.Response == nil || rec.Response.Status != 201 || string(rec.Response.Body) != "first" {
 		t.Errorf("record = %+v, want done with the first response", rec)
@@ -109,8 +113,7 @@ func testDoneRecordFenced(t *testing.T, e *env) {
 func testTakeOverLiveLeaseRefused(t *testing.T, e *env) {
 	sc := scope(t, "a")
 	token := e.claim(t, sc, "fp", e.lease)
-	_, err := e.s.TakeOver(ctx, sc, token, e.lease)
-	wantLost(t, "TakeOver of a live lease", err)
+	wantLost(t, "TakeOver of a live lease", e.s.TakeOver(ctx, sc, token, server.NewToken(), e.lease))
 	if err := e.s.Renew(ctx, sc, token, e.lease); err != nil {
 		t.Errorf("the holder's Renew after a refused take-over: %v", err)
 	}
@@ -127,12 +130,9 @@ func testTakeOverAfterLapse(t *testing.T, e *env) {
 	if rec.LeaseLeft > 0 || rec.Token != old {
 		t.Fatalf("record = %+v after the lease, want a lapsed lease held by %q", rec, old)
 	}
-	token, err := e.s.TakeOver(ctx, sc, rec.Token, e.lease)
-	if err != nil {
+	token := server.NewToken()
+	if err := e.s.TakeOver(ctx, sc, rec.Token, token, e.lease); err != nil {
 		t.Fatalf("TakeOver: %v", err)
-	}
-	if token == "" || token == old {
-		t.Fatalf("TakeOver gave token %q, want a new one (old %q)", token, old)
 	}
 	if rec := e.existing(t, sc, "fp"); rec.Token != token || rec.LeaseLeft <= 0 {
 		t.Errorf("record = %+v after the take-over, want a live lease held by %q", rec, token)
@@ -159,7 +159,7 @@ func testTakeOverAtomic(t *testing.T, e *env) {
 	won, lost := 0, 0
 	for range n {
 		wg.Go(func() {
-			_, err := e.s.TakeOver(ctx, sc, old, e.lease)
+			err := e.s.TakeOver(ctx, sc, old, server.NewToken(), e.lease)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

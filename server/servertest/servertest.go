@@ -4,7 +4,8 @@
 //
 // This file holds Run, its Config, Clock and the helpers the subtests share; the subtests
 // are grouped by what they exercise: claim.go (claims, atomicity, fingerprints, scopes),
-// lease.go (renew, release, take-over, fencing), record.go (stored responses, expiry).
+// lease.go (renew, release, take-over, fencing), record.go (stored responses, expiry),
+// repeat.go (every call repeated with its token, as after a lost reply).
 package servertest
 
 import (
@@ -45,7 +46,7 @@ func Run(t *testing.T, c Config) {
 	if c.RealLease <= 0 {
 		c.RealLease = 300 * time.Millisecond
 	}
-	for _, group := range [][]subtest{claimTests, leaseTests, recordTests} {
+	for _, group := range [][]subtest{claimTests, leaseTests, recordTests, repeatTests} {
 		for _, st := range group {
 			t.Run(st.name, func(t *testing.T) {
 				t.Parallel()
@@ -107,23 +108,25 @@ func scope(t *testing.T, name string) server.Scope {
 	return server.Scope{Identity: "identity-" + t.Name(), Method: "POST", Path: "/payments", Key: "key-" + name}
 }
 
-// claim claims sc with fingerprint fp and fails t unless that made a new record.
+// claim claims sc with fingerprint fp under a new token and fails t unless that made a new
+// record held under it. It returns the token.
 func (e *env) claim(t *testing.T, sc server.Scope, fp string, lease time.Duration) string {
 	t.Helper()
-	cl, err := e.s.Claim(ctx, sc, fp, lease, e.ttl)
+	token := server.NewToken()
+	cl, err := e.s.Claim(ctx, sc, token, fp, lease, e.ttl)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
-	if !cl.Claimed || cl.Token == "" {
-		t.Fatalf("Claim of a new scope = %+v, want Claimed with a token", cl)
+	if !cl.Claimed || cl.Token != token {
+		t.Fatalf("Claim of a new scope = %+v, want Claimed under the caller's token %q", cl, token)
 	}
-	return cl.Token
+	return token
 }
 
 // existing claims sc and fails t unless it found a live record, which it returns.
 func (e *env) existing(t *testing.T, sc server.Scope, fp string) server.Record {
 	t.Helper()
-	cl, err := e.s.Claim(ctx, sc, fp, e.lease, e.ttl)
+	cl, err := e.s.Claim(ctx, sc, server.NewToken(), fp, e.lease, e.ttl)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}

@@ -1,0 +1,231 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a Clock moved by the test; After's channels fire when Advance passes them.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
+	afters int // After calls so far
+}
+
+type fakeTimer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.afters++
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.timers = append(c.timers, fakeTimer{c.now.Add(d), ch})
+	return ch
+}
+
+// waitAfters waits until After has been called n times: the keeper's goroutine sets its
+// timers after the events the test causes.
+func (c *fakeClock) waitAfters(t *testing.T, n int) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		got := c.afters
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+	}
+	t.Fatalf("the keeper set %d timers, want %d", c.afters, n)
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, t := range c.timers {
+		if t.at.After(c.now) {
+			kept = append(kept, t)
+			continue
+		}
+		t.c <- c.now
+	}
+	c.timers = kept
+}
+
+var (
+	errLost        = errors.New("lost")
+	errUnconfirmed = errors.New("unconfirmed")
+	errTimeout     = errors.New("timeout")
+)
+
+// harness is a Keeper on a fake clock whose renewals the test answers one by one.
+type harness struct {
+	t       *testing.T
+	clock   *fakeClock
+	calls   chan chan error // each renewal hands the test a channel for its answer
+	causes  chan error
+	keeper  *Keeper
+	started time.Time
+	afters  int // the timers the keeper should have set by now
+}
+
+const lease = 30 * time.Second
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, clock: &fakeClock{now: time.Unix(1000, 0)}, calls: make(chan chan error), causes: make(chan error, 2)}
+	h.started = h.clock.Now()
+	h.keeper = Keep(context.Background(), Config{
+		Lease:   lease,
+		Timeout: time.Second,
+		Renew: func(context.Context) error {
+			answer := make(chan error)
+			h.calls <- answer
+			return <-answer
+		},
+		Refused:     func(err error) bool { return errors.Is(err, errLost) },
+		Cancel:      func(cause error) { h.causes <- cause },
+		Lost:        errLost,
+		Unconfirmed: errUnconfirmed,
+		Failed:      func(error) {},
+		Clock:       h.clock,
+	}, h.started)
+	t.Cleanup(func() { h.keeper.Stop() })
+	h.afters = 2 // the first renewal and the deadline
+	return h
+}
+
+// renewal advances the clock by d and answers the renewal that follows with err, then
+// waits for the keeper to take the answer in.
+func (h *harness) renewal(d time.Duration, err error) {
+	h.t.Helper()
+	h.clock.waitAfters(h.t, h.afters)
+	h.clock.Advance(d)
+	var answer chan error
+	select {
+	case answer = <-h.calls:
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("no renewal %v after the last", d)
+	}
+	h.answer(answer, err)
+}
+
+// answer answers a renewal with err and waits for the keeper to set its next timers.
+func (h *harness) answer(answer chan error, err error) {
+	answer <- err
+	switch {
+	case err == nil:
+		h.afters += 2 // the next renewal and the new deadline
+	case errors.Is(err, errLost):
+		return // no more timers
+	default:
+		h.afters++ // the next try
+	}
+	h.clock.waitAfters(h.t, h.afters)
+}
+
+func (h *harness) noCause() {
+	h.t.Helper()
+	select {
+	case c := <-h.causes:
+		h.t.Fatalf("cancelled with %v", c)
+	case <-time.After(10 * time.Millisecond):
+	}
+}
+
+func (h *harness) cause() error {
+	h.t.Helper()
+	select {
+	case c := <-h.causes:
+		return c
+	case <-time.After(5 * time.Second):
+		h.t.Fatal("never cancelled")
+		return nil
+	}
+}
+
+// Confirmed renewals every third of a lease keep the holder going; each moves the local
+// deadline to its send time + Lease - Margin.
+func TestKeeperRenewsEveryThird(t *testing.T) {
+	h := newHarness(t)
+	for range 5 {
+		h.renewal(lease/3, nil)
+	}
+	h.noCause()
+	deadline, cause := h.keeper.Stop()
+	if cause != nil || !deadline.Equal(h.started.Add(5*lease/3+lease-Margin(lease))) {
+		t.Errorf("Stop = %v, %v; want the fifth renewal's deadline and no cause", deadline, cause)
+	}
+}
+
+// Renewals without an answer are tried again every tenth of a lease; when the local
+// deadline passes, the holder is cancelled with Unconfirmed, before the lease could end.
+func TestKeeperCancelsWhenUnconfirmed(t *testing.T) {
+	h := newHarness(t)
+	h.renewal(lease/3, errTimeout) // at 10 s
+	h.renewal(lease/10, errTimeout)
+	h.renewal(lease/10, errTimeout) // at 16 s
+	h.noCause()
+	h.clock.Advance(lease - Margin(lease) - 16*time.Second) // the deadline: 24 s
+	if c := h.cause(); !errors.Is(c, errUnconfirmed) {
+		t.Fatalf("cancelled with %v, want Unconfirmed", c)
+	}
+	if h.clock.Now().Sub(h.started) >= lease {
+		t.Fatal("cancelled only once the lease could have ended")
+	}
+	h.renewal(lease/10, nil) // renewals go on, and a late confirmation cancels nothing more
+	h.noCause()
+	if _, cause := h.keeper.Stop(); !errors.Is(cause, errUnconfirmed) {
+		t.Errorf("Stop's cause = %v", cause)
+	}
+}
+
+// A refused renewal cancels the holder with Lost at once, and renewals stop.
+func TestKeeperCancelsWhenLost(t *testing.T) {
+	h := newHarness(t)
+	h.renewal(lease/3, errLost)
+	if c := h.cause(); !errors.Is(c, errLost) {
+		t.Fatalf("cancelled with %v, want Lost", c)
+	}
+	h.clock.Advance(lease)
+	select {
+	case <-h.calls:
+		t.Fatal("a renewal after the loss")
+	case <-time.After(10 * time.Millisecond):
+	}
+}
+
+// A renewal whose answer comes late does not hold the deadline back: the deadline is
+// the send time of the last confirmed renewal, so a slow confirmation cannot stretch it.
+func TestKeeperDeadlineFromSendTime(t *testing.T) {
+	h := newHarness(t)
+	h.clock.waitAfters(t, h.afters)
+	h.clock.Advance(lease / 3)
+	answer := <-h.calls        // sent at 10 s
+	h.clock.Advance(lease / 2) // its answer comes at 25 s, past the first deadline (24 s)
+	if c := h.cause(); !errors.Is(c, errUnconfirmed) {
+		t.Fatalf("cancelled with %v, want Unconfirmed at the first deadline", c)
+	}
+	h.answer(answer, nil)
+	deadline, _ := h.keeper.Stop()
+	if want := h.started.Add(lease/3 + lease - Margin(lease)); !deadline.Equal(want) {
+		t.Errorf("deadline %v, want %v (send time + Lease - Margin)", deadline, want)
+	}
+}
