@@ -52,21 +52,45 @@
 //
 // The first request with a key claims it in the Store atomically (section 2.6), under a
 // lease, and runs the handler. A copy arriving while it runs gets 409 (section 2.7) with
-// Retry-After set to what is left of the holder's lease, in whole seconds (at least 1); or,
-// if Options.Wait is set, polls the Store for up to that long and replays the answer if it
-// came, else gets the 409. Once the handler has answered, later copies get the stored
-// status, header fields and body byte for byte, with "Idempotent-Replayed: true".
+// Retry-After estimating when the holder finishes: the moving average of the route's
+// handler times on this instance (1 s before any), at most what is left of the holder's
+// lease, in whole seconds (at least 1). With Options.Wait it polls the Store for up to that
+// long first and replays the answer if it came. A copy that arrives while its key's handler
+// has just returned on this instance waits (up to StoreTimeout) for the answer to be
+// stored, instead of getting 409. Once the answer is stored, later copies get its status,
+// header fields and body byte for byte, with "Idempotent-Replayed: true".
 //
 // # What is stored
 //
 // The handler's answer goes to its client as it is written; a copy is kept and stored
 // when the handler returns. Header fields are stored except hop-by-hop ones and those in
 // Options.UnstoredHeaders (Set-Cookie by default: one client's session is not another
-// retry's). Which answers are stored is Options.StoreStatus; by default (DefaultStoreStatus)
-// 2xx, 3xx and 4xx except 408, 409, 425 and 429, which ask the client to come back. A 5xx
-// is not stored: the key is released, and a retry runs the handler again. A handler
-// overrides the policy for its own answer with StoreResponse (e.g. a 500 after an effect
-// that cannot be undone) or DiscardResponse (e.g. a 503 raised before any effect).
+// retry's).
+//
+// # Outcomes
+//
+// When the handler ends, its outcome decides its record's fate (seed article 2: a step
+// whose outcome is unknown is treated as "may have happened", and looked up, never re-run
+// blindly):
+//
+//	how the handler ended                          outcome     the record
+//	2xx, 3xx, 4xx but 408/409/425/429; StoreResponse final       stored, replayed
+//	408, 409, 425, 429; DiscardResponse (any status) no effect   released: a retry runs again
+//	its transaction (MarkCompleted) did not commit   no effect   released
+//	its transaction committed                        final       the answer stored in it
+//	5xx it did not explain; a panic                  uncertain   Recover decides at once;
+//	                                                             without Recover, stored
+//	a lost lease                                     -           the new holder's
+//
+// Options.Classify maps a status to an outcome (DefaultClassify above; ClassifyTransactional
+// releases 5xx answers, for handlers whose effects roll back with their error). An
+// uncertain record is handed to Options.Recover at once: the holder gives up its lease
+// (Store.Renew with 0), so the next copy asks the hook. Without a hook, the uncertain
+// answer is stored, as Stripe stores a 500: retries get the 5xx replayed, or, for a panic,
+// 422 "not-replayable" with original_status 500, telling the client to look the outcome
+// up. A panic is uncertain even before the handler wrote anything, for the effect may come
+// first (a card charged, then a nil pointer); a handler that knows nothing happened says so
+// with DiscardResponse before it fails.
 //
 // # Answers that cannot be replayed
 //
@@ -86,13 +110,42 @@
 // Store refuses, the answer is not stored over the new holder's, and the loss is logged and
 // reported to Observer.LeaseLost. The handler's own client still gets its answer.
 //
+// A holder acts only while its lease is confirmed. It keeps a local deadline on the
+// monotonic clock: the send time of the last renewal the Store confirmed (or of the claim),
+// plus the lease, less a fifth of it. If no renewal is confirmed by then (the Store is cut
+// off, or answers too slowly), the handler's context is cancelled with the cause
+// ErrLeaseUnconfirmed; if the Store refuses a renewal, with ErrLeaseLost. The Store's lease
+// cannot end before that deadline, for it was set by a call sent no earlier, so the
+// cancellation comes at least a fifth of a lease before any other instance may take the
+// record over. What remains: a handler that ignores its context runs on, and its late
+// writes to the Store are fenced out by its token; effects outside the Store (a charge
+// sent after the cancellation) are the handler's to guard, with its context. A handler
+// that completes in its own transaction (MarkCompleted) is not cancelled for an
+// unconfirmed lease: its row lock keeps other holders out.
+//
 // A record whose lease lapsed without completion (the process crashed or stalled) is
 // stuck: its effect may or may not have happened, so it is never run again blindly. With
 // Options.Recover, the first copy to find it takes it over and asks the hook, which looks
 // the effect up (e.g. by business reference) and returns the answer to store and replay,
 // or says the handler may run again, or that it cannot tell yet (409; asked again a lease
 // later). Without a hook, the key answers 409 until the record expires, with Retry-After
-// set to the time until then. A handler that panics leaves its record stuck the same way.
+// set to the time until then.
+//
+// # When the Store does not answer
+//
+// Every Store call is bounded by Options.StoreTimeout (2 s, or a quarter of the lease if
+// shorter), and a call that ends without an answer may have happened: the Store contract
+// makes every call safe to repeat, recognised by its token, which the middleware mints.
+// A claim is sent up to three times; if none is answered, the copy gets 503 and the claim
+// (which may have landed) is released in the background once the Store answers again, so
+// the key is not held by a handler that never ran: the next try runs it, within about a
+// lease of the Store's return. A completion or release without an answer is repeated in
+// the background, waiting up to a quarter of a lease between attempts, until it lands, is
+// refused (another holder took over), or the record would have expired; the handler's
+// client never waits for a Store call longer than StoreTimeout after its handler returned.
+// Observer.StoreUncertain and StoreResolved report these calls; Middleware.Shutdown gives
+// the repeats in flight a bounded time to land when a service stops. A record whose
+// repeats were given up lapses and is recovered like a crashed holder's.
 //
 // # Expiry
 //
@@ -110,14 +163,13 @@
 //
 // The middleware's own answers are RFC 9457 problem details (application/problem+json:
 // type, title, status, detail), and never contain the key. If the Store cannot be reached,
-// the middleware fails closed: 503 with Retry-After, the handler not run, nothing changed;
-// the same key works normally once the Store is back. If the Store fails after the handler
-// ran, its answer reaches the client but cannot be stored, and the record is recovered
-// like a crashed holder's.
+// the middleware fails closed: 503 with Retry-After, the handler not run; the same key
+// works normally once the Store is back (see "When the Store does not answer").
 //
 // # Observing
 //
 // Options.Observer counts claims, replays (and their latency), 409s, 422s, lost leases,
-// recoveries, stored bytes and Store errors; the idemotel module exports them to
+// recoveries, stored bytes, Store errors, and Store calls without an answer and how they
+// ended; the idemotel module exports them to
 // OpenTelemetry. Options.Logger (*slog.Logger; nil is quiet) gets the rest.
 package server

@@ -38,3 +38,13 @@ func TestConformanceRealClock(t *testing.T) {
 		RealLease: 100 * time.Millisecond,
 	})
 }
+
+// S38 through the middleware and the consumer: replies lost after the Store acted.
+func TestS38LostReplies(t *testing.T) {
+	servertest.LostReplies(t, servertest.Config{Open: func(testing.TB) server.Store { return memstore.New(nil) }})
+}
+
+// S40: each way a handler ends, with and without Recover.
+func TestS40Outcomes(t *testing.T) {
+	servertest.Outcomes(t, servertest.Config{Open: func(testing.TB) server.Store { return memstore.New(nil) }})
+}

@@ -20,8 +20,8 @@
 //	server_records
 //	  scope        text PRIMARY KEY   server.Scope.ID(): hex SHA-256 of identity, method, path, key
 //	  fingerprint  text NOT NULL      the claiming request's
-//	  token        text               the holder's fencing token; NULL once done
-//	  lease_until  timestamptz        the holder's lease; NULL once done
+//	  token        text               the holder's fencing token (the caller's); once done, the completer's
+//	  lease_until  timestamptz        the holder's lease; NULL once done (in progress: NOT NULL)
 //	  expires_at   timestamptz NOT NULL  the row counts as absent from then on
 //	  status       integer            the stored response: status,
 //	  header       bytea              header fields (length-prefixed name/value pairs:
@@ -29,53 +29,62 @@
 //	  body         bytea              body,
 //	  unreplayable text               and server.Response.Unreplayable
 //	server_records_expires_at         index on expires_at, for pruning
-//	server_tokens                     sequence: every token ever handed out, never reused
 //
 // # Statements
 //
-// Every time is the database's now(), never the client's clock, so instances whose
-// clocks disagree agree on every lease; durations travel as microseconds. $1 is always
-// the scope, $2 the token.
+// Every time is the database's clock_timestamp() when the statement runs (not now(), the
+// start of its transaction, which inside a service's long transaction would judge a lease
+// by a stale clock), never the client's clock, so instances whose clocks disagree agree
+// on every lease; durations travel as microseconds. $1 is always the scope, $2 the token,
+// which the caller mints (server.NewToken). Each statement is sent in one round trip with
+// SET LOCAL-scoped lock_timeout and statement_timeout (Options.StatementTimeout, 2 s), so a
+// row held by a CompleteTx transaction makes concurrent copies fail in bounded time rather
+// than hold the pool's connections.
 //
 // Claim is one round trip in the common case:
 //
 //	WITH ins AS (
 //	  INSERT INTO server_records (scope, fingerprint, token, lease_until, expires_at)
-//	  VALUES ($1, $2, nextval('server_tokens')::text, now() + lease, now() + greatest(lease, ttl))
+//	  VALUES ($1, $2, $5, now + lease, now + greatest(lease, ttl))
 //	  ON CONFLICT (scope) DO NOTHING
 //	  RETURNING token)
 //	SELECT true, token, … FROM ins
 //	UNION ALL
-//	SELECT false, token, fingerprint, lease_until - now(), expires_at - now(), status, …
+//	SELECT false, token, lease_until IS NOT NULL, fingerprint, lease_until - now, …
 //	  FROM server_records WHERE scope = $1 AND NOT EXISTS (SELECT FROM ins)
 //
-// It returns either the new token or the live row it ran into. Two cases take more: if
+// It returns either the new token or the live row it ran into; a row in progress under
+// the caller's own token is a repeat of a claim whose reply was lost, and counts as
+// claimed. Two cases take more: if
 // that row was committed after the statement's snapshot was taken (a concurrent claim
 // that won), the statement returns nothing and a plain SELECT follows; if the row has
 // expired, it counts as absent: it is deleted (DELETE … WHERE scope = $1 AND expires_at
-// <= now()) and the claim made again.
+// <= now) and the claim made again.
 //
-// Each transition changes the row only while the token holds it and it is live, and
-// otherwise matches no row, which is server.ErrLeaseLost:
+// Each transition changes the row only while the token holds it in progress and it is
+// live:
 //
-//	Renew     UPDATE … SET lease_until = now() + lease, expires_at = greatest(expires_at, now() + lease)
-//	            WHERE scope = $1 AND token = $2 AND expires_at > now()
-//	Complete  UPDATE … SET token = NULL, lease_until = NULL, expires_at = now() + ttl, status = …, header = …, body = …
-//	            WHERE scope = $1 AND token = $2 AND expires_at > now()
-//	Release   DELETE … WHERE scope = $1 AND token = $2 AND expires_at > now()
-//	TakeOver  UPDATE … SET token = nextval('server_tokens')::text, lease_until = now() + lease, …
-//	            WHERE scope = $1 AND token = $2 AND lease_until <= now() AND expires_at > now()
-//	            RETURNING token
+//	Renew     UPDATE … SET lease_until = now + lease, expires_at = greatest(expires_at, now + lease)
+//	            WHERE scope = $1 AND token = $2 AND lease_until IS NOT NULL AND expires_at > now
+//	Complete  UPDATE … SET lease_until = NULL, expires_at = now + ttl, status = …, header = …, body = …
+//	            WHERE scope = $1 AND token = $2 AND lease_until IS NOT NULL AND expires_at > now
+//	Release   DELETE … WHERE scope = $1 AND token = $2 AND lease_until IS NOT NULL AND expires_at > now
+//	TakeOver  UPDATE … SET token = $4, lease_until = now + lease, …
+//	            WHERE scope = $1 AND token = $2 AND lease_until <= now AND expires_at > now
 //
+// A transition that matches no row reads the live row once more (SELECT token = $2,
+// lease_until IS NOT NULL) to tell a repeat from a refusal: a Complete whose row is done
+// under its token, a Release that finds no row, a TakeOver whose row is held under its new
+// token already were made before, and succeed; anything else is server.ErrLeaseLost.
 // Concurrent take-overs of one stale token serialize on the row lock; the first changes
-// the token and the others, re-checking the committed row, match nothing. Tokens come
-// from one sequence, so none is ever handed out twice, for any scope.
+// the token and the others, re-checking the committed row, match nothing. Schema version
+// 1 drew tokens from a sequence, which version 2 drops.
 //
 // # Completing in the service's transaction
 //
 // CompleteTx runs the Complete statement in the service's own pgx.Tx, with the Hold from
 // server.HoldFrom(r.Context()), and tells the middleware (server.MarkCompleted) that the
-// handler completed the record itself:
+// handler completes the record itself, with its effects:
 //
 //	hold, _ := server.HoldFrom(r.Context())
 //	tx, _ := pool.Begin(r.Context())
@@ -86,16 +95,16 @@
 //	if err := tx.Commit(r.Context()); err != nil { ... }
 //	write(w, resp)
 //
-// The business row and the stored response commit together, or neither does. After a
-// commit, the middleware's own completion is refused (the record is done) and that
-// refusal is expected, not reported as a lost lease; every retry replays resp. After a
-// rollback the record is still in progress under the request's token, and the middleware
-// stores or releases it by its policy on the answer the handler writes (a 5xx releases
-// the key, so a retry runs the handler again). The row stays locked from CompleteTx until
-// the transaction ends: no instance can take the record over in between, and a concurrent
-// copy's Claim waits for the transaction to end (so call CompleteTx last, just before
-// Commit, or copies wait instead of getting their 409 at once). The TTL of a record completed this way
-// is Options.TTL, counted from the transaction's now() (its start); keep it equal to
+// The business row and the stored response commit together, or neither does. When the
+// handler returns, the middleware releases the record if it is still in progress under
+// the request's token: the transaction rolled back (or failed, or the handler panicked
+// before its commit), so nothing happened and a retry runs the handler again, whatever
+// the status. After a commit that release is refused (the record is done), as expected;
+// every retry replays resp. The row stays locked from CompleteTx until the transaction
+// ends: no instance can take the record over in between, and a concurrent copy's Claim
+// waits for the transaction to end, up to StatementTimeout (so call CompleteTx last, just
+// before Commit, or copies wait instead of getting their 409 at once). The TTL of a record
+// completed this way is Options.TTL, counted from the completion; keep it equal to
 // server.Options.TTL. CompleteSQLTx is the same for a database/sql transaction (pgx's
 // stdlib driver, lib/pq).
 //
@@ -117,5 +126,6 @@
 // # Failures
 //
 // Any database error (the server down, a timeout, ctx ended) is returned wrapped, never
-// as ErrLeaseLost, so the middleware fails closed: 503, the handler not run.
+// as ErrLeaseLost: the call may have happened, and the middleware repeats it with its
+// token (a claim it could not make answers 503, the handler not run).
 package pgstore

@@ -1,0 +1,65 @@
+// s38_test.go: S38 on PostgreSQL, a Store call whose reply is lost after the database
+// acted: through a wrapper that loses replies, and through a real network cut (replies
+// dropped on a veth link in a network namespace of the test's own).
+
+package pgstore_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-go/idem/internal/netfault"
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/pgstore"
+	"github.com/idem-go/idem/server/servertest"
+)
+
+func TestS38LostReplies(t *testing.T) {
+	pool := testPool(t)
+	servertest.LostReplies(t, servertest.Config{
+		Open: func(t testing.TB) server.Store {
+			return openStore(t, pool, pgstore.Options{Schema: testSchema(t, pool)})
+		},
+		RealLease: 300 * time.Millisecond,
+	})
+}
+
+func TestS38LostRepliesOverNetwork(t *testing.T) {
+	servertest.LostRepliesOverNetwork(t, servertest.NetConfig{Open: openLink})
+}
+
+// openLink returns a Store whose pool reaches PostgreSQL through a link of its own that
+// the scenario cuts, and a healthy Store on the same schema.
+func openLink(t testing.TB) servertest.Link {
+	t.Helper()
+	direct := testPool(t)
+	schema := testSchema(t, direct)
+	healthy := openStore(t, direct, pgstore.Options{Schema: schema})
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := netfault.New(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	addr, err := net.ResolveTCPAddr("tcp", link.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = addr.IP.String(), uint16(addr.Port), nil
+	cfg.ConnConfig.DialFunc = link.DialContext
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return servertest.Link{
+		Store:   openStore(t, pool, pgstore.Options{Schema: schema}),
+		Healthy: healthy,
+		Replies: link.CutReplies, Both: link.CutBoth, Out: link.CutOutward, Heal: link.Heal,
+	}
+}
