@@ -43,6 +43,11 @@ type op struct {
 	// misdirected is set once an attempt of this call got a 421
 	// (misdirected.go).
 	newConn, misdirected bool
+	// uncertain is set while an attempt may have reached the server since the
+	// Reconciler last said the operation had not happened (reconcile.go): the
+	// next attempt asks it first. expired says the operation's key may be gone
+	// from the server.
+	uncertain, expired bool
 	// retryToken is set when a retry-budget token was taken to send a pending
 	// operation already attempted (by Resume, or a call with its operation
 	// ID or key): its first attempt here is a retry.
@@ -85,6 +90,11 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 		t.budget.first(host, t.clock.Now())
 	}
 	for n := 1; ; n++ {
+		if o.rec != nil && o.uncertain {
+			if done, resp, err := t.reconcileFirst(ctx, o, last, func() time.Time { return t.clock.Now().Add(sched.backoff(n)) }); done {
+				return resp, err
+			}
+		}
 		start := time.Now()
 		resp, wrote, err := t.attempt(ctx, o, n, maxAttempts)
 		took := time.Since(start)
@@ -100,7 +110,9 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 		if resp != nil {
 			last.status = resp.StatusCode
 		}
-		o.maybeSent = o.maybeSent || wrote && !unprocessed(err) || resp != nil
+		reached := wrote && !unprocessed(err) || resp != nil
+		o.maybeSent = o.maybeSent || reached
+		o.uncertain = o.uncertain || reached
 		class := t.cfg.Classifier(Attempt{Request: o.req, Response: resp, Err: err, Keyed: o.key != "", Wrote: wrote,
 			N: n, Misdirected: o.misdirected})
 		o.newConn = misdirected(resp)

@@ -39,10 +39,30 @@
 //     reports each Outcome. The server replays what it already did.
 //  7. Expired or failed. An operation pending for longer than Options.KeyTTL
 //     is never re-sent blindly: Resume marks it expired and reports
-//     ErrKeyExpired, for the caller to reconcile. One that failed before the
+//     ErrKeyExpired, for the caller to reconcile, unless Options.Reconcile
+//     does so first (see Reconciliation below). One that failed before the
 //     server could act (a certificate error) is failed.
 //  8. Pruned. Settled, failed and expired records are deleted after
 //     Options.Journal.Retention; pending ones never are.
+//
+// # Reconciliation
+//
+// An idempotency key makes a re-send safe only if the server honours it, for as
+// long as the operation may be resent. Against an API that ignores keys, or forgets
+// them sooner, set Options.Reconcile (or WithReconcile per call): a Reconciler
+// that looks the operation up by its business reference (a GET by the reference
+// in its body or operation ID). idem asks it before it sends again an operation
+// whose earlier attempt may have reached the server: after an attempt whose
+// request was written and got no final answer (a cut connection, a timeout, a 5xx
+// or 429), before a call or Resume sends an operation pending from an earlier call
+// or process (a process that died mid-call may have sent it), and before it would
+// expire one past KeyTTL. Never before an operation's first attempt, nor after
+// attempts that provably never left (a refused dial). Found, the operation settles
+// with the response found and nothing is sent; surely not happened, it is sent;
+// cannot tell, it stays pending, unsent, and the call gets a *PendingError
+// matching ErrNotReconciled (an expired one keeps ErrKeyExpired), asked again at
+// its next attempt. It runs under the operation's claim, so never twice at once
+// for one operation, and only for a caller whose identity may act on it.
 //
 // # Per-call options
 //

@@ -187,6 +187,20 @@ type Options struct {
 	// asked again (ErrIdentityMismatch).
 	PrepareResume func(*http.Request) error
 
+	// Reconcile, if set, is asked whether a journaled operation happened before
+	// idem sends it again when an earlier attempt may have reached the server
+	// (its request was written and no final answer came: a cut connection, a
+	// timeout, a 5xx, a process that died mid-call), and before Resume or a call
+	// gives up on one whose key may have expired on the server (older than
+	// KeyTTL). It is never asked before an operation's first attempt, nor after
+	// attempts that provably never left (a refused dial). It runs in RoundTrip's
+	// retries and in Resume, under the operation's claim (never twice at once for
+	// one operation) and after the caller's identity was checked against the
+	// operation's. Set it when the server does not honour idempotency keys, or
+	// keeps them for less than KeyTTL. See Reconciler; WithReconcile sets one
+	// per call.
+	Reconcile Reconciler
+
 	// Identity, if set, maps a journaled request to the identity it is made
 	// for: the tenant, customer or account on whose behalf it is sent, never
 	// a credential (a refreshed token must stay the same operation; the

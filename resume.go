@@ -46,9 +46,11 @@ var (
 
 // Resume re-sends every pending operation whose next-attempt time has come and
 // reports each outcome to fn, one call at a time. fn must close
-// Outcome.Response.Body; if fn is nil, idem closes it. Operations pending for
-// longer than Options.KeyTTL are not sent: they become expired and are
-// reported with ErrKeyExpired. Operations in flight in this process are
+// Outcome.Response.Body; if fn is nil, idem closes it. With a Reconciler
+// (Options.Reconcile, or WithReconcile on ctx), each is first looked up: found,
+// it settles with what was found, reported as its Response, unsent. Without one,
+// operations pending for longer than Options.KeyTTL are not sent: they become
+// expired and are reported with ErrKeyExpired. Operations in flight in this process are
 // skipped, and so are the operations already attempted of a host whose
 // RetryBudget held one back in this pass (that one is reported; see
 // RetryBudget). At most Options.ResumeConcurrency operations are sent at
@@ -115,7 +117,8 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 	if due, now := t.dueAt(rec); now.Before(due) {
 		return nil, errNotDue
 	}
-	if t.keyExpired(rec) {
+	expired := t.keyExpired(rec)
+	if expired && t.reconciler(ctx) == nil {
 		if _, err := journal.Apply(rec, journal.EventExpire, journal.Change{Now: t.clock.Now()}); err != nil {
 			return nil, err
 		}
@@ -146,8 +149,11 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 				Resumed: true, NotSent: true})
 			return nil, err
 		}
+		// A pending operation may have reached the server in an earlier life: a
+		// Reconciler is asked before it is sent again (reconcile.go).
 		resp, err = t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
-			maybeSent: true, limits: lim, resumed: true, retryToken: isRetry && hops == 0})
+			maybeSent: true, uncertain: hops == 0, expired: expired, limits: lim, resumed: true,
+			retryToken: isRetry && hops == 0})
 		if err != nil || !t.resumedMove(resp) {
 			return resp, err
 		}

@@ -276,16 +276,22 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 			return nil, err
 		}
 	}
+	expired := false // past KeyTTL, and a Reconciler will say whether it happened
 	if !existed {
 		t.crash(crashWriteAhead)
-	} else if err := t.admit(rec, &call, name); err != nil {
-		return nil, err
-	} else if err := t.reuse(rec, t.fingerprintOf(req, sum), key, hasKey); err != nil {
-		return nil, err
-	} else if req, err = t.toTarget(req, rec); err != nil {
+	} else {
+		if err := t.admit(rec, &call, name); err != nil {
+			return nil, err
+		}
+		err := t.reuse(rec, t.fingerprintOf(req, sum), key, hasKey)
+		if expired = errors.Is(err, ErrKeyExpired) && t.reconciler(ctx) != nil; err != nil && !expired {
+			return nil, err
+		}
 		// Moved by a 307 or 308, it goes where the server holds its key,
 		// as in Resume (redirect.go); refused there, nothing is sent.
-		return nil, unsent(rec, err)
+		if req, err = t.toTarget(req, rec); err != nil {
+			return nil, unsent(rec, err)
+		}
 	}
 	// A record from an earlier call may have reached the server already,
 	// unless it failed, which it does only before that could happen.
@@ -304,8 +310,8 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	// A call that sends a pending operation again is a retry, as a resume
 	// is: otherwise an application re-calling its pending work would amplify
 	// an outage around the retry budget.
-	o := &op{req: req, rec: rec, key: rec.Key, body: buf, maybeSent: maybeSent, limits: lim,
-		retryToken: wasPending && rec.Attempts > 0}
+	o := &op{req: req, rec: rec, key: rec.Key, body: buf, maybeSent: maybeSent, uncertain: maybeSent,
+		expired: expired, limits: lim, retryToken: wasPending && rec.Attempts > 0}
 	if host := budgetHost(req.URL); o.retryToken && !t.budget.retry(host, t.clock.Now()) {
 		err := t.resendDenied(ctx, rec, host, false)
 		t.log(ctx, slog.LevelInfo, "idem: re-send denied by the retry budget, operation left pending", o,

@@ -47,7 +47,7 @@ const (
 	EventRetry                    // an attempt left the outcome unknown, or a redirect moved it
 	EventSettle                   // a final response arrived
 	EventFail                     // it failed before the server could have acted
-	EventRepend                   // a failed operation is sent again
+	EventRepend                   // a failed operation is sent again, or an expired one found not to have happened
 	EventExpire                   // it stayed pending past KeyTTL
 	EventResolve                  // an operator reconciled it: settled by hand
 	EventDiscard                  // an operator gave it up: expired by hand
@@ -66,13 +66,14 @@ func (e Event) String() string {
 // transitions is the table of allowed transitions: for each event, the
 // state it leaves each allowed source state in (0 is "no record yet").
 // A settled operation sent again within KeyTTL settles again (the server
-// replays); nothing leaves failed but a repend, nor expired but Resolve.
+// replays); nothing leaves failed but a repend, nor expired but Resolve or a
+// repend (reconciliation found it never happened).
 var transitions = map[Event]map[State]State{
 	EventCreate:  {0: StatePending},
 	EventRetry:   {StatePending: StatePending},
 	EventSettle:  {StatePending: StateSettled, StateSettled: StateSettled},
 	EventFail:    {StatePending: StateFailed},
-	EventRepend:  {StateFailed: StatePending},
+	EventRepend:  {StateFailed: StatePending, StateExpired: StatePending},
 	EventExpire:  {StatePending: StateExpired},
 	EventResolve: {StatePending: StateSettled, StateExpired: StateSettled},
 	EventDiscard: {StatePending: StateExpired},
