@@ -1,7 +1,8 @@
 // This file holds the fake payments server the demo and chaos runs send to: one testserver,
 // or several sharing one idempotency Store (in memory, Redis or PostgreSQL:
-// serverstore.go) behind the round-robin TCP proxy of rrproxy.go, so that copies of one
-// key reach different instances and only the shared Store keeps them to one payment.
+// serverstore.go) and one registry of payments behind the round-robin TCP proxy of
+// rrproxy.go, so that copies of one key reach different instances and only the shared
+// Store keeps them to one payment.
 
 package main
 
@@ -24,8 +25,11 @@ type cluster struct {
 }
 
 // newCluster starts n fake servers with opts, each with its own draw of the fault plan
-// (seed, seed+1, ...), sharing the Store storeURL names ("" for one in memory). One server
-// listens on addr itself; several listen on free loopback ports behind a proxy on addr.
+// (seed, seed+1, ...), sharing the Store storeURL names ("" for one in memory) and one
+// registry of payments, as the instances of one service share their database: so a key
+// stuck on one server is recovered on another from the payment the first made
+// (testserver.Options.Payments). One server listens on addr itself; several listen on
+// free loopback ports behind a proxy on addr.
 func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string) (*cluster, error) {
 	c := &cluster{closeStore: func() {}}
 	if n > 1 || storeURL != "" {
@@ -34,6 +38,7 @@ func newCluster(addr string, n int, storeURL string, opts testserver.Options, se
 			return nil, err
 		}
 		opts.Store, c.closeStore = store, closeStore
+		opts.Payments = testserver.NewPayments()
 	}
 	var backends []string
 	for i := range n {
@@ -105,24 +110,23 @@ func (c *cluster) split() string {
 	return strings.Join(parts, " / ")
 }
 
-// paymentIDs asks every server for the payments made for ref.
+// paymentIDs asks the servers' registry of payments for the payments made for ref: one
+// server answers for all, since they share it.
 func (c *cluster) paymentIDs(ref string) []string {
+	resp, err := http.Get(c.servers[0].URL + "/payments?reference=" + url.QueryEscape(ref))
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	json.NewDecoder(resp.Body).Decode(&list)
 	var ids []string
-	for _, s := range c.servers {
-		resp, err := http.Get(s.URL + "/payments?reference=" + url.QueryEscape(ref))
-		if err != nil {
-			continue
-		}
-		var list struct {
-			Data []struct {
-				ID string `json:"id"`
-			} `json:"data"`
-		}
-		json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		for _, p := range list.Data {
-			ids = append(ids, p.ID)
-		}
+	for _, p := range list.Data {
+		ids = append(ids, p.ID)
 	}
 	return ids
 }
