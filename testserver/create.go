@@ -35,6 +35,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	// middleware has stored it, as on a server that charged, stored, then lost the reply.
 	buf := &buffered{header: http.Header{}}
 	s.idempotent.ServeHTTP(buf, r2)
+	if buf.isProblem(http.StatusServiceUnavailable, server.ProblemUnavailable) {
+		s.ledger.update(func(l *Ledger) { l.StoreUnavailable++ })
+	}
 	switch f.Kind {
 	case FaultLostResponse:
 		s.ledger.fault(f)

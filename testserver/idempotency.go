@@ -138,6 +138,7 @@ func (o observer) Recovered(r *http.Request, rec server.Recovery) {
 func (observer) Stored(*http.Request, int) {}
 
 func (o observer) StoreError(_ *http.Request, err error) {
+	o.s.ledger.update(func(l *Ledger) { l.StoreErrors++ })
 	o.s.logf("POST /payments: idempotency store: %v", err)
 }
 

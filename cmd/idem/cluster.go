@@ -97,6 +97,8 @@ func (c *cluster) Ledger() testserver.Ledger {
 		sum.InProgress += l.InProgress
 		sum.Mismatches += l.Mismatches
 		sum.MissingKey += l.MissingKey
+		sum.StoreUnavailable += l.StoreUnavailable
+		sum.StoreErrors += l.StoreErrors
 	}
 	return sum
 }
