@@ -15,9 +15,13 @@ import (
 	"time"
 )
 
-// tellStory prints idem's story and, if plain is not nil, the plain one.
+// tellStory prints idem's story and, if plain is not nil, the plain one. If idem charged
+// a payment twice, its story is that payment's.
 func tellStory(plain, withIdem *side) {
-	if ref, evs := withIdem.storyOf(); ref != "" {
+	if ref, evs := withIdem.duplicateStory(); ref != "" {
+		fmt.Printf("\na payment charged twice, %s:\n", withIdem.label)
+		withIdem.print(ref, evs)
+	} else if ref, evs := withIdem.storyOf(); ref != "" {
 		fmt.Printf("\none payment's story, %s:\n", withIdem.label)
 		withIdem.print(ref, evs)
 	}
