@@ -7,21 +7,29 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/idem-go/idem/testserver"
 )
 
 // cluster is the server side of a run. URL is where clients send.
 type cluster struct {
-	URL        string
-	servers    []*testserver.Server
-	proxy      *rrProxy
-	closeStore func()
+	URL     string
+	servers []*testserver.Server
+	proxy   *rrProxy
+	store   *serverStore // nil for one server with a memstore of its own
+	lease   time.Duration
+
+	// Faults on the servers' links to the store (storelink_report.go).
+	plan    []*linkFault // nil for none
+	nemesis *nemesis     // while they run
+	settled settled      // what the final check found
 }
 
 // newCluster starts n fake servers with opts, each with its own draw of the fault plan
@@ -29,20 +37,27 @@ type cluster struct {
 // registry of payments, as the instances of one service share their database: so a key
 // stuck on one server is recovered on another from the payment the first made
 // (testserver.Options.Payments). One server listens on addr itself; several listen on
-// free loopback ports behind a proxy on addr.
-func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string) (*cluster, error) {
-	c := &cluster{closeStore: func() {}}
+// free loopback ports behind a proxy on addr. With a Redis or PostgreSQL store, each
+// server has its own client and link to it, and storeFaults faults of each kind are
+// planned on those links, from seed (startStoreFaults applies them).
+func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string, storeFaults int) (*cluster, error) {
+	c := &cluster{lease: cmp.Or(max(opts.Lease, 0), testserver.DefaultLease)}
 	if n > 1 || storeURL != "" {
-		store, closeStore, err := openServerStore(storeURL)
-		if err != nil {
+		var err error
+		if c.store, err = openServerStore(storeURL, n); err != nil {
 			return nil, err
 		}
-		opts.Store, c.closeStore = store, closeStore
 		opts.Payments = testserver.NewPayments()
+		if storeFaults > 0 && len(c.store.links) > 0 {
+			c.plan = planLinkFaults(seed, n, storeFaults)
+		}
 	}
 	var backends []string
 	for i := range n {
 		o := opts
+		if c.store != nil {
+			o.Store = c.store.stores[i]
+		}
 		plan, err := testserver.ParsePlan(seed+uint64(i), faults)
 		if err != nil {
 			c.Close()
@@ -78,7 +93,14 @@ func (c *cluster) describe() string {
 	if len(c.servers) == 1 {
 		return c.URL
 	}
-	return fmt.Sprintf("%s (a round-robin proxy to %d servers sharing one idempotency store)", c.URL, len(c.servers))
+	d := fmt.Sprintf("%s (a round-robin proxy to %d servers sharing one idempotency store", c.URL, len(c.servers))
+	if len(c.store.links) > 0 {
+		d += fmt.Sprintf(" in %s, each through a link of its own", c.store.kind)
+	}
+	if len(c.plan) > 0 {
+		d += fmt.Sprintf(", %d faults to come on those links", len(c.plan))
+	}
+	return d + ")"
 }
 
 // Ledger adds up the servers' ledgers: a reference paid on two servers counts two.
@@ -133,13 +155,16 @@ func (c *cluster) paymentIDs(ref string) []string {
 	return ids
 }
 
-// Close stops the proxy, the servers and the Store.
+// Close stops the store-link faults, the proxy, the servers and the Store.
 func (c *cluster) Close() {
+	c.stopStoreFaults()
 	if c.proxy != nil {
 		c.proxy.Close()
 	}
 	for _, s := range c.servers {
 		s.Close()
 	}
-	c.closeStore()
+	if c.store != nil {
+		c.store.Close()
+	}
 }

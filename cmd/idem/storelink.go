@@ -72,11 +72,14 @@ type linkConn struct {
 	client, store net.Conn
 	once          sync.Once
 	done          chan struct{} // closed when both are closed
+	asked         atomic.Int64  // when the proxy read the oldest request not answered yet, Unix ns; 0 for none
 }
 
-// linkCounters count what a link did, since it started.
+// linkCounters count what a link did, since it started, but for slowest, since
+// takeSlowest last took it.
 type linkCounters struct {
 	conns, resets, heldReplies, heldRequests, lostReplies atomic.Int64
+	slowest                                               atomic.Int64 // ns
 }
 
 // linkStats is a snapshot of a link's counters. A reply or request counted is one read
@@ -87,6 +90,12 @@ type linkStats struct {
 	HeldReplies  int64 // replies that waited for a heal
 	HeldRequests int64 // requests that waited for a heal (the store saw them late)
 	LostReplies  int64 // held replies never delivered: their client had closed
+}
+
+// sub returns s minus before: what happened between the two snapshots.
+func (s linkStats) sub(before linkStats) linkStats {
+	return linkStats{s.Conns - before.Conns, s.Resets - before.Resets, s.HeldReplies - before.HeldReplies,
+		s.HeldRequests - before.HeldRequests, s.LostReplies - before.LostReplies}
 }
 
 // newStoreLink listens on a free loopback port and forwards to store, relaying both ways
@@ -118,6 +127,28 @@ func (l *storeLink) state() (linkMode, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mode, l.changed
+}
+
+// takeSlowest returns the longest a client waited for a reply through the link since the
+// last call: from the proxy's read of its request to its relay of the reply (a call
+// whose reply never came is not counted). One request and one reply at a time is the
+// shape of a store call; with several in flight on a connection (pipelining), the wait
+// counts from the oldest.
+func (l *storeLink) takeSlowest() time.Duration { return time.Duration(l.stats.slowest.Swap(0)) }
+
+// answered notes that a reply reached lc's client now.
+func (l *storeLink) answered(lc *linkConn) {
+	asked := lc.asked.Swap(0)
+	if asked == 0 {
+		return
+	}
+	wait := time.Now().UnixNano() - asked
+	for {
+		old := l.stats.slowest.Load()
+		if wait <= old || l.stats.slowest.CompareAndSwap(old, wait) {
+			return
+		}
+	}
 }
 
 // Stats returns the link's counters now.
@@ -167,8 +198,14 @@ func (l *storeLink) pipe(lc *linkConn, toStore bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && toStore {
+			lc.asked.CompareAndSwap(0, time.Now().UnixNano())
+		}
 		if n > 0 && !l.relay(lc, toStore, buf[:n]) {
 			return
+		}
+		if n > 0 && !toStore {
+			l.answered(lc)
 		}
 		if err != nil {
 			if l.wait(lc, toStore, false) {

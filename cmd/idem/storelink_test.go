@@ -164,6 +164,8 @@ func TestStoreLinkHoldReplies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ping", got, "the held reply, late")
 	require.Equal(t, linkStats{Conns: 1, HeldReplies: 1}, l.Stats())
+	require.GreaterOrEqual(t, l.takeSlowest(), 200*time.Millisecond, "the call waited for the heal")
+	require.Zero(t, l.takeSlowest(), "taken")
 }
 
 // TestStoreLinkHoldOnRedis: a go-redis call whose reply is held times out on its read
