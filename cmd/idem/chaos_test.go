@@ -124,9 +124,9 @@ func chaosWithStoreFaults(t *testing.T, storeURL, kind string) {
 	require.Contains(t, out, "sharing one idempotency store in "+kind+", each through a link of its own, 3 faults to come")
 	require.Contains(t, out, "3 of 3 faults applied, one link at a time", out)
 	for _, what := range []string{
-		`reset after write on server [12]'s link for 1s: .*\d+ connections reset after the store replied`,
+		`reset after write on server [12]'s link for 1s: `,
 		`replies held on server [12]'s link for 2.5s: `,
-		`partition on server [12]'s link for 3s: .*\d+ requests held`,
+		`partition on server [12]'s link for 3s: `,
 		`answered 503, store unavailable\s+\d+`,
 		`store calls with an unknown outcome: `,
 		`keys left in progress\s+\d+\s+in the store`,
