@@ -35,6 +35,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	// middleware has stored it, as on a server that charged, stored, then lost the reply.
 	buf := &buffered{header: http.Header{}}
 	s.idempotent.ServeHTTP(buf, r2)
+	if buf.isProblem(http.StatusServiceUnavailable, server.ProblemUnavailable) {
+		s.ledger.update(func(l *Ledger) { l.StoreUnavailable++ })
+	}
 	switch f.Kind {
 	case FaultLostResponse:
 		s.ledger.fault(f)
@@ -51,8 +54,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 // handlePayment creates the payment, behind the middleware: for a request with a key it
 // runs once per key, holding the key's claim. An answer refused before any effect (a bad
-// body, a hold cut short by Close) is discarded, so the key is free again, as Stripe does
-// for a request that failed validation.
+// body, a hold cut short by Close, a context the middleware ended) is discarded, so the
+// key is free again, as Stripe does for a request that failed validation.
 func (s *Server) handlePayment(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	ex := exchangeFrom(ctx)
@@ -83,11 +86,28 @@ func (s *Server) handlePayment(w http.ResponseWriter, r *http.Request) {
 		refuse(shuttingDown())
 		return
 	}
+	if cause := stopped(ctx); cause != nil {
+		refuse(errorResult(http.StatusServiceUnavailable, "not_charged", "the payment was not made: "+cause.Error()))
+		return
+	}
 	scope := ""
 	if keyed {
 		scope = hold.Scope.ID()
 	}
 	s.create(p, scope).write(w)
+}
+
+// stopped returns why ctx ended, unless it did not, or only because the client went away.
+// The middleware may end a handler's context when it can no longer confirm the key's lease,
+// before another server can take the key over: a payment made after that could be made
+// twice, so the handler makes none. net/http ends the context when the client goes away,
+// with context.Canceled as the cause: that does not stop a payment, as a real server would
+// not notice it either (a hold runs to its end, then pays).
+func stopped(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+		return cause
+	}
+	return nil
 }
 
 // nextFault returns the next scripted fault, else one drawn from the plan.

@@ -66,7 +66,11 @@
 // A key whose holder's lease lapsed before it answered (its handler stalled, or the clock
 // set with SetNow jumped) is recovered through the middleware's Recover hook by looking
 // the payment up: a payment made under the key is replayed, one whose handler may still
-// run here gets 409 until it finishes, and one never made runs again.
+// run here gets 409 until it finishes, and one never made runs again. Servers that share
+// a Store should share Options.Payments too, so that a key stuck on one is recovered on
+// another from the payment the first made. A handler whose context the middleware ended
+// (it could no longer confirm the key's lease, so another server may take the key over)
+// makes no payment and answers 503; the client going away does not stop a payment.
 //
 // # Faults
 //

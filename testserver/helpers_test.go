@@ -127,6 +127,14 @@ func decodePayment(tb testing.TB, a answer) payment {
 	return p
 }
 
+// decodeList decodes the payments of a GET /payments?reference= answer.
+func decodeList(tb testing.TB, a answer) []payment {
+	tb.Helper()
+	var list paymentList
+	require.NoError(tb, json.Unmarshal(a.body, &list), "body %s", a.body)
+	return list.Data
+}
+
 // waitHolding waits until n requests sit in a FaultHold.
 func waitHolding(tb testing.TB, s *Server, n int64) {
 	tb.Helper()

@@ -138,6 +138,7 @@ func (o observer) Recovered(r *http.Request, rec server.Recovery) {
 func (observer) Stored(*http.Request, int) {}
 
 func (o observer) StoreError(_ *http.Request, err error) {
+	o.s.ledger.update(func(l *Ledger) { l.StoreErrors++ })
 	o.s.logf("POST /payments: idempotency store: %v", err)
 }
 
@@ -151,11 +152,14 @@ func (o observer) StoreResolved(_ *http.Request, call, how string) {
 }
 
 // recoverPayment is the middleware's Recover hook, for a key whose holder's lease lapsed
-// before it answered (its handler stalled past the lease, or the clock jumped): if a
-// payment was made under the key, its answer is stored and replayed; if the key's handler
-// may still be running here, the request gets 409 and the next one asks again; otherwise
-// the payment was never made, and the handler runs again. It knows only this server's
-// payments, and only while the server runs.
+// before it answered (its handler stalled past the lease, the clock jumped, or its
+// completion failed): if a payment was made under the key, its answer is stored and
+// replayed; if the key's handler may still be running here, the request gets 409 and the
+// next one asks again; otherwise the payment was never made, and the handler runs again.
+// It knows the payments in the server's registry (Options.Payments: its own, or shared by
+// the servers of a cluster), while the registry lives; but whether a handler may still be
+// running it knows for this server only: a holder on another server whose lease lapsed
+// while its handler ran on (cut off from the Store) is not seen here.
 func (s *Server) recoverPayment(_ context.Context, info server.RecoverInfo) (server.Recovery, error) {
 	id := info.Scope.ID()
 	// The tracker first: a handler that ended made its payment before it ended, so the

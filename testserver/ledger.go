@@ -35,6 +35,13 @@ type Ledger struct {
 	// MissingKey counts 400 answers for a missing key header when Options.RequireKey is
 	// set (an empty or malformed key is a 400 too, but not counted here).
 	MissingKey int `json:"missing_key"`
+	// StoreUnavailable counts 503 answers the idempotency middleware gave because its Store
+	// failed (a claim, a take-over): the payment did not run for them.
+	StoreUnavailable int `json:"store_unavailable"`
+	// StoreErrors counts the Store failures the middleware reported (its Observer's
+	// StoreError): one for each StoreUnavailable answer. A completion or release that
+	// failed after the handler ran is counted in StoreCalls, for it is repeated.
+	StoreErrors int `json:"store_errors"`
 	// Faults counts the injected faults that acted, by FaultKind name; status
 	// faults by status and Retry-After form, e.g. "503", "429 Retry-After=date".
 	Faults map[string]int `json:"faults"`

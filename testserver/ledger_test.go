@@ -1,10 +1,17 @@
-// ledger_test.go tests the exactly-once checks on Ledger.
+// ledger_test.go tests the exactly-once checks on Ledger, and its counts of the
+// idempotency Store's failures.
 
 package testserver
 
 import (
+	"context"
 	"errors"
+	"net/http"
 	"testing"
+	"time"
+
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/memstore"
 
 	"github.com/stretchr/testify/require"
 )
@@ -58,4 +65,33 @@ func TestLedgerSummary(t *testing.T) {
 	require.Contains(t, Ledger{}.Summary(), "faults injected              0\n")
 	require.Equal(t, "503 Service Unavailable, Retry-After as a date", DescribeFault("503 Retry-After=date"))
 	require.Equal(t, 3, l.Payments())
+}
+
+// claimFails is a memstore whose Claim fails: the middleware answers 503.
+type claimFails struct{ *memstore.Store }
+
+func (claimFails) Claim(context.Context, server.Scope, string, string, time.Duration, time.Duration) (server.Claim, error) {
+	return server.Claim{}, errors.New("store down")
+}
+
+// The Ledger counts the middleware's 503s for a failed Store, not the injected ones, and
+// every Store failure it reports, a completion that failed after the payment included.
+func TestLedgerCountsStoreFailures(t *testing.T) {
+	down := newTestServer(t, &Options{Store: claimFails{memstore.New(nil)}})
+	down.Script(Fault{Kind: FaultStatus, Status: 503})
+	require.Equal(t, http.StatusServiceUnavailable, post(t, down, "k1", payBody("r1", 1)).status, "injected")
+	a := post(t, down, "k2", payBody("r2", 1))
+	require.Equal(t, http.StatusServiceUnavailable, a.status)
+	require.Equal(t, "store-unavailable", problemType(t, a))
+	l := down.Ledger()
+	require.Equal(t, 1, l.StoreUnavailable)
+	require.Equal(t, 1, l.StoreErrors)
+	require.Zero(t, l.Payments())
+
+	lost := newTestServer(t, &Options{Store: completeFails{memstore.New(nil)}})
+	require.Equal(t, http.StatusCreated, post(t, lost, "k", payBody("r", 1)).status)
+	l = lost.Ledger()
+	require.Zero(t, l.StoreUnavailable)
+	require.Zero(t, l.StoreErrors)
+	require.Equal(t, 1, l.StoreCalls["uncertain complete"], "the completion failed: it is repeated in the background")
 }

@@ -70,20 +70,24 @@ func parsePayment(body []byte) (payment, error) {
 	return p, nil
 }
 
-// paymentStore holds created payments by ID, and by the idempotency record (Scope.ID) that
-// made them, for Recover. It is safe for concurrent use.
-type paymentStore struct {
+// Payments is a registry of payments: where a Server keeps the payments it makes and
+// looks them up (GET /payments, and Recover for a key stuck in progress), by ID and by the
+// idempotency record (Scope.ID) that made them. It stands for a payments service's own
+// database: the Servers given one Payments in Options share it, as the instances of one
+// service share their database. It is safe for concurrent use.
+type Payments struct {
 	mu     sync.Mutex
 	byID   map[string]payment
 	scoped map[string]payment
 }
 
-func newPaymentStore() *paymentStore {
-	return &paymentStore{byID: make(map[string]payment), scoped: make(map[string]payment)}
+// NewPayments returns an empty registry, for Options.Payments.
+func NewPayments() *Payments {
+	return &Payments{byID: make(map[string]payment), scoped: make(map[string]payment)}
 }
 
 // add gives p a fresh ID, stores it, under scope too unless that is "", and returns it.
-func (ps *paymentStore) add(p payment, scope string) payment {
+func (ps *Payments) add(p payment, scope string) payment {
 	p.ID = "pay_" + rand.Text()[:16]
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -95,7 +99,7 @@ func (ps *paymentStore) add(p payment, scope string) payment {
 }
 
 // byScope returns the payment made under the record scope.
-func (ps *paymentStore) byScope(scope string) (payment, bool) {
+func (ps *Payments) byScope(scope string) (payment, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.scoped[scope]
@@ -103,7 +107,7 @@ func (ps *paymentStore) byScope(scope string) (payment, bool) {
 }
 
 // get returns the payment with id.
-func (ps *paymentStore) get(id string) (payment, bool) {
+func (ps *Payments) get(id string) (payment, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.byID[id]
@@ -111,7 +115,7 @@ func (ps *paymentStore) get(id string) (payment, bool) {
 }
 
 // byReference returns the payments made for ref, ordered by ID.
-func (ps *paymentStore) byReference(ref string) []payment {
+func (ps *Payments) byReference(ref string) []payment {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	found := []payment{} // [] rather than null in JSON

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,4 +118,79 @@ func TestStuckKeyWithoutPaymentReruns(t *testing.T) {
 	require.Contains(t, string(a.body), "invalid_request")
 	require.Equal(t, http.StatusCreated, post(t, s, "k", payBody("r", 1)).status, "released this time")
 	require.Equal(t, map[string]int{"r": 1}, s.Ledger().Effects)
+}
+
+// completeFails is a memstore whose Complete always fails, as when the reply to a
+// completion is lost: the record stays stuck in progress although the payment was made.
+type completeFails struct{ *memstore.Store }
+
+func (completeFails) Complete(context.Context, server.Scope, string, *server.Response, time.Duration) error {
+	return errors.New("store reply lost")
+}
+
+// Two servers share one Store. A key's payment is made on server A, whose completion
+// fails, so the key stays stuck; its retry reaches server B once A's lease has lapsed.
+// Sharing Payments, B's Recover finds A's payment and replays it; with a registry each,
+// B finds nothing and pays again: the duplicate that Options.Payments is for.
+func TestStuckKeyRecoveredOnAnotherServer(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		name := map[bool]string{true: "shared Payments", false: "a registry each"}[shared]
+		t.Run(name, func(t *testing.T) {
+			clk := newClock()
+			store := memstore.New(clk.Now)
+			var payments *Payments
+			if shared {
+				payments = NewPayments()
+			}
+			a := newTestServer(t, &Options{Store: completeFails{store}, Payments: payments, Lease: time.Hour})
+			b := newTestServer(t, &Options{Store: store, Payments: payments, Lease: time.Hour})
+
+			first := post(t, a, "k", payBody("r", 1))
+			require.Equal(t, http.StatusCreated, first.status, "body %s", first.body)
+			clk.Advance(2 * time.Hour) // A's lease lapses: the key is stuck
+
+			again := post(t, b, "k", payBody("r", 1))
+			require.Equal(t, http.StatusCreated, again.status, "body %s", again.body)
+			effects := a.Ledger().Payments() + b.Ledger().Payments()
+			if !shared {
+				require.Equal(t, 2, effects, "B cannot see A's payment: it pays again")
+				return
+			}
+			require.Equal(t, "true", again.header.Get(replayedHeader))
+			require.Equal(t, first.body, again.body, "A's payment, byte for byte")
+			require.Equal(t, 1, effects)
+			require.Len(t, decodeList(t, get(t, b, "/payments?reference=r")), 1, "B lists A's payment")
+		})
+	}
+}
+
+// A handler whose context the middleware ends with a cause of its own (a lease it could not
+// confirm) makes no payment, even after a hold; the client going away, whose cause is
+// context.Canceled, does not stop one.
+func TestHandlerStoppedMakesNoPayment(t *testing.T) {
+	s := newTestServer(t, nil)
+	cause := errors.New("the lease could not be confirmed")
+	// In front of the middleware, an ending of the context the handler's derives from.
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
+		s.Handler().ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer ts.Close()
+	s.Script(Fault{Kind: FaultHold, Delay: 200 * time.Millisecond})
+	req := postReq(t, s, "k", payBody("r", 1))
+	req.URL.Host = strings.TrimPrefix(ts.URL, "http://")
+	a, err := do(t, req, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, a.status, "body %s", a.body)
+	require.Contains(t, string(a.body), cause.Error())
+	require.Zero(t, s.Ledger().Payments())
+	require.Equal(t, http.StatusCreated, post(t, s, "k", payBody("r", 1)).status, "nothing was charged: the key is free")
+
+	s.Script(Fault{Kind: FaultHold, Delay: 200 * time.Millisecond})
+	_, err = do(t, postReq(t, s, "k2", payBody("r2", 1)), 50*time.Millisecond)
+	require.Error(t, err, "the client gives up during the hold")
+	require.Eventually(t, func() bool { return s.Ledger().Effects["r2"] == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the hold runs to its end and pays")
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -75,6 +76,18 @@ func (b *buffered) Write(p []byte) (int, error) {
 	b.WriteHeader(http.StatusOK)
 	b.body = append(b.body, p...)
 	return len(p), nil
+}
+
+// isProblem reports whether the kept answer is the middleware's problem name (e.g.
+// "store-unavailable") with status.
+func (b *buffered) isProblem(status int, name string) bool {
+	if b.status != status || b.header.Get("Content-Type") != "application/problem+json" {
+		return false
+	}
+	var p struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(b.body, &p) == nil && strings.HasSuffix(p.Type, "#"+name)
 }
 
 // writeTo sends the kept answer on w.

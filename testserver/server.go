@@ -54,9 +54,18 @@ type Options struct {
 	Lease time.Duration
 	// Store holds the idempotency records; nil means a server/memstore on the clock set
 	// with Server.SetNow. A shared Store (Redis, PostgreSQL) lets several servers answer
-	// for one key, but each keeps its own payments and ledger, and the recovery of a stuck
-	// key (idempotency.go) only knows this server's payments.
+	// for one key; each keeps its own ledger, and its own payments unless they share
+	// Payments too.
 	Store server.Store
+	// Payments is where the server keeps the payments it makes, and where GET /payments,
+	// GET /payments/{id} and the recovery of a key stuck in progress (idempotency.go) look
+	// them up; nil means a registry of the server's own. Servers that share a Store, as the
+	// instances of one service do, should share one Payments too, as such instances share
+	// their database: a key stuck on one server (its completion failed, or its holder was
+	// cut off from the Store) is then recovered on another from the payment it made. With
+	// a registry each, the other server finds no payment and makes it again. Each server's
+	// Ledger counts the payments that server made, whichever registry holds them.
+	Payments *Payments
 	// Plan draws a random fault for each POST /payments not covered by Server.Script; nil
 	// means no random faults. The Server draws from it; share one Plan between servers only
 	// if one sequence of draws for all of them is what you want.
@@ -94,7 +103,7 @@ type Server struct {
 	store    server.Store
 	mw       *server.Middleware
 	track    *tracker // keys claimed or running here, for Recover
-	payments *paymentStore
+	payments *Payments
 	ledger   *recorder
 	nowFn    atomic.Pointer[func() time.Time]
 	holding  atomic.Int64 // requests in a FaultHold wait, for tests
@@ -180,7 +189,10 @@ func newServer(opts *Options) (*Server, error) {
 		s.store = memstore.New(s.now)
 	}
 	s.track = newTracker()
-	s.payments = newPaymentStore()
+	s.payments = s.opts.Payments
+	if s.payments == nil {
+		s.payments = NewPayments()
+	}
 	s.ledger = newRecorder()
 	var err error
 	if s.handler, err = s.routes(); err != nil {

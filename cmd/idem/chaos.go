@@ -25,12 +25,23 @@ func runChaos(args []string) error {
 	fs.DurationVar(&fc.lease, "lease", fc.lease, "with a postgres:// -journal: the journal's lease, which bounds the time to adopt a dead worker's operations")
 	fs.IntVar(&cfg.servers, "servers", 1, "fake servers behind a round-robin TCP proxy, sharing one idempotency store (-server-store)")
 	fs.StringVar(&cfg.serverStore, "server-store", "", "the `store` the fake servers share: a redis:// URL, a postgres:// URL (its schema parameter names the schema), or nothing for one in memory")
+	fs.IntVar(&cfg.storeFaults, "store-faults", -1, "faults of each kind (reset after write, replies held, partition) on the servers' links to a redis:// or\n"+
+		"postgres:// -server-store, one link at a time at moments drawn from -seed; the run also fails if a key is left\n"+
+		"in progress in the store after the final heal. -1 means 3 with -servers 2 or more, else none; 0 turns them off")
 	fs.StringVar(&fc.restartDB, "restart-db", "", "with a postgres:// -journal: a shell `command` that restarts PostgreSQL, run once half way through")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case cfg.storeFaults < 0 && cfg.servers > 1 && cfg.serverStore != "":
+		cfg.storeFaults = 3
+	case cfg.storeFaults < 0:
+		cfg.storeFaults = 0
+	case cfg.storeFaults > 0 && cfg.serverStore == "":
+		return usageError(fs.Name(), "-store-faults needs a redis:// or postgres:// -server-store: an in-memory store has no link to fault")
 	}
 	if isPostgres(cfg.journal) {
 		fc.demoConfig = cfg

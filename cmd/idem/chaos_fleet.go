@@ -83,7 +83,7 @@ func runFleetChaos(cfg fleetConfig) error {
 		return err
 	}
 	f.srv, err = newCluster(listenAddr(cfg.demoConfig, false), max(cfg.servers, 1), cfg.serverStore,
-		testserver.Options{RequireKey: true}, cfg.seed, cfg.faults)
+		testserver.Options{RequireKey: true}, cfg.seed, cfg.faults, cfg.storeFaults)
 	if err != nil {
 		return err
 	}
@@ -97,6 +97,7 @@ func runFleetChaos(cfg fleetConfig) error {
 		cfg.n, cfg.workers, cfg.conc, cfg.kills, cfg.seed, cfg.faults)
 	fmt.Printf("journal %s (lease %v); server %s\n", displayName(f.journalURL), cfg.lease, f.srv.describe())
 	f.start = time.Now()
+	f.srv.startStoreFaults(f.start)
 	errs := make(chan error, cfg.workers)
 	for slot := range cfg.workers {
 		go func() { errs <- f.runSlot(ctx, slot) }()
@@ -111,6 +112,7 @@ func runFleetChaos(cfg fleetConfig) error {
 		}
 	}
 	close(chaosDone)
+	f.srv.stopStoreFaults()
 	wall := time.Since(f.start)
 	switch {
 	case sigCtx.Err() != nil:
@@ -120,6 +122,7 @@ func runFleetChaos(cfg fleetConfig) error {
 	case firstErr != nil:
 		return fmt.Errorf("chaos: %w", firstErr)
 	}
+	f.srv.settleStore(ctx)
 	return f.report(wall)
 }
 

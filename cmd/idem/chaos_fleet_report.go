@@ -53,6 +53,7 @@ func (f *fleet) report(wall time.Duration) error {
 	row("\"in progress\" (409)", l.InProgress, "")
 	row("time", wall.Round(100*time.Millisecond), "")
 	tw.Flush()
+	f.srv.storeReport(os.Stdout)
 
 	var problems []string
 	if err := l.Check(refs); err != nil {
@@ -72,6 +73,7 @@ func (f *fleet) report(wall time.Duration) error {
 	if f.cfg.restartDB != "" && restarts(f.restarted) != 1 {
 		problems = append(problems, "the database restart did not happen: "+orDash(f.restarted))
 	}
+	problems = append(problems, f.srv.storeProblems()...)
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}

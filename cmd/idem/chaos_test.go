@@ -1,10 +1,7 @@
 package main
 
 import (
-	"cmp"
-	"net"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
@@ -78,7 +75,7 @@ func TestChaosTwoServersOnePostgres(t *testing.T) {
 	u.RawQuery = q.Encode()
 	storeURL := u.String()
 	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-n", "300", "-concurrency", "16", "-kills", "4",
-		"-kill-within", "800ms", "-seed", "11", "-servers", "2", "-server-store", storeURL)
+		"-kill-within", "800ms", "-seed", "11", "-servers", "2", "-server-store", storeURL, "-store-faults", "0")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "a round-robin proxy to 2 servers sharing one idempotency store")
 	require.Regexp(t, `by server \(round robin\)\s+[1-9]\d* / [1-9]\d*`, out, "both servers took requests")
@@ -94,20 +91,71 @@ func TestChaosTwoServersOneRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for several seconds")
 	}
-	addr := cmp.Or(os.Getenv("IDEM_REDIS_ADDR"), "127.0.0.1:6379")
-	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Redis at %s: %v (CI is set: the server must run)", addr, err)
-		}
-		t.Skipf("Redis not reachable at %s (set IDEM_REDIS_ADDR): %v", addr, err)
-	} else {
-		c.Close()
-	}
+	addr := testRedis(t)
 	bin := idemBinary(t)
 	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-n", "300", "-concurrency", "16", "-kills", "4",
-		"-kill-within", "800ms", "-seed", "12", "-servers", "2", "-server-store", "redis://"+addr+"/0")
+		"-kill-within", "800ms", "-seed", "12", "-servers", "2", "-server-store", "redis://"+addr+"/0", "-store-faults", "0")
 	require.NoError(t, err, out)
 	require.Regexp(t, `by server \(round robin\)\s+[1-9]\d* / [1-9]\d*`, out, "both servers took requests")
 	require.Regexp(t, `made twice or more \(charged again\)\s+0\b`, out)
 	require.Contains(t, out, "300/300 payments made exactly once")
+}
+
+// chaosWithStoreFaults is "idem chaos -servers 2 -server-store storeURL" cut down, with
+// one fault of each kind on the servers' links to the store.
+func chaosWithStoreFaults(t *testing.T, storeURL, kind string) {
+	t.Helper()
+	bin := idemBinary(t)
+	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-n", "600", "-concurrency", "16", "-kills", "4",
+		"-kill-within", "800ms", "-seed", "13", "-servers", "2", "-server-store", storeURL, "-store-faults", "1",
+		"-timeout", "150s")
+	t.Log(out)
+	require.Contains(t, out, "sharing one idempotency store in "+kind+", each through a link of its own, 3 faults to come")
+	require.Contains(t, out, "3 of 3 faults applied, one link at a time", out)
+	for _, what := range []string{
+		`reset after write on server [12]'s link for 1s: `,
+		`replies held on server [12]'s link for 2.5s: `,
+		`partition on server [12]'s link for 3s: `,
+		`answered 503, store unavailable\s+\d+`,
+		`store calls with an unknown outcome\s+\d+\s+resolved: `,
+		`keys left in progress\s+\d+\s+in the store`,
+	} {
+		require.Regexp(t, what, out)
+	}
+	require.NoError(t, err, out)
+	require.Regexp(t, `made twice or more \(charged again\)\s+0\b`, out)
+	require.Regexp(t, `never made\s+0\b`, out)
+	require.Regexp(t, `keys left in progress\s+0\b`, out)
+	require.Contains(t, out, "600/600 payments made exactly once")
+}
+
+// TestChaosStoreLinkFaultsRedis: two servers, each with its own Redis client through its
+// own faulty link: a reset after write, replies held, a partition longer than the lease.
+func TestChaosStoreLinkFaultsRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for several seconds")
+	}
+	chaosWithStoreFaults(t, "redis://"+testRedis(t)+"/0", "Redis")
+}
+
+// TestChaosStoreLinkFaultsPostgres: the same on PostgreSQL, each server with a pgx pool of
+// its own.
+func TestChaosStoreLinkFaultsPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes for several seconds")
+	}
+	journalURL, _ := testPostgres(t)
+	u, err := url.Parse(journalURL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Del("namespace")
+	u.RawQuery = q.Encode()
+	chaosWithStoreFaults(t, u.String(), "PostgreSQL")
+}
+
+// -store-faults needs a store with a link to fault.
+func TestChaosStoreFaultsNeedAStore(t *testing.T) {
+	out, err := runIdem(t, idemBinary(t), time.Minute, "chaos", "-servers", "2", "-store-faults", "1")
+	require.Error(t, err)
+	require.Contains(t, out, "-store-faults needs a redis:// or postgres:// -server-store")
 }

@@ -1,43 +1,63 @@
 // This file holds the fake payments server the demo and chaos runs send to: one testserver,
 // or several sharing one idempotency Store (in memory, Redis or PostgreSQL:
-// serverstore.go) behind the round-robin TCP proxy of rrproxy.go, so that copies of one
-// key reach different instances and only the shared Store keeps them to one payment.
+// serverstore.go) and one registry of payments behind the round-robin TCP proxy of
+// rrproxy.go, so that copies of one key reach different instances and only the shared
+// Store keeps them to one payment.
 
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/idem-go/idem/testserver"
 )
 
 // cluster is the server side of a run. URL is where clients send.
 type cluster struct {
-	URL        string
-	servers    []*testserver.Server
-	proxy      *rrProxy
-	closeStore func()
+	URL     string
+	servers []*testserver.Server
+	proxy   *rrProxy
+	store   *serverStore // nil for one server with a memstore of its own
+	lease   time.Duration
+
+	// Faults on the servers' links to the store (storelink_report.go).
+	plan    []*linkFault // nil for none
+	nemesis *nemesis     // while they run
+	settled settled      // what the final check found
 }
 
 // newCluster starts n fake servers with opts, each with its own draw of the fault plan
-// (seed, seed+1, ...), sharing the Store storeURL names ("" for one in memory). One server
-// listens on addr itself; several listen on free loopback ports behind a proxy on addr.
-func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string) (*cluster, error) {
-	c := &cluster{closeStore: func() {}}
+// (seed, seed+1, ...), sharing the Store storeURL names ("" for one in memory) and one
+// registry of payments, as the instances of one service share their database: so a key
+// stuck on one server is recovered on another from the payment the first made
+// (testserver.Options.Payments). One server listens on addr itself; several listen on
+// free loopback ports behind a proxy on addr. With a Redis or PostgreSQL store, each
+// server has its own client and link to it, and storeFaults faults of each kind are
+// planned on those links, from seed (startStoreFaults applies them).
+func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string, storeFaults int) (*cluster, error) {
+	c := &cluster{lease: cmp.Or(max(opts.Lease, 0), testserver.DefaultLease)}
 	if n > 1 || storeURL != "" {
-		store, closeStore, err := openServerStore(storeURL)
-		if err != nil {
+		var err error
+		if c.store, err = openServerStore(storeURL, n); err != nil {
 			return nil, err
 		}
-		opts.Store, c.closeStore = store, closeStore
+		opts.Payments = testserver.NewPayments()
+		if storeFaults > 0 && len(c.store.links) > 0 {
+			c.plan = planLinkFaults(seed, n, storeFaults)
+		}
 	}
 	var backends []string
 	for i := range n {
 		o := opts
+		if c.store != nil {
+			o.Store = c.store.stores[i]
+		}
 		plan, err := testserver.ParsePlan(seed+uint64(i), faults)
 		if err != nil {
 			c.Close()
@@ -73,12 +93,19 @@ func (c *cluster) describe() string {
 	if len(c.servers) == 1 {
 		return c.URL
 	}
-	return fmt.Sprintf("%s (a round-robin proxy to %d servers sharing one idempotency store)", c.URL, len(c.servers))
+	d := fmt.Sprintf("%s (a round-robin proxy to %d servers sharing one idempotency store", c.URL, len(c.servers))
+	if len(c.store.links) > 0 {
+		d += fmt.Sprintf(" in %s, each through a link of its own", c.store.kind)
+	}
+	if len(c.plan) > 0 {
+		d += fmt.Sprintf(", %d faults to come on those links", len(c.plan))
+	}
+	return d + ")"
 }
 
 // Ledger adds up the servers' ledgers: a reference paid on two servers counts two.
 func (c *cluster) Ledger() testserver.Ledger {
-	sum := testserver.Ledger{Effects: map[string]int{}, Faults: map[string]int{}}
+	sum := testserver.Ledger{Effects: map[string]int{}, Faults: map[string]int{}, StoreCalls: map[string]int{}}
 	for _, s := range c.servers {
 		l := s.Ledger()
 		for ref, n := range l.Effects {
@@ -87,11 +114,16 @@ func (c *cluster) Ledger() testserver.Ledger {
 		for k, n := range l.Faults {
 			sum.Faults[k] += n
 		}
+		for k, n := range l.StoreCalls {
+			sum.StoreCalls[k] += n
+		}
 		sum.Requests += l.Requests
 		sum.Replays += l.Replays
 		sum.InProgress += l.InProgress
 		sum.Mismatches += l.Mismatches
 		sum.MissingKey += l.MissingKey
+		sum.StoreUnavailable += l.StoreUnavailable
+		sum.StoreErrors += l.StoreErrors
 	}
 	return sum
 }
@@ -105,35 +137,37 @@ func (c *cluster) split() string {
 	return strings.Join(parts, " / ")
 }
 
-// paymentIDs asks every server for the payments made for ref.
+// paymentIDs asks the servers' registry of payments for the payments made for ref: one
+// server answers for all, since they share it.
 func (c *cluster) paymentIDs(ref string) []string {
+	resp, err := http.Get(c.servers[0].URL + "/payments?reference=" + url.QueryEscape(ref))
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	json.NewDecoder(resp.Body).Decode(&list)
 	var ids []string
-	for _, s := range c.servers {
-		resp, err := http.Get(s.URL + "/payments?reference=" + url.QueryEscape(ref))
-		if err != nil {
-			continue
-		}
-		var list struct {
-			Data []struct {
-				ID string `json:"id"`
-			} `json:"data"`
-		}
-		json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		for _, p := range list.Data {
-			ids = append(ids, p.ID)
-		}
+	for _, p := range list.Data {
+		ids = append(ids, p.ID)
 	}
 	return ids
 }
 
-// Close stops the proxy, the servers and the Store.
+// Close stops the store-link faults, the proxy, the servers and the Store.
 func (c *cluster) Close() {
+	c.stopStoreFaults()
 	if c.proxy != nil {
 		c.proxy.Close()
 	}
 	for _, s := range c.servers {
 		s.Close()
 	}
-	c.closeStore()
+	if c.store != nil {
+		c.store.Close()
+	}
 }

@@ -35,6 +35,7 @@ type demoConfig struct {
 	serverAddr     string        // where the testserver listens; "" for a free loopback port
 	servers        int           // fake servers behind a round-robin proxy (chaos); 0 or 1 for one
 	serverStore    string        // the Store they share: "" in memory, or a postgres:// URL (serverstore.go)
+	storeFaults    int           // faults of each kind on the servers' links to the store (nemesis.go); 0 for none
 	via            string        // host:port the worker sends to instead (a proxy); "" for the server
 }
 
@@ -138,7 +139,9 @@ func runProof(name string, cfg demoConfig) error {
 		}
 		sides = append(sides, s)
 		fmt.Printf("\n[%d/%d] %s: %s\n", i+1, len(plans), p.label, s.describe(cfg))
+		s.srv.startStoreFaults(s.start)
 		err = s.runLives(ctx, cfg)
+		s.srv.stopStoreFaults()
 		switch {
 		case sigCtx.Err() != nil:
 			fmt.Printf("\ninterrupted after %v: the summary so far (unfinished payments count as never made)\n",
@@ -150,6 +153,7 @@ func runProof(name string, cfg demoConfig) error {
 		case err != nil:
 			return fmt.Errorf("%s: %s: %w", name, p.label, err)
 		}
+		s.srv.settleStore(ctx)
 	}
 	if err := report(cfg, sides, true); err != nil {
 		return fmt.Errorf("%s: %w", name, err)

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -75,6 +76,7 @@ func report(cfg demoConfig, sides []*side, final bool) error {
 	}
 	fmt.Println()
 	s.details(cfg, t)
+	s.srv.storeReport(os.Stdout)
 	if len(sides) > 1 {
 		tellStory(sides[0], sides[last])
 	} else {
@@ -84,6 +86,9 @@ func report(cfg demoConfig, sides []*side, final bool) error {
 		return nil
 	}
 	verdict := fmt.Sprintf("%d/%d payments made exactly once through %s and %d injected faults", t.once, cfg.n, plural(s.kills, "SIGKILL"), t.faults)
+	if n := s.srv.storeFaultsApplied(); n > 0 {
+		verdict += fmt.Sprintf(", with %s on the servers' links to the store", plural(n, "fault"))
+	}
 	if len(sides) > 1 {
 		p := tallies[0]
 		verdict += fmt.Sprintf("; without idem: %d charged twice or more, %d never charged", p.twice, p.never)
@@ -95,12 +100,19 @@ func report(cfg demoConfig, sides []*side, final bool) error {
 	for i := range refs {
 		refs[i] = reference(i)
 	}
+	var also string // the store's problems, after the ledger's
+	if problems := s.srv.storeProblems(); len(problems) > 0 {
+		also = "; " + strings.Join(problems, "; ")
+	}
 	if err := t.l.Check(refs); err != nil {
 		var ce *testserver.CheckError
 		if errors.As(err, &ce) {
-			return fmt.Errorf("NOT exactly once with idem: %d charged twice or more, %d never charged (%w)", len(ce.Duplicated), len(ce.Missing), err)
+			return fmt.Errorf("NOT exactly once with idem: %d charged twice or more, %d never charged (%w)%s", len(ce.Duplicated), len(ce.Missing), err, also)
 		}
-		return fmt.Errorf("NOT exactly once with idem: %w", err)
+		return fmt.Errorf("NOT exactly once with idem: %w%s", err, also)
+	}
+	if also != "" {
+		return fmt.Errorf("%d/%d payments made exactly once, but%s", t.once, cfg.n, strings.TrimPrefix(also, ";"))
 	}
 	fmt.Println("\n" + verdict)
 	return nil

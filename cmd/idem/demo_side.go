@@ -72,13 +72,13 @@ func newSide(label string, plain bool, state string, cfg demoConfig) (*side, err
 	s := &side{label: label, plain: plain, state: state, start: time.Now(),
 		settled: map[string]bool{}, gaveup: map[string]bool{}, pending: map[string]bool{},
 		inflight: map[string]bool{}, byRef: map[string][]event{}, byKey: map[string][]event{}}
-	n, store := max(cfg.servers, 1), cfg.serverStore
+	n, store, storeFaults := max(cfg.servers, 1), cfg.serverStore, cfg.storeFaults
 	if plain {
-		n, store = 1, ""
+		n, store, storeFaults = 1, "", 0
 	}
 	opts := testserver.Options{RequireKey: true, Logf: s.serverLog}
 	var err error
-	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults); err != nil {
+	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults, storeFaults); err != nil {
 		return nil, err
 	}
 	s.url = s.srv.URL

@@ -15,9 +15,13 @@ import (
 	"time"
 )
 
-// tellStory prints idem's story and, if plain is not nil, the plain one.
+// tellStory prints idem's story and, if plain is not nil, the plain one. If idem charged
+// a payment twice, its story is that payment's.
 func tellStory(plain, withIdem *side) {
-	if ref, evs := withIdem.storyOf(); ref != "" {
+	if ref, evs := withIdem.duplicateStory(); ref != "" {
+		fmt.Printf("\na payment charged twice, %s:\n", withIdem.label)
+		withIdem.print(ref, evs)
+	} else if ref, evs := withIdem.storyOf(); ref != "" {
 		fmt.Printf("\none payment's story, %s:\n", withIdem.label)
 		withIdem.print(ref, evs)
 	}
@@ -77,7 +81,7 @@ func (s *side) killBetween(from, to time.Duration) bool {
 }
 
 // withKills merges into evs the faults its keys met before processing, and
-// the kills that fall within it.
+// the kills and store-link faults (nemesis.go) that fall within it.
 func (s *side) withKills(evs []event) []event {
 	out := slices.Clone(evs)
 	keys := map[string]bool{}
@@ -90,9 +94,19 @@ func (s *side) withKills(evs []event) []event {
 	slices.SortStableFunc(out, func(a, b event) int { return int(a.at - b.at) })
 	evs = out
 	out = slices.Clone(evs)
+	within := func(at time.Duration) bool { return len(evs) > 0 && at > evs[0].at && at < evs[len(evs)-1].at }
 	for _, k := range s.killed {
-		if len(evs) > 0 && k.at > evs[0].at && k.at < evs[len(evs)-1].at {
+		if within(k.at) {
 			out = append(out, k)
+		}
+	}
+	for _, f := range s.srv.plan {
+		link := fmt.Sprintf("server %d's link to the store", f.server+1)
+		if f.applied && within(f.began) {
+			out = append(out, event{at: f.began, who: "link", what: fmt.Sprintf("%s: %s for %v", link, f.kind, f.dur)})
+		}
+		if f.applied && within(f.healed) {
+			out = append(out, event{at: f.healed, who: "link", what: link + ": healed"})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b event) int { return int(a.at - b.at) })
@@ -130,6 +144,8 @@ func (s *side) print(ref string, evs []event) {
 
 func (s *side) describeEvent(e event) string {
 	switch e.who {
+	case "link":
+		return e.what
 	case "kill":
 		if s.plain {
 			return fmt.Sprintf("SIGKILL: the process of life %d dies; its file does not show the payment done", e.life)
