@@ -48,6 +48,9 @@ type op struct {
 	// next attempt asks it first. expired says the operation's key may be gone
 	// from the server.
 	uncertain, expired bool
+	// noReplay keeps net/http from re-sending an attempt on its own (attempt_request.go):
+	// set when a Reconciler is in use, for the server may not honour the key.
+	noReplay bool
 	// retryToken is set when a retry-budget token was taken to send a pending
 	// operation already attempted (by Resume, or a call with its operation
 	// ID or key): its first attempt here is a retry.
@@ -68,6 +71,7 @@ type outcome struct {
 // run runs o's attempts and tells the response it returns, if any, which
 // call it answers (ResponseInfo, info.go).
 func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
+	o.noReplay = o.rec != nil && t.reconciler(ctx) != nil
 	resp, err := t.loop(ctx, o)
 	if resp != nil {
 		withInfo(resp, o)

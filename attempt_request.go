@@ -67,6 +67,12 @@ func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st 
 		// also inside io.NopCloser) with its headers, in one write; any
 		// other reader has the headers flushed first, a second syscall.
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if o.noReplay {
+			// net/http re-sends a request with a key header and a GetBody once, unseen,
+			// when a kept-alive connection breaks after writing it; against a server
+			// that ignores keys that is a second effect nothing reconciled first.
+			r.GetBody = nil
+		}
 		st.reader.Reset(body)
 		r.Body = io.NopCloser(&st.reader)
 	default:

@@ -1,11 +1,15 @@
 package idem
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/testserver"
 )
 
 // hangUp closes the connection of a request the server has read: the request was
@@ -284,4 +290,63 @@ func TestReconcileNeverTwiceAtOnce(t *testing.T) {
 	wg.Wait()
 	assert.Positive(t, r.calls.Load())
 	assert.EqualValues(t, 1, r.most.Load(), "the Reconciler ran twice at once for one operation")
+}
+
+// byReference is the Reconciler a client of a provider that ignores keys writes: it looks
+// the payment up by the reference in the journaled body.
+func byReference(base string) Reconciler {
+	return func(ctx context.Context, rec *Record, _ bool) (Reconciliation, error) {
+		var body struct{ Reference string }
+		if err := json.Unmarshal(rec.Body, &body); err != nil {
+			return Reconciliation{}, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/payments?reference="+url.QueryEscape(body.Reference), nil)
+		if err != nil {
+			return Reconciliation{}, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return Reconciliation{}, err // cannot tell
+		}
+		defer resp.Body.Close()
+		var list struct{ Data []json.RawMessage }
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&list) != nil {
+			return Reconciliation{}, fmt.Errorf("look-up answered %d", resp.StatusCode)
+		}
+		if len(list.Data) == 0 {
+			return Reconciliation{Send: true}, nil
+		}
+		return Reconciliation{Response: &http.Response{StatusCode: http.StatusOK, Header: http.Header{},
+			Body: io.NopCloser(bytes.NewReader(list.Data[0]))}}, nil
+	}
+}
+
+// S41: against a provider that ignores idempotency keys, a payment whose answer was lost
+// (charged, then the connection cut) is looked up by its reference before it is sent
+// again, and found: settled, charged once. Without a Reconciler the retry charges again.
+func TestS41KeylessProviderReconciled(t *testing.T) {
+	for _, reconcile := range []bool{true, false} {
+		srv := testserver.NewServer(&testserver.Options{IgnoreKeys: true})
+		t.Cleanup(srv.Close)
+		srv.Script(testserver.Fault{Kind: testserver.FaultLostResponse})
+		opts := &Options{InitialInterval: time.Millisecond}
+		if reconcile {
+			opts.Reconcile = byReference(srv.URL)
+		}
+		tr, _ := memTransport(t, opts)
+		tr.clock = realClock{}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(`{"amount":100,"currency":"eur","reference":"order-41"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		l := srv.Ledger()
+		if reconcile {
+			assert.Equal(t, 1, l.Effects["order-41"], "charged again although the look-up found the payment")
+			assert.Equal(t, 1, l.Requests, "sent again")
+			assert.Equal(t, StateSettled, onlyRecordIn(t, tr.journal).State)
+			continue
+		}
+		assert.Equal(t, 2, l.Effects["order-41"], "without a Reconciler, the keyless provider charges the retry")
+	}
 }

@@ -24,7 +24,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if s.faultBefore(w, r, f) {
 		return
 	}
-	if s.opts.RequireKey && len(r.Header.Values(s.opts.KeyHeader)) == 0 {
+	if s.opts.RequireKey && !s.opts.IgnoreKeys && len(r.Header.Values(s.opts.KeyHeader)) == 0 {
 		s.ledger.update(func(l *Ledger) { l.MissingKey++ }) // the middleware answers 400
 	}
 	ex := &exchange{fault: f, key: r.Header.Get(s.opts.KeyHeader),
@@ -79,7 +79,7 @@ func (s *Server) handlePayment(w http.ResponseWriter, r *http.Request) {
 		refuse(errorResult(http.StatusBadRequest, "invalid_request", err.Error()))
 		return
 	}
-	if !keyed {
+	if !keyed && !s.opts.IgnoreKeys {
 		s.logf("POST /payments without key, reference %q: %v", p.Reference, ex.fault)
 	}
 	if ex.fault.Kind == FaultHold && !s.hold(ex.fault) {

@@ -166,6 +166,9 @@ func (s *Server) routes() (http.Handler, error) {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
 	s.mw, s.idempotent = mw, mw.Wrap(http.HandlerFunc(s.handlePayment))
+	if s.opts.IgnoreKeys {
+		s.idempotent = http.HandlerFunc(s.handlePayment) // every request charges
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /payments", s.handleCreate)
 	mux.HandleFunc("GET /payments", s.handleListPayments)

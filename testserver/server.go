@@ -44,6 +44,11 @@ type Options struct {
 	KeyHeader string
 	// RequireKey makes POST /payments without a key fail with 400.
 	RequireKey bool
+	// IgnoreKeys makes the server a provider that does not honour idempotency keys: every
+	// POST /payments charges, whatever its key, and nothing is replayed; RequireKey, KeyTTL
+	// and Lease then do not apply. GET /payments?reference=… still finds the payments made
+	// for a business reference: what a client reconciles against (idem.Options.Reconcile).
+	IgnoreKeys bool
 	// KeyTTL is how long a stored result is replayed after it was stored (a key stuck in
 	// progress: after its claim); zero or negative means DefaultKeyTTL. Measured on the
 	// clock set with Server.SetNow, unless Store has its own.

@@ -37,7 +37,14 @@ type demoConfig struct {
 	serverStore    string        // the Store they share: "" in memory, or a postgres:// URL (serverstore.go)
 	storeFaults    int           // faults of each kind on the servers' links to the store (nemesis.go); 0 for none
 	via            string        // host:port the worker sends to instead (a proxy); "" for the server
+	keyless        bool          // the server ignores keys; idem's side reconciles by reference
 }
+
+// keylessMix is the default fault mix against a server that ignores keys: DefaultMix but
+// the hold, which keeps a payment in flight at the server while the client gives up and
+// looks it up, so that no look-up can see it: a provider that answers a look-up without
+// the payments in flight cannot be reconciled with, keys or not.
+const keylessMix = "lost=0.06,drop=0.04,reset=0.03,503=0.04,503date=0.02,429=0.04,429date=0.02,500=0.03,slow=0.03"
 
 // errInterrupted is returned after Ctrl-C (SIGINT) or SIGTERM, once the
 // summary so far is printed; main exits 130.
@@ -77,6 +84,10 @@ func (cfg *demoConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.compare, "compare", cfg.compare, "first run the same payments, faults and kills through a plain retrying client (no idem), for comparison")
 	fs.StringVar(&cfg.serverAddr, "server-addr", "", "`host:port` for the fake server (default: a free loopback port)")
 	fs.StringVar(&cfg.via, "via", "", "`host:port` the worker sends to instead of the server, e.g. a toxiproxy in front of -server-addr")
+	fs.BoolVar(&cfg.keyless, "keyless", false, "the fake server ignores idempotency keys (every POST charges) and answers\n"+
+		"GET /payments?reference=…; idem looks a payment up by its reference before it sends it again\n"+
+		"(Options.Reconcile). -compare runs idem without Reconcile first, in place of the plain client.\n"+
+		"The default -faults leave out the hold ("+keylessMix+")")
 }
 
 // runProof runs the payments through the faulty server and the worker's
@@ -84,6 +95,9 @@ func (cfg *demoConfig) register(fs *flag.FlagSet) {
 func runProof(name string, cfg demoConfig) error {
 	if cfg.n < 1 || cfg.conc < 1 || cfg.kills < 0 || cfg.attemptTimeout <= 0 || cfg.killAfter <= 0 || cfg.budget <= 0 {
 		return usageError("idem "+name, "-n and -concurrency must be >= 1, -kills >= 0, durations > 0")
+	}
+	if cfg.keyless && cfg.faults == "default" {
+		cfg.faults = keylessMix
 	}
 	if _, err := testserver.ParsePlan(cfg.seed, cfg.faults); err != nil {
 		return usageError("idem "+name, "-faults: %v", err)
@@ -125,15 +139,19 @@ func runProof(name string, cfg demoConfig) error {
 		}
 	}()
 	plans := []struct {
-		label string
-		plain bool
-		state string
-	}{{"without idem", true, filepath.Join(dir, "plain-done.txt")}, {"with idem", false, cfg.journal}}
+		label            string
+		plain, reconcile bool
+		state            string
+	}{{"without idem", true, false, filepath.Join(dir, "plain-done.txt")}, {"with idem", false, false, cfg.journal}}
+	if cfg.keyless {
+		plans[0].label, plans[0].plain, plans[0].state = "idem, no Reconcile", false, filepath.Join(dir, "no-reconcile.journal")
+		plans[1].label, plans[1].reconcile = "idem with Reconcile", true
+	}
 	if !cfg.compare {
 		plans = plans[1:]
 	}
 	for i, p := range plans {
-		s, err := newSide(p.label, p.plain, p.state, cfg)
+		s, err := newSide(p.label, p.plain, p.reconcile, p.state, cfg)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

@@ -91,9 +91,9 @@ func report(cfg demoConfig, sides []*side, final bool) error {
 	}
 	if len(sides) > 1 {
 		p := tallies[0]
-		verdict += fmt.Sprintf("; without idem: %d charged twice or more, %d never charged", p.twice, p.never)
+		verdict += fmt.Sprintf("; %s: %d charged twice or more, %d never charged", sides[0].label, p.twice, p.never)
 		if p.twice+p.never == 0 {
-			verdict += " (the plain client was lucky on this plan: try another -seed)"
+			verdict += " (the other client was lucky on this plan: try another -seed)"
 		}
 	}
 	refs := make([]string, cfg.n)
@@ -107,9 +107,9 @@ func report(cfg demoConfig, sides []*side, final bool) error {
 	if err := t.l.Check(refs); err != nil {
 		var ce *testserver.CheckError
 		if errors.As(err, &ce) {
-			return fmt.Errorf("NOT exactly once with idem: %d charged twice or more, %d never charged (%w)%s", len(ce.Duplicated), len(ce.Missing), err, also)
+			return fmt.Errorf("NOT exactly once %s: %d charged twice or more, %d never charged (%w)%s", s.label, len(ce.Duplicated), len(ce.Missing), err, also)
 		}
-		return fmt.Errorf("NOT exactly once with idem: %w%s", err, also)
+		return fmt.Errorf("NOT exactly once %s: %w%s", s.label, err, also)
 	}
 	if also != "" {
 		return fmt.Errorf("%d/%d payments made exactly once, but%s", t.once, cfg.n, strings.TrimPrefix(also, ";"))

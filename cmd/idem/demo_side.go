@@ -26,8 +26,9 @@ import (
 
 // side is one run of the payments: through idem or through the plain client.
 type side struct {
-	label string // "with idem" or "without idem"
-	plain bool
+	label     string // "with idem" or "without idem"
+	plain     bool
+	reconcile bool // idem's worker looks a payment up by reference before sending it again
 	state string // the journal, or the plain worker's to-do file
 	srv   *cluster
 	url   string
@@ -68,15 +69,15 @@ var (
 	faultLine  = regexp.MustCompile(`^POST /payments key "([^"]+)": (.*) before processing$`)
 )
 
-func newSide(label string, plain bool, state string, cfg demoConfig) (*side, error) {
-	s := &side{label: label, plain: plain, state: state, start: time.Now(),
+func newSide(label string, plain, reconcile bool, state string, cfg demoConfig) (*side, error) {
+	s := &side{label: label, plain: plain, reconcile: reconcile, state: state, start: time.Now(),
 		settled: map[string]bool{}, gaveup: map[string]bool{}, pending: map[string]bool{},
 		inflight: map[string]bool{}, byRef: map[string][]event{}, byKey: map[string][]event{}}
 	n, store, storeFaults := max(cfg.servers, 1), cfg.serverStore, cfg.storeFaults
 	if plain {
 		n, store, storeFaults = 1, "", 0
 	}
-	opts := testserver.Options{RequireKey: true, Logf: s.serverLog}
+	opts := testserver.Options{RequireKey: true, IgnoreKeys: cfg.keyless, Logf: s.serverLog}
 	var err error
 	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults, storeFaults); err != nil {
 		return nil, err
@@ -94,8 +95,16 @@ func (s *side) describe(cfg demoConfig) string {
 		return "net/http with a retry loop, a fresh idempotency key per attempt, and a file of\n" +
 			"  payments done; server " + s.srv.describe()
 	}
-	return "each payment journaled with its key before sending, retried and resumed with\n" +
+	how := "each payment journaled with its key before sending, retried and resumed with\n" +
 		"  the same key; server " + s.srv.describe() + ", journal " + s.state
+	switch {
+	case cfg.keyless && s.reconcile:
+		how += "\n  the server ignores keys: a payment that may have arrived is looked up by its reference\n" +
+			"  (GET /payments?reference=…) before idem sends it again"
+	case cfg.keyless:
+		how += "\n  the server ignores keys, and nothing looks a payment up: a re-send charges again"
+	}
+	return how
 }
 
 func (s *side) serverLog(format string, args ...any) {
@@ -135,6 +144,9 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 			"-concurrency", fmt.Sprint(cfg.conc), "-attempt-timeout", cfg.attemptTimeout.String()}
 		if s.plain {
 			args = append(args, "-plain")
+		}
+		if s.reconcile {
+			args = append(args, "-reconcile")
 		}
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stderr = os.Stderr

@@ -48,6 +48,7 @@ func runWorker(args []string) error {
 	conc := fs.Int("concurrency", 8, "concurrent operations")
 	attemptTimeout := fs.Duration("attempt-timeout", time.Second, "per-attempt timeout")
 	plain := fs.Bool("plain", false, "send through a plain retrying net/http client instead of idem")
+	reconcile := fs.Bool("reconcile", false, "look a payment up by its reference before idem sends it again (Options.Reconcile)")
 	slot := fs.Int("slot", 0, "(fleet) this worker's number, from 0: where its walk through the payments starts")
 	workers := fs.Int("workers", 1, "(fleet) how many workers share the journal")
 	lease := fs.Duration("lease", pgjournal.DefaultLease, "(fleet) the PostgreSQL journal's lease")
@@ -63,7 +64,7 @@ func runWorker(args []string) error {
 	if isPostgres(*path) {
 		return runFleetWorker(*path, *url, *n, *conc, *slot, *workers, *attemptTimeout, *lease)
 	}
-	c, err := idem.Open(*path, &idem.Options{
+	opts := &idem.Options{
 		AttemptTimeout:  *attemptTimeout,
 		InitialInterval: 100 * time.Millisecond,
 		MaxInterval:     2 * time.Second,
@@ -71,7 +72,11 @@ func runWorker(args []string) error {
 			r.Header.Set("Authorization", demoSecret)
 			return nil
 		},
-	})
+	}
+	if *reconcile {
+		opts.Reconcile = reconcileByReference(*url)
+	}
+	c, err := idem.Open(*path, opts)
 	if err != nil {
 		return err
 	}
