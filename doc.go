@@ -148,11 +148,22 @@
 //	             method and bytes, continues it with the same key; the
 //	             chain's final answer settles it.
 //
-// If the Client does not follow a 307 or 308 (CheckRedirect, a body without
-// GetBody, the redirect limit, a Transport used alone), the caller gets the
-// 3xx or the Client's error and the operation stays pending: Resume sends it
-// to the Location, following up to 10 more redirects per pass; to drop it
-// instead, discard it by hand. A hop a CheckRedirect changed (method, URL,
+// A chain ends at net/http's default redirect limit: a 307 or 308 that is
+// the 10th redirect of its chain settles the operation with that status,
+// where it was sent, as a 301 would, and is not moved. A Client with the
+// default policy stops there too and returns that 3xx together with its
+// own error ("stopped after 10 redirects"), so the caller gets the last
+// answer and nothing is left pending: a loop left pending would be walked
+// again by every Resume. A CheckRedirect that allows more finds the
+// operation settled at its 11th hop: ErrAlreadySettled, nothing sent.
+//
+// If the Client stops following a 307 or 308 earlier (a CheckRedirect that
+// stops sooner or returns ErrUseLastResponse, a body without GetBody, a
+// Transport used alone), the caller gets the 3xx or the Client's error and
+// the operation stays pending: Resume sends it to the Location and follows
+// its redirects as a Client would, and the 10th of them in one pass settles
+// it, so Resume never walks a loop twice; to drop it instead, discard it by
+// hand. A hop a CheckRedirect changed (method, URL,
 // body, key) is not sent: a *PendingError matching ErrRedirectChanged. A hop
 // after the operation settled is sent again with its key (the server
 // replays), or refused after KeyTTL, as any call; one pointing elsewhere than

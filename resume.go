@@ -129,6 +129,8 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 	}
 	// A 307 or 308 moves the operation (redirect.go): it is sent again
 	// there, as an http.Client would follow it, rebuilt for its new target.
+	// The 10th redirect in a row settles it instead (maxRedirects), which
+	// ends the loop.
 	for hops := 0; ; hops++ {
 		req, err = http.NewRequestWithContext(resumeContext(ctx, rec), rec.Method, rec.Target(), bytes.NewReader(rec.Body))
 		if err != nil {
@@ -147,13 +149,11 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 			return nil, err
 		}
 		resp, err = t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
-			maybeSent: true, limits: lim, resumed: true, retryToken: isRetry && hops == 0})
-		if err != nil || !t.resumedMove(resp) {
+			maybeSent: true, limits: lim, resumed: true, retryToken: isRetry && hops == 0, redirects: hops})
+		if err != nil || !t.resumedMove(resp, rec) {
 			return resp, err
 		}
-		if err := t.followResumed(ctx, req, rec, resp, hops+1); err != nil {
-			return nil, err
-		}
+		discard(resp)
 	}
 }
 
