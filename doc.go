@@ -282,11 +282,15 @@
 // through http.Transport.OnProxyConnectResponse) fail the operation at once:
 // no HTTP handler saw the request, even when, in TLS 1.3, it was written. A
 // nil Options.Base is a clone of http.DefaultTransport with CheckProxyConnect;
-// a caller's Base is never modified. A 421 Misdirected Request is re-sent once
-// on a new connection, then final (RFC 9110 section 15.5.20). HTTP/2
-// REFUSED_STREAM is "nothing processed" (RFC 9113 section 8.7); net/http's
-// GOAWAY error has no exported type, so it counts as "the server may have
-// acted". Known limit: over HTTP/2, a TLS alert read before the first stream
-// opens reaches idem as net/http's untyped "client conn could not be
-// established" and is retried as "nothing sent".
+// a caller's Base is never modified, and one that is an *http.Transport with
+// a Proxy is used through a clone with CheckProxyConnect installed after the
+// caller's own hook, so wrong proxy credentials fail at once there too (the
+// clone has its own connection pool; see Options.Base). A RoundTripper that
+// wraps an *http.Transport is used as it is. A 421 Misdirected Request is
+// re-sent once on a new connection, then final (RFC 9110 section 15.5.20).
+// HTTP/2 REFUSED_STREAM is "nothing processed" (RFC 9113 section 8.7);
+// net/http's GOAWAY error has no exported type, so it counts as "the server
+// may have acted". Known limit: over HTTP/2, a TLS alert read before the
+// first stream opens reaches idem as net/http's untyped "client conn could
+// not be established" and is retried as "nothing sent".
 package idem

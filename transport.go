@@ -94,6 +94,8 @@ func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	}
 	if cfg.Base == nil {
 		t.own = defaultBase()
+	} else {
+		cfg.Base = callerBase(cfg.Base) // cfg is this Transport's copy of opts
 	}
 	if store != nil && cfg.Observer != nil {
 		// The gauge starts from what earlier runs left pending.
