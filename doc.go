@@ -207,6 +207,30 @@
 // truncated file is ErrJournalCorrupt, matching io.ErrUnexpectedEOF, for
 // writers and readers alike.
 //
+// With both meta pages damaged, bbolt cannot open the file at all, and they
+// no longer say whose file it is. Open then reads its first 64 MiB for a
+// page holding idem's buckets (the root bucket, which every commit
+// rewrites, leaving older copies behind): a file with one is
+// ErrJournalCorrupt, never "not an idem journal", and the error names the
+// path and the pages of those copies. Keep that file: it may hold pending
+// operations. Restore it from a copy, or rebuild a copy of it with bbolt's
+// own commands (go.etcd.io/bbolt/cmd/bbolt), for a root page R the error
+// names, page size PS and file size SIZE:
+//
+//	bbolt surgery meta update damaged.journal --meta-page 0 \
+//	    --fields pageSize:PS,root:R,freelist:18446744073709551615,pgid:SIZE/PS \
+//	    --output fixed.journal
+//	bbolt compact -o rebuilt.journal fixed.journal
+//	idem journal stats rebuilt.journal
+//
+// (a freelist of 2^64-1 says the file has none). A root page from an
+// older commit gives the journal as it was then, or one that does not
+// compact or open: try the others, keep the rebuilt journal with the newest
+// operations, reconcile its last ones with the server, as before
+// accept-older, and move it, with the application stopped, in place of the
+// damaged file, which you keep aside. idem journal accept-older needs one
+// intact meta page and cannot help here.
+//
 // # Loose ends
 //
 // Every pending operation has an end. One that Resume cannot send, such as
