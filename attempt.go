@@ -39,6 +39,10 @@ type op struct {
 	maybeSent bool
 	limits    limits // attempts and per-attempt timeout for this call
 	resumed   bool   // run by Resume
+	// redirects counts the 307s and 308s Resume followed, in this pass, to
+	// the request it sends; a call's are counted from its request
+	// (redirectsBefore).
+	redirects int
 	// newConn sends the next attempt on a new connection, after a 421;
 	// misdirected is set once an attempt of this call got a 421
 	// (misdirected.go).

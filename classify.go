@@ -88,7 +88,8 @@ type Classifier func(Attempt) Class
 // their text. A TLS alert is read from crypto/tls's own alert type (see
 // tlsAlert); a refused CONNECT is typed only when the base *http.Transport
 // has CheckProxyConnect installed, as the one idem builds for a nil
-// Options.Base has.
+// Options.Base has, and the clone it makes of a caller's *http.Transport
+// with a Proxy.
 func DefaultClassifier(a Attempt) Class {
 	if a.Err != nil {
 		return classifyError(a.Err, a.Wrote)

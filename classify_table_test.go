@@ -362,9 +362,18 @@ func proxyRows() []classRow {
 		row("proxy/CONNECT 403", ClassPermanent, viaProxy(http.StatusForbidden, true)).with(proxyStatus(403)),
 		row("proxy/CONNECT 502", ClassRetry, viaProxy(http.StatusBadGateway, true)).with(proxyStatus(502)),
 		row("proxy/CONNECT 503", ClassRetry, viaProxy(http.StatusServiceUnavailable, true)).with(proxyStatus(503)),
-		// Known limit: without CheckProxyConnect net/http gives an error made
-		// of the reason phrase alone; nothing was sent, so it is retried.
-		row("proxy/CONNECT 407 without CheckProxyConnect", ClassRetry, viaProxy(http.StatusProxyAuthRequired, false)),
+		// A caller's *http.Transport without CheckProxyConnect: idem sends
+		// through a clone of it with the hook (base.go).
+		row("proxy/CONNECT 407 on the caller's Transport without CheckProxyConnect", ClassPermanent,
+			viaProxy(http.StatusProxyAuthRequired, false)).with(proxyStatus(407)),
+		// Known limit: behind a RoundTripper that wraps the Transport, idem
+		// cannot install the hook, and net/http gives an error made of the
+		// reason phrase alone; nothing was sent, so it is retried.
+		row("proxy/CONNECT 407 behind a wrapper without CheckProxyConnect", ClassRetry, func(t *testing.T) classEnv {
+			env := viaProxy(http.StatusProxyAuthRequired, false)(t)
+			env.base = roundTripFunc(env.base.RoundTrip)
+			return env
+		}),
 		row("proxy/CONNECT 200", ClassFinal, viaProxy(http.StatusOK, true)),
 		row("proxy/dial refused", ClassRetry, func(t *testing.T) classEnv {
 			base := CheckProxyConnect(&http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: closedPort(t)})})

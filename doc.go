@@ -168,11 +168,22 @@
 //	             method and bytes, continues it with the same key; the
 //	             chain's final answer settles it.
 //
-// If the Client does not follow a 307 or 308 (CheckRedirect, a body without
-// GetBody, the redirect limit, a Transport used alone), the caller gets the
-// 3xx or the Client's error and the operation stays pending: Resume sends it
-// to the Location, following up to 10 more redirects per pass; to drop it
-// instead, discard it by hand. A hop a CheckRedirect changed (method, URL,
+// A chain ends at net/http's default redirect limit: a 307 or 308 that is
+// the 10th redirect of its chain settles the operation with that status,
+// where it was sent, as a 301 would, and is not moved. A Client with the
+// default policy stops there too and returns that 3xx together with its
+// own error ("stopped after 10 redirects"), so the caller gets the last
+// answer and nothing is left pending: a loop left pending would be walked
+// again by every Resume. A CheckRedirect that allows more finds the
+// operation settled at its 11th hop: ErrAlreadySettled, nothing sent.
+//
+// If the Client stops following a 307 or 308 earlier (a CheckRedirect that
+// stops sooner or returns ErrUseLastResponse, a body without GetBody, a
+// Transport used alone), the caller gets the 3xx or the Client's error and
+// the operation stays pending: Resume sends it to the Location and follows
+// its redirects as a Client would, and the 10th of them in one pass settles
+// it, so Resume never walks a loop twice; to drop it instead, discard it by
+// hand. A hop a CheckRedirect changed (method, URL,
 // body, key) is not sent: a *PendingError matching ErrRedirectChanged. A hop
 // after the operation settled is sent again with its key (the server
 // replays), or refused after KeyTTL, as any call; one pointing elsewhere than
@@ -215,6 +226,30 @@
 // ("idem journal accept-older") opens the file as of the older commit. A
 // truncated file is ErrJournalCorrupt, matching io.ErrUnexpectedEOF, for
 // writers and readers alike.
+//
+// With both meta pages damaged, bbolt cannot open the file at all, and they
+// no longer say whose file it is. Open then reads its first 64 MiB for a
+// page holding idem's buckets (the root bucket, which every commit
+// rewrites, leaving older copies behind): a file with one is
+// ErrJournalCorrupt, never "not an idem journal", and the error names the
+// path and the pages of those copies. Keep that file: it may hold pending
+// operations. Restore it from a copy, or rebuild a copy of it with bbolt's
+// own commands (go.etcd.io/bbolt/cmd/bbolt), for a root page R the error
+// names, page size PS and file size SIZE:
+//
+//	bbolt surgery meta update damaged.journal --meta-page 0 \
+//	    --fields pageSize:PS,root:R,freelist:18446744073709551615,pgid:SIZE/PS \
+//	    --output fixed.journal
+//	bbolt compact -o rebuilt.journal fixed.journal
+//	idem journal stats rebuilt.journal
+//
+// (a freelist of 2^64-1 says the file has none). A root page from an
+// older commit gives the journal as it was then, or one that does not
+// compact or open: try the others, keep the rebuilt journal with the newest
+// operations, reconcile its last ones with the server, as before
+// accept-older, and move it, with the application stopped, in place of the
+// damaged file, which you keep aside. idem journal accept-older needs one
+// intact meta page and cannot help here.
 //
 // # Loose ends
 //
@@ -291,11 +326,15 @@
 // through http.Transport.OnProxyConnectResponse) fail the operation at once:
 // no HTTP handler saw the request, even when, in TLS 1.3, it was written. A
 // nil Options.Base is a clone of http.DefaultTransport with CheckProxyConnect;
-// a caller's Base is never modified. A 421 Misdirected Request is re-sent once
-// on a new connection, then final (RFC 9110 section 15.5.20). HTTP/2
-// REFUSED_STREAM is "nothing processed" (RFC 9113 section 8.7); net/http's
-// GOAWAY error has no exported type, so it counts as "the server may have
-// acted". Known limit: over HTTP/2, a TLS alert read before the first stream
-// opens reaches idem as net/http's untyped "client conn could not be
-// established" and is retried as "nothing sent".
+// a caller's Base is never modified, and one that is an *http.Transport with
+// a Proxy is used through a clone with CheckProxyConnect installed after the
+// caller's own hook, so wrong proxy credentials fail at once there too (the
+// clone has its own connection pool; see Options.Base). A RoundTripper that
+// wraps an *http.Transport is used as it is. A 421 Misdirected Request is
+// re-sent once on a new connection, then final (RFC 9110 section 15.5.20).
+// HTTP/2 REFUSED_STREAM is "nothing processed" (RFC 9113 section 8.7);
+// net/http's GOAWAY error has no exported type, so it counts as "the server
+// may have acted". Known limit: over HTTP/2, a TLS alert read before the
+// first stream opens reaches idem as net/http's untyped "client conn could
+// not be established" and is retried as "nothing sent".
 package idem

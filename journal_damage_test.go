@@ -15,9 +15,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -112,6 +114,78 @@ func TestOpenCorruptFiles(t *testing.T) {
 			require.ErrorIs(t, err, ErrJournalCorrupt)
 			require.Contains(t, err.Error(), path)
 		})
+	}
+}
+
+// A journal holding pending payments, written through Open and its
+// HTTPClient, closed, then both meta pages zeroed (pages 0 and 1, the page
+// size read from the file first): Open and OpenJournalReadOnly report it
+// damaged, naming the path and saying to keep the file, never "not an idem
+// journal", which would invite deleting it. A file of the same size that is
+// not a journal, with its first two pages zeroed too, still is "not an idem
+// journal".
+func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "payments.journal")
+	c, err := Open(path, &Options{MaxAttempts: 1})
+	require.NoError(t, err)
+	down := "http://" + closedPort(t) + "/payments"
+	for i := range 30 {
+		ctx := WithOperationID(context.Background(), fmt.Sprintf("charge/%d", i))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, down, strings.NewReader(paymentBody(fmt.Sprint(i), 100)))
+		require.NoError(t, err)
+		_, err = c.HTTPClient().Do(req)
+		pendingErr(t, err)
+	}
+	n, err := c.Journal().PendingCount(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 30, n)
+	require.NoError(t, c.Close())
+	ps := journalPageSize(t, path)
+	zeroPages := func(path string) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = f.WriteAt(make([]byte, 2*ps), 0)
+		require.NoError(t, err)
+	}
+	zeroPages(path)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	foreign := filepath.Join(dir, "foreign.bin")
+	random := make([]byte, fi.Size())
+	rand.Read(random)
+	require.NoError(t, os.WriteFile(foreign, random, 0o600))
+	zeroPages(foreign)
+
+	for _, open := range []struct {
+		name string
+		fn   func(string) error
+	}{
+		{"Open", func(p string) error {
+			c, err := Open(p, &Options{Journal: JournalOptions{OpenTimeout: 200 * time.Millisecond}})
+			if c != nil {
+				c.Close()
+			}
+			return err
+		}},
+		{"OpenJournalReadOnly", func(p string) error {
+			j, err := OpenJournalReadOnly(p, 200*time.Millisecond)
+			if j != nil {
+				j.Close()
+			}
+			return err
+		}},
+	} {
+		err := open.fn(path)
+		require.ErrorIs(t, err, ErrJournalCorrupt, open.name)
+		require.NotErrorIs(t, err, boltjournal.ErrNotJournal, open.name)
+		require.ErrorContains(t, err, path+" is an idem journal whose two bbolt meta pages are both damaged", open.name)
+		require.ErrorContains(t, err, "Keep the file", open.name)
+
+		err = open.fn(foreign)
+		require.ErrorIs(t, err, boltjournal.ErrNotJournal, open.name)
+		require.ErrorContains(t, err, foreign+" is not an idem journal", open.name)
 	}
 }
 

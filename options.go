@@ -65,8 +65,19 @@ func DefaultSensitiveHeaders() []string {
 type Options struct {
 	// Base sends each attempt. Nil means a clone of http.DefaultTransport
 	// made by NewTransport, with CheckProxyConnect installed. idem never
-	// modifies a Base given here; install CheckProxyConnect on it yourself
-	// for a refused proxy CONNECT to fail at once.
+	// modifies a Base given here. An *http.Transport with a Proxy is used
+	// through a clone (http.Transport.Clone) that NewTransport makes with
+	// CheckProxyConnect installed after any OnProxyConnectResponse of
+	// yours, so that a proxy refusing CONNECT (a 407: wrong credentials)
+	// fails the operation at once, as on the default base. The clone has
+	// its own connection pool: it shares no connection with other users of
+	// your Transport, its per-host limits (MaxConnsPerHost, ...) count
+	// apart from theirs, your CloseIdleConnections does not reach it (the
+	// Transport's does), and changes made to your Transport after
+	// NewTransport do not reach it. Any other Base, including an
+	// *http.Transport without a Proxy, is used as it is; a RoundTripper
+	// that wraps an *http.Transport must have CheckProxyConnect installed
+	// on it for a refused CONNECT to be typed.
 	Base http.RoundTripper
 
 	// Methods lists the methods that are journaled and keyed. Nil means

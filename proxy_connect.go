@@ -34,10 +34,13 @@ func (e *ProxyConnectError) Error() string {
 // as is. Call it before t is used, on a Transport of your own or a Clone:
 // it modifies t.
 //
-// Options.Base nil gets a clone of http.DefaultTransport with this hook; idem
-// never installs it on a Base the caller gives. Without it, a refused CONNECT
-// is an untyped error: idem retries it (nothing was sent) and leaves the
-// operation pending once the attempts run out.
+// Options.Base nil gets a clone of http.DefaultTransport with this hook, and
+// an Options.Base that is an *http.Transport with a Proxy gets a clone of
+// itself with it (see Options.Base); idem never installs it on a Transport
+// the caller gives. Without it, as behind a RoundTripper that wraps an
+// *http.Transport, a refused CONNECT is an untyped error: idem retries it
+// (nothing was sent) and leaves the operation pending once the attempts run
+// out.
 func CheckProxyConnect(t *http.Transport) *http.Transport {
 	prev := t.OnProxyConnectResponse
 	t.OnProxyConnectResponse = func(ctx context.Context, proxy *url.URL, req *http.Request, resp *http.Response) error {

@@ -6,7 +6,8 @@
 // response) and runs it as part of the same operation, or as a request of
 // its own; Resume (resume.go) follows a 307 or 308 itself. Once moved, an
 // operation is sent only to its Location, by Resume, the hop, or a call that
-// names it again (toTarget).
+// names it again (toTarget). The 10th redirect of a chain settles it
+// (maxRedirects), so no loop is walked again.
 //
 // The mark rides on the response's Request, in its context, not on its Body:
 // an http.Client with a Timeout, and most instrumenting RoundTrippers, wrap
@@ -16,7 +17,6 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,13 +27,12 @@ import (
 	"github.com/idem-go/idem/journal"
 )
 
-// maxRedirects is how many redirects Resume follows for one operation in one
-// pass: net/http's default for an http.Client.
+// maxRedirects is the redirect limit of net/http's default http.Client
+// policy: it sends at most 10 requests in a chain and returns the 10th
+// redirect with its error. A 307 or 308 that is the 10th redirect of its
+// chain, through a Client or in one Resume pass, ends its operation
+// (redirected).
 const maxRedirects = 10
-
-// errTooManyRedirects is the cause of the *PendingError Resume reports for
-// an operation still redirected after maxRedirects hops.
-var errTooManyRedirects = errors.New("idem: too many redirects")
 
 // hopMark is carried by a 3xx response that idem returned for a journaled
 // operation, for the hop net/http builds from it.
@@ -100,9 +99,10 @@ func redirectLocation(sent *url.URL, resp *http.Response) *url.URL {
 //
 // A 307 or 308 (the hop keeps method and body) does not settle it: a pending
 // record moves to the Location, durably, before the response is returned,
-// so that a crash from here on leaves it pending where the server sent it.
-// A 301, 302 or 303 (the hop is a GET without body) settles it as any final
-// answer does. Either way the response is marked for its hop.
+// so that a crash from here on leaves it pending where the server sent it;
+// only the 10th redirect of its chain settles it (maxRedirects). A 301, 302
+// or 303 (the hop is a GET without body) settles it as any final answer
+// does. Either way the response is marked for its hop.
 func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) (moved bool) {
 	u := redirectLocation(o.req.URL, resp)
 	if u == nil {
@@ -117,6 +117,18 @@ func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) 
 	}
 	resp.Request = sent.WithContext(context.WithValue(sent.Context(), hopCtxKey{}, m))
 	if !m.follows {
+		return false
+	}
+	if n := o.redirects + redirectsBefore(o.req) + 1; n >= maxRedirects && o.rec.State == StatePending {
+		// The redirect limit: a Client stops here with this 3xx and its
+		// own error, and Resume, which would walk the same chain again,
+		// stops here too. The 3xx is the last answer the server gave, so
+		// it settles the operation where it was sent, as a 301 does;
+		// moved and left pending, every later Resume would send the chain
+		// again. A Client that follows it anyway meets a settled
+		// operation at its hop (continueHop), and nothing is sent.
+		t.log(ctx, slog.LevelWarn, "idem: redirect limit reached, operation settled with the redirect", o,
+			"status", resp.StatusCode, "redirects", n, "location", loc)
 		return false
 	}
 	if o.rec.State == StatePending {
@@ -146,6 +158,18 @@ func (t *Transport) move(ctx context.Context, o *op, u *url.URL, loc string, dro
 		t.log(ctx, slog.LevelWarn, "idem: redirect not recorded", o, "status", status, "err", t.safeErr(o, err))
 	}
 	t.crash(crashRedirected)
+}
+
+// redirectsBefore counts the redirects an http.Client followed to build
+// req, as the via of its CheckRedirect does: req.Response is the redirect
+// that made it, and that response's Request the request before. It counts
+// no further than maxRedirects.
+func redirectsBefore(req *http.Request) int {
+	n := 0
+	for r := req; n < maxRedirects && r.Response != nil && r.Response.Request != nil; r = r.Response.Request {
+		n++
+	}
+	return n
 }
 
 // crossDomainDropped reports whether net/http's Client leaves header name
@@ -332,33 +356,10 @@ func appendParam(q []string, raw, name string) []string {
 	return q
 }
 
-// followResumed is called when a resumed attempt was answered with a 307 or
-// 308 that moved rec (redirected): it closes the response and, after
-// maxRedirects hops in this pass, leaves the operation pending for a later
-// one. A nil error means: send it again, to its new target.
-func (t *Transport) followResumed(ctx context.Context, req *http.Request, rec *Record, resp *http.Response, hops int) error {
-	discard(resp)
-	if hops < maxRedirects {
-		return nil
-	}
-	next := t.clock.Now().Add(t.cfg.MaxInterval)
-	_, err := journal.Apply(rec, journal.EventRetry, journal.Change{Status: rec.Status, Next: next, Error: rec.LastError})
-	if err == nil {
-		err = t.journal.Update(ctx, rec, journal.Deferred)
-	}
-	if err != nil {
-		o := &op{req: req, rec: rec, key: rec.Key}
-		t.log(ctx, slog.LevelWarn, "idem: pending state not recorded", o, "err", t.safeErr(o, err))
-	}
-	t.resumers.notePending(next)
-	return &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
-		LastStatus: resp.StatusCode, NextAttempt: next,
-		Err: fmt.Errorf("%w: stopped after %d redirects, at %s", errTooManyRedirects, maxRedirects, rec.Location)}
-}
-
 // resumedMove reports whether a resumed attempt's response is a 307 or 308
-// that moved its operation (redirected): Resume sends it again there.
-func (t *Transport) resumedMove(resp *http.Response) bool {
+// that moved rec (redirected): Resume sends it again there. One that
+// settled rec at the redirect limit did not.
+func (t *Transport) resumedMove(resp *http.Response, rec *Record) bool {
 	m := t.markOf(resp)
-	return m != nil && m.follows
+	return m != nil && m.follows && rec.State == StatePending
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -338,37 +339,109 @@ func TestResumeFollowsRedirect(t *testing.T) {
 	}
 }
 
-// TestRedirectLimit: a Location that redirects for ever. The Client stops
-// after 10 requests with its own error; the operation is pending at the
-// last Location (every POST carried its key). Resume follows 10 more, then
-// leaves it pending (MaxInterval later) with errTooManyRedirects.
-func TestRedirectLimit(t *testing.T) {
+// TestS43RedirectLoopNotPending: S43, a Location that redirects for ever,
+// reached through an http.Client whose Transport is idem's. The Client
+// stops after its 10th request, with its own error and that request's 307;
+// every POST carried the operation's key, and the 307 settled the operation
+// where it was sent: nothing is left pending, and Resume sends nothing.
+func TestS43RedirectLoopNotPending(t *testing.T) {
+	t.Parallel()
+	for _, p := range protos {
+		t.Run(p.name, func(t *testing.T) {
+			f := startFront(t, p.h2)
+			j, _ := testJournal(t)
+			tr, clk := transportOver(t, j, Options{}, f.base(), time.Time{})
+			c := &http.Client{Transport: tr}
+			resp, err := c.Do(payment(t, f.URL+"/loop/0", "r", "op"))
+			require.ErrorAs(t, err, new(*url.Error), "the Client's redirect limit")
+			require.NotErrorAs(t, err, new(*PendingError))
+			require.NotErrorIs(t, err, ErrKeyReuse)
+			require.NotNil(t, resp, "the Client returns the last 307 with its error")
+			require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
+			require.Len(t, f.seen(), 10)
+
+			rec := onlyRecordIn(t, j)
+			info, ok := ResponseInfo(resp)
+			require.True(t, ok)
+			require.Equal(t, rec.Key, info.Key)
+			require.Equal(t, StateSettled, rec.State)
+			require.Equal(t, http.StatusTemporaryRedirect, rec.Status)
+			require.Equal(t, f.URL+"/loop/9", rec.Target(), "settled where the last 307 came from")
+			require.Equal(t, 10, rec.Attempts)
+			for _, h := range f.seen() {
+				require.Equal(t, []string{rec.Key}, h.Keys)
+			}
+
+			clk.Advance(time.Hour)
+			require.Empty(t, resumeAll(t, tr))
+			require.Len(t, f.seen(), 10, "Resume sends nothing")
+		})
+	}
+}
+
+// TestRedirectLimitResume: a Client that stops following early
+// (ErrUseLastResponse after 3 requests) leaves the operation pending at
+// the last Location. One Resume pass follows the loop for 10 requests,
+// then the 10th redirect settles the operation, and Outcome carries that
+// 307; the next pass sends nothing.
+func TestRedirectLimitResume(t *testing.T) {
 	t.Parallel()
 	f := startFront(t, false)
 	j := memStore(t)
 	tr, clk := transportOver(t, j, Options{}, f.base(), time.Time{})
-	c := &http.Client{Transport: tr}
-	_, err := c.Do(payment(t, f.URL+"/loop/0", "r", "op"))
-	require.Error(t, err)
-	require.NotErrorIs(t, err, ErrKeyReuse)
-	require.Len(t, f.seen(), 10)
+	c := &http.Client{Transport: tr, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+		if len(via) >= 3 {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	resp, err := c.Do(payment(t, f.URL+"/loop/0", "r", "op"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode)
+	drain(t, resp)
+	require.Len(t, f.seen(), 3)
 	rec := onlyRecordIn(t, tr.journal)
 	require.Equal(t, StatePending, rec.State)
-	require.Equal(t, f.URL+"/loop/10", rec.Location)
+	require.Equal(t, f.URL+"/loop/3", rec.Location)
+
+	outs := resumeAll(t, tr)
+	require.Len(t, outs, 1)
+	require.NoError(t, outs[0].Err)
+	require.Equal(t, http.StatusTemporaryRedirect, outs[0].Response.StatusCode)
+	require.Len(t, f.seen(), 13)
+	rec = onlyRecordIn(t, tr.journal)
+	require.Equal(t, StateSettled, rec.State)
+	require.Equal(t, http.StatusTemporaryRedirect, rec.Status)
+	require.Equal(t, f.URL+"/loop/12", rec.Target())
 	for _, h := range f.seen() {
 		require.Equal(t, []string{rec.Key}, h.Keys)
 	}
 
-	var outs []Outcome
-	require.NoError(t, tr.Resume(context.Background(), func(o Outcome) { outs = append(outs, o) }))
-	require.Len(t, outs, 1)
-	perr := pendingErr(t, outs[0].Err)
-	require.ErrorIs(t, perr, errTooManyRedirects)
-	require.Equal(t, clk.Now().Add(DefaultMaxInterval), perr.NextAttempt)
-	require.Len(t, f.seen(), 20)
-	rec = onlyRecordIn(t, tr.journal)
-	require.Equal(t, StatePending, rec.State)
-	require.Equal(t, f.URL+"/loop/20", rec.Location)
+	clk.Advance(time.Hour)
+	require.Empty(t, resumeAll(t, tr))
+	require.Len(t, f.seen(), 13)
+}
+
+// TestRedirectLimitClientFollowsOn: a CheckRedirect that allows more than
+// 10 redirects meets the operation settled at the 10th: its 11th hop is
+// refused (ErrAlreadySettled) and nothing more is sent.
+func TestRedirectLimitClientFollowsOn(t *testing.T) {
+	t.Parallel()
+	f := startFront(t, false)
+	j := memStore(t)
+	tr, _ := transportOver(t, j, Options{}, f.base(), time.Time{})
+	c := &http.Client{Transport: tr, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+		if len(via) >= 20 {
+			return errors.New("stopped after 20 redirects")
+		}
+		return nil
+	}}
+	_, err := c.Do(payment(t, f.URL+"/loop/0", "r", "op"))
+	require.ErrorIs(t, err, ErrAlreadySettled)
+	require.Len(t, f.seen(), 10)
+	rec := onlyRecordIn(t, tr.journal)
+	require.Equal(t, StateSettled, rec.State)
+	require.Equal(t, http.StatusTemporaryRedirect, rec.Status)
 }
 
 // TestRedirectHopRewritten: a CheckRedirect that changes the hop after a 307

@@ -132,6 +132,8 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 	}
 	// A 307 or 308 moves the operation (redirect.go): it is sent again
 	// there, as an http.Client would follow it, rebuilt for its new target.
+	// The 10th redirect in a row settles it instead (maxRedirects), which
+	// ends the loop.
 	for hops := 0; ; hops++ {
 		req, err = http.NewRequestWithContext(resumeContext(ctx, rec), rec.Method, rec.Target(), bytes.NewReader(rec.Body))
 		if err != nil {
@@ -153,13 +155,11 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		// Reconciler is asked before it is sent again (reconcile.go).
 		resp, err = t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
 			maybeSent: true, uncertain: hops == 0, expired: expired, limits: lim, resumed: true,
-			retryToken: isRetry && hops == 0})
-		if err != nil || !t.resumedMove(resp) {
+			retryToken: isRetry && hops == 0, redirects: hops})
+		if err != nil || !t.resumedMove(resp, rec) {
 			return resp, err
 		}
-		if err := t.followResumed(ctx, req, rec, resp, hops+1); err != nil {
-			return nil, err
-		}
+		discard(resp)
 	}
 }
 

@@ -37,7 +37,8 @@ import (
 //     RetryBudget allow;
 //  5. settles the operation and returns the response, or leaves it pending
 //     and returns a *PendingError, which Resume picks up later. A 307 or 308
-//     leaves it pending at its Location (see Redirects in the package docs).
+//     leaves it pending at its Location, unless it is the 10th redirect of
+//     its chain, which settles it (see Redirects in the package docs).
 //
 // Other requests are retried the same way but not journaled; when their
 // attempts run out they return the last response with a nil error, as the
@@ -93,6 +94,8 @@ func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	}
 	if cfg.Base == nil {
 		t.own = defaultBase()
+	} else {
+		cfg.Base = callerBase(cfg.Base) // cfg is this Transport's copy of opts
 	}
 	if store != nil && cfg.Observer != nil {
 		// The gauge starts from what earlier runs left pending.

@@ -28,12 +28,12 @@ import (
 type side struct {
 	label     string // "with idem" or "without idem"
 	plain     bool
-	reconcile bool // idem's worker looks a payment up by reference before sending it again
-	state string // the journal, or the plain worker's to-do file
-	srv   *cluster
-	url   string
-	start time.Time
-	wall  time.Duration
+	reconcile bool   // idem's worker looks a payment up by reference before sending it again
+	state     string // the journal, or the plain worker's to-do file
+	srv       *cluster
+	url       string
+	start     time.Time
+	wall      time.Duration
 
 	mu         sync.Mutex
 	life       int

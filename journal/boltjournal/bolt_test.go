@@ -176,12 +176,14 @@ func TestJournalMetaPagesDamaged(t *testing.T) {
 					j.Close()
 				}
 				require.ErrorIs(t, err, journal.ErrCorrupt)
+				require.NotErrorIs(t, err, ErrNotJournal, "its data pages hold the journal's buckets")
 				require.Contains(t, err.Error(), path)
 				ro, err := OpenReadOnly(path, 200*time.Millisecond)
 				if ro != nil {
 					ro.Close()
 				}
 				require.ErrorIs(t, err, journal.ErrCorrupt)
+				require.NotErrorIs(t, err, ErrNotJournal)
 				require.Contains(t, err.Error(), path)
 			})
 		})

@@ -31,4 +31,10 @@
 //	         (identity_key.go); and
 //	         "staged\x00"+ID while a body of 1 MiB or more is written ahead
 //	         of its record (body.go)
+//
+// A file bbolt would open wrongly is refused before bbolt reads it
+// (meta.go): with one meta page damaged, a *MetaPageError until
+// AcceptOlderCommit; with both, journal.ErrCorrupt, naming the pages that
+// still hold copies of the root bucket with the buckets above
+// (notjournal.go). Only a file without them is ErrNotJournal.
 package boltjournal

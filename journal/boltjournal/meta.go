@@ -150,10 +150,12 @@ func readMeta(f *os.File, off int64) metaPage {
 // checkMeta reads the two meta pages of the journal file f, locked, before
 // bbolt does, and refuses (journal.ErrCorrupt) a file whose pages the newer
 // valid meta page says are not all there, a file with neither meta page
-// valid, and a file with one of them damaged (*MetaPageError) unless the
-// intact one is from the file's creation (commit 0 or 1): then the damaged
-// one held at most the commit that created the journal's buckets, and no
-// operation is lost. An empty file is a new journal.
+// valid (ErrNotJournal too, unless it starts with bbolt's magic number or
+// its data pages hold idem's buckets), and a file with one of them damaged
+// (*MetaPageError) unless the intact one is from the file's creation (commit
+// 0 or 1): then the damaged one held at most the commit that created the
+// journal's buckets, and no operation is lost. An empty file is a new
+// journal.
 func checkMeta(path string, f *os.File) error {
 	fi, err := f.Stat()
 	if err != nil {
@@ -185,11 +187,14 @@ func checkMeta(path string, f *os.File) error {
 		if size < metaOffset+4 { // not even bbolt's magic number fits
 			return &notJournalError{path: path, why: fmt.Sprintf("%d bytes: too short to be one, or truncated", size), err: io.ErrUnexpectedEOF}
 		}
+		// With both meta pages gone, idem's buckets in the data pages are
+		// what still tells a journal from another file (notjournal.go).
+		if p, ok := findJournalBuckets(f); ok {
+			return errMetasLost(path, m, p)
+		}
 		if !hasBoltMagic(f) {
 			return &notJournalError{path: path, why: "no bbolt meta page at its start"}
 		}
-	}
-	if m[0].err != nil && m[1].err != nil {
 		return fmt.Errorf("%w: %s: neither meta page is valid (page 0: %w; page 1: %w)", journal.ErrCorrupt, path, m[0].err, m[1].err)
 	}
 	newer, damaged := 0, -1
