@@ -26,6 +26,7 @@ var sealTests = []subtest{
 	{"Seal/UnknownKeyID", testSealUnknownKeyID},
 	{"Seal/WrongKey", testSealWrongKey},
 	{"Seal/KeyringGone", testSealKeyringGone},
+	{"Seal/UnopenedUpdateOnlyWhilePending", testSealUnopenedUpdate},
 	{"Seal/TurnedOnLater", testSealTurnedOnLater},
 }
 
@@ -329,6 +330,28 @@ func testSealKeyringGone(t *testing.T, c *Config) {
 	want := deepCopy(rec)
 	want.State, want.Updated = journal.StateExpired, l.Updated
 	same(t, "Get of a sealed record expired without its Keyring", mustGet(t, s, journal.NameOf(rec)), want, withBody)
+}
+
+// A record listed Sealed changes only while it is pending: once ended
+// through a Store that could open it, an update of the listed copy is
+// journal.ErrGone and changes nothing.
+func testSealUnopenedUpdate(t *testing.T, c *Config) {
+	kr := keyring("A", map[string][]byte{"A": keyA})
+	s := openSealed(t, c, kr)
+	rec := sealedSecret(t, s, "1")
+	s.reseal(nil)
+	l := listed(t, s, rec)
+	s.reseal(kr)
+	cur := mustGet(t, s, journal.NameOf(rec))
+	apply(t, cur, journal.EventSettle, journal.Change{Now: now(), Status: 201})
+	update(t, s, cur, journal.Durable)
+	s.reseal(nil)
+	apply(t, l, journal.EventExpire, journal.Change{Now: now()})
+	if err := s.Update(ctx, l, journal.Durable); !errors.Is(err, journal.ErrGone) {
+		t.Fatalf("Update of a record listed Sealed, settled since = %v, want ErrGone", err)
+	}
+	s.reseal(kr)
+	same(t, "Get after a refused update", mustGet(t, s, journal.NameOf(rec)), cur, withoutBody)
 }
 
 // Turned on over a Store that holds plaintext records, sealing leaves
