@@ -107,7 +107,10 @@
 // scheme, host, path, state and times stay readable, for Resume and
 // `idem journal ls`. Keys rotate: records keep the key they were sealed
 // under, and one whose key is gone stays pending and is reported
-// (ErrUnknownEncryptionKey), never dropped or sent without its bytes.
+// (ErrUnknownEncryptionKey), never dropped or sent without its bytes. The
+// PostgreSQL journal seals its rows the same way, with the same Keyring, when
+// given one (pgjournal.Options.Encryption: it does not read
+// Options.Journal).
 //
 // # The pieces
 //

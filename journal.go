@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
+	"github.com/idem-go/idem/journal/seal"
 )
 
 type (
@@ -18,8 +19,9 @@ type (
 	Journal = boltjournal.Journal
 
 	// Keyring holds the keys that seal what the journal stores of each
-	// request (JournalOptions.Encryption); see boltjournal.Keyring.
-	Keyring = boltjournal.Keyring
+	// request (JournalOptions.Encryption); see seal.Keyring, which
+	// pgjournal.Options.Encryption takes too.
+	Keyring = seal.Keyring
 
 	// MetaPageError is returned when one of the journal file's two bbolt
 	// meta pages is damaged; see boltjournal.MetaPageError and
@@ -36,7 +38,7 @@ type (
 
 // EncryptionKeySize is the length, in bytes, of every key in a Keyring:
 // AES-256.
-const EncryptionKeySize = boltjournal.EncryptionKeySize
+const EncryptionKeySize = seal.KeySize
 
 // JournalOptions configure the bbolt journal (boltjournal.Options):
 // Encryption (a Keyring sealing what each record holds of its request),

@@ -52,7 +52,11 @@ type Store interface {
 	// in a crash only costs one harmless resend with the same key. With
 	// Durable it returns once the write is durable, as Create does; a
 	// failed operation made pending again (EventRepend) is always written
-	// Durable, and fails with ErrGone if it was pruned meanwhile.
+	// Durable, and fails with ErrGone if it was pruned meanwhile. A record
+	// listed Sealed (its sealed part closed: the Store lacks its key) may
+	// be updated too, as Resume expires one past KeyTTL: the Store keeps
+	// its sealed part and body as stored, and writes it only while it is
+	// pending (ErrGone otherwise).
 	Update(ctx context.Context, rec *Record, d Durability) error
 
 	// Flush makes every Update made before it durable.

@@ -102,7 +102,7 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 	if rec.BodySHA256 == "" { // reads check the body against it (Record.BodyMatches)
 		rec.BodySHA256 = journal.BodySum(rec.Body)
 	}
-	rec.EncryptionKeyID = j.keyring.currentID()
+	rec.EncryptionKeyID = j.keyring.ring().Current()
 	staged := len(rec.Body) >= stageMin
 	if staged && rec.EncryptionKeyID != "" {
 		setBodySegment(rec, stageStep) // sealed in parts (sealSegment), named in its metadata

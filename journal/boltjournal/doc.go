@@ -5,7 +5,7 @@
 // commits, from the first write until Close); settles ride the next
 // commit or a flush within tens of milliseconds (deferred.go). Large bodies
 // are stored in chunks and staged ahead of their record (body.go), sealed
-// with AES-256-GCM under a Keyring if asked (encrypt.go, record_seal.go).
+// with AES-256-GCM under a Keyring if asked (package seal, record_seal.go).
 // It is the only package of idem that imports go.etcd.io/bbolt; the idem
 // package opens it with idem.Open and idem.OpenJournal.
 //

@@ -61,6 +61,6 @@ func (o *Options) resolved() (Options, *keyring, error) {
 	if c.OpenTimeout == 0 {
 		c.OpenTimeout = DefaultOpenTimeout
 	}
-	k, err := c.Encryption.build()
+	k, err := build(c.Encryption)
 	return c, k, err
 }

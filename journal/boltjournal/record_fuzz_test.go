@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/seal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,7 +28,7 @@ func fuzzKeyring(tb testing.TB) *keyring {
 	for i := range key {
 		key[i], other[i] = byte(i), byte(0xff-i)
 	}
-	k, err := (&Keyring{Current: "fuzz", Keys: map[string][]byte{"fuzz": key, "other": other}}).build()
+	k, err := build(&Keyring{Current: "fuzz", Keys: map[string][]byte{"fuzz": key, "other": other}})
 	require.NoError(tb, err)
 	return k
 }
@@ -112,7 +113,7 @@ func requirePeeked(tb testing.TB, meta []byte, rec *Record, target []byte, ok bo
 		require.Equal(tb, rec.Target(), string(target))
 		return
 	}
-	plain, _ := splitURL(rec.Target())
+	plain, _ := seal.SplitURL(rec.Target())
 	require.Equal(tb, plain, string(target))
 }
 

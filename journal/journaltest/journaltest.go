@@ -3,7 +3,8 @@
 // subtests are grouped by what they exercise: create.go (Create, Get,
 // duplicates, copies), update.go (Update, Flush, settle, repend),
 // pending.go (Pending, PendingCount), store.go (claims, identity key,
-// LatestWritten, Close, damage, pruning).
+// LatestWritten, Close, damage, pruning), seal.go (sealing under a
+// Keyring).
 
 package journaltest
 
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/seal"
 )
 
 // Config tells Run how to get the Stores it tests. Only Open is required;
@@ -39,6 +41,20 @@ type Config struct {
 	// had to close s to reach the storage, a Store reopened over it. nil
 	// skips the damage subtests.
 	Damage func(t *testing.T, s journal.Store, rec *journal.Record) journal.Store
+
+	// Seal, for a Store that seals records under a seal.Keyring (as
+	// Options.Encryption asks of idem's Stores), closes old unless it is
+	// nil and returns a Store over the same storage that seals new records
+	// under k (nil: a Store without a Keyring); with old nil, over new,
+	// empty storage for the calling subtest alone. nil skips the sealing
+	// subtests (seal.go).
+	Seal func(t *testing.T, old journal.Store, k *seal.Keyring) journal.Store
+
+	// Raw returns what s's storage holds of its records as someone reading
+	// it without the Store sees it: a file's bytes, or rows as psql prints
+	// them. The sealing subtests check that a sealed record's request is
+	// not in it in the clear. nil skips that check.
+	Raw func(t *testing.T, s journal.Store) []byte
 }
 
 // Pruner is implemented by a Store that deletes finished records itself.
@@ -59,7 +75,7 @@ func Run(t *testing.T, c Config) {
 	if c.Open == nil {
 		t.Fatal("journaltest: Config.Open is nil")
 	}
-	for _, group := range [][]subtest{createTests, updateTests, pendingTests, storeTests} {
+	for _, group := range [][]subtest{createTests, updateTests, pendingTests, storeTests, sealTests} {
 		for _, st := range group {
 			t.Run(st.name, func(t *testing.T) {
 				t.Parallel()

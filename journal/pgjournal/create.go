@@ -14,9 +14,11 @@ import (
 
 // pendingCreate is one Create waiting for the next batch.
 type pendingCreate struct {
-	rec  *journal.Record
-	data []byte     // the record column, encoded
-	done chan error // receives the outcome once
+	rec    *journal.Record
+	data   []byte     // the record column, encoded
+	sealed []byte     // the sealed column: rec's request part, sealed; nil for a plaintext row
+	body   []byte     // the body column, sealed if rec is
+	done   chan error // receives the outcome once
 }
 
 // creates is the queue of Creates and whether a batch is being written.
@@ -29,12 +31,11 @@ type creates struct {
 // createBatch bounds the rows of one INSERT.
 const createBatch = 512
 
-// create queues rec and waits for the batch that writes it. The batch runs
+// create queues p and waits for the batch that writes it. The batch runs
 // under its own deadline (Lease), not the caller's context: once queued, a
 // write-ahead is either committed or refused, never left in doubt by one
 // caller giving up.
-func (j *Journal) create(rec *journal.Record, data []byte) error {
-	p := &pendingCreate{rec: rec, data: data, done: make(chan error, 1)}
+func (j *Journal) create(p *pendingCreate) error {
 	c := &j.creates
 	c.mu.Lock()
 	c.queue = append(c.queue, p)
@@ -67,7 +68,10 @@ func (j *Journal) writeCreates() {
 
 // insert writes batch in one statement and tells each Create its outcome:
 // its Ref and lease, journal.ErrDuplicate for a row a unique index refused,
-// or the statement's error.
+// or the statement's error. A Journal without Options.Encryption writes
+// nothing in a namespace another instance has marked sealed since this one
+// opened it: the statement checks the mark, and those Creates are refused
+// as they would have been at Open (errNeedsKeyring).
 func (j *Journal) insert(batch []*pendingCreate) {
 	n := len(batch)
 	var (
@@ -77,12 +81,13 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		states  = make([]int16, n)
 		records = make([]string, n)
 		bodies  = make([][]byte, n)
+		sealed  = make([][]byte, n)
 		updated = make([]time.Time, n)
 	)
 	for i, p := range batch {
 		r := p.rec
-		keys[i], caller[i], states[i], records[i], bodies[i], updated[i] =
-			r.Key, r.CallerKey, int16(r.State), string(p.data), bodyOf(r), r.Updated
+		keys[i], caller[i], states[i], records[i], bodies[i], sealed[i], updated[i] =
+			r.Key, r.CallerKey, int16(r.State), string(p.data), p.body, p.sealed, r.Updated
 		if r.OperationID != "" {
 			opIDs[i] = &r.OperationID
 		}
@@ -90,14 +95,16 @@ func (j *Journal) insert(batch []*pendingCreate) {
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
 	rows, err := j.pool.Query(ctx, j.sql(`INSERT INTO {s}.operations
-			(namespace, key, caller_key, operation_id, state, record, body, updated, holder, leased_until)
-		SELECT $1, k, ck, op, st, rec::jsonb, b, up, $2, now() + $3::interval
-		FROM unnest($4::text[], $5::boolean[], $6::text[], $7::smallint[], $8::text[], $9::bytea[], $10::timestamptz[])
-			WITH ORDINALITY AS t(k, ck, op, st, rec, b, up, i)
+			(namespace, key, caller_key, operation_id, state, record, body, sealed, updated, holder, leased_until)
+		SELECT $1, k, ck, op, st, rec::jsonb, b, sl, up, $2, now() + $3::interval
+		FROM unnest($4::text[], $5::boolean[], $6::text[], $7::smallint[], $8::text[], $9::bytea[], $10::bytea[], $11::timestamptz[])
+			WITH ORDINALITY AS t(k, ck, op, st, rec, b, sl, up, i)
+		WHERE $12 OR NOT EXISTS (SELECT FROM {s}.namespaces WHERE namespace = $1 AND sealed)
 		ORDER BY i
 		ON CONFLICT DO NOTHING
 		RETURNING seq, epoch, key, coalesce(operation_id, '')`),
-		j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, updated)
+		j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, sealed, updated,
+		j.ring != nil)
 	written := make(map[[2]string]lease, n)
 	if err == nil {
 		for rows.Next() {
@@ -117,6 +124,10 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		j.stats.commits.Add(1)
 		j.stats.writeAheads.Add(uint64(len(written)))
 	}
+	refused := journal.ErrDuplicate
+	if err == nil && len(written) == 0 && j.ring == nil && j.markedSealed(ctx) { // the mark refuses all or none
+		refused = j.errNeedsKeyring()
+	}
 	for _, p := range batch {
 		if err != nil {
 			p.done <- j.fail("create", err)
@@ -124,11 +135,24 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		}
 		r, ok := written[[2]string{p.rec.Key, p.rec.OperationID}]
 		if !ok {
-			p.done <- journal.ErrDuplicate
+			p.done <- refused
 			continue
 		}
 		journal.SetRef(p.rec, journal.Ref{Seq: uint64(r.seq), Part: int(r.epoch)})
 		j.noteLease(journal.NameOf(p.rec), r)
 		p.done <- nil
 	}
+}
+
+// markedSealed reports whether the namespace is marked sealed, and if so
+// notes it: this Journal, without Options.Encryption, writes no new row
+// there from then on. An error reads as not marked: the insert that asks
+// has written nothing either way.
+func (j *Journal) markedSealed(ctx context.Context) bool {
+	var sealed bool
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT sealed FROM {s}.namespaces WHERE namespace = $1`), j.opts.Namespace).Scan(&sealed)
+	if err == nil && sealed {
+		j.sealedNS.Store(true)
+	}
+	return err == nil && sealed
 }

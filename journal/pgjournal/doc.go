@@ -4,8 +4,8 @@
 // the same bytes.
 //
 // Open takes the service's own *pgxpool.Pool (pgx v5) and creates or
-// upgrades the tables it needs in Options.Schema (schema.sql, applied by
-// Migrate under an advisory lock). One set of tables holds any number of
+// upgrades the tables it needs in Options.Schema (schema.sql, then
+// schema_2.sql, applied by Migrate under an advisory lock). One set of tables holds any number of
 // journals, each under its Options.Namespace: the operation ID and a
 // caller's key are unique per namespace.
 //
@@ -52,7 +52,24 @@
 // Records and SchemaVersion read a journal without opening it, for tools
 // (the idem command's journal ls, show and stats take a postgres:// URL).
 //
-// Not yet: encryption at rest (journal records are stored in plaintext but
-// for sensitive headers, which are never written). docs/fleet.md has the
-// figures.
+// # Encryption at rest
+//
+// Sensitive headers and query parameters are never written. With
+// Options.Encryption, a seal.Keyring (idem.Keyring: the bbolt journal's
+// type and rules, package seal), what a row keeps of its request is sealed
+// with AES-256-GCM under the Keyring's Current key: the body (in the body
+// column), and the headers, the URL's query, the body's SHA-256, the
+// identity binding and representation headers (in the sealed column).
+// The key, operation ID, method, scheme, host and path, state, times,
+// attempts, status, last error and the key ID ("kid" in the record column)
+// stay readable, for leases, listings and Resume; sealed bytes are bound
+// to them, so a body moved to another row does not open. A row keeps its
+// key for life: rotate by adding a key and making it Current, and keep the
+// old one while rows sealed under it may be read. A row whose key ID the
+// Keyring lacks is listed Sealed and read as journal.ErrUnknownEncryptionKey;
+// one altered, or read with another key under its ID, as
+// journal.ErrDecrypt: it stays pending and is never sent without its
+// bytes. A namespace once opened with Encryption is marked so for good,
+// and takes no plaintext row from then on, from any instance
+// (journal.ErrInvalidOptions). docs/fleet.md has the figures.
 package pgjournal

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 
 	"github.com/idem-go/idem/journal"
 	"github.com/jackc/pgx/v5"
@@ -22,7 +23,7 @@ import (
 var ErrNoJournal = errors.New("pgjournal: no journal tables in this schema")
 
 // SchemaVersion returns the version of the journal tables in opts.Schema:
-// 0 if there are none, 1 for this pgjournal's schema.sql. It only reads.
+// 0 if there are none, 2 for this pgjournal's (migrate.go). It only reads.
 func SchemaVersion(ctx context.Context, pool *pgxpool.Pool, opts *Options) (int, error) {
 	c, err := opts.resolved()
 	if err != nil {
@@ -48,7 +49,9 @@ const inspectPage = 256
 
 // Records yields every operation of opts.Namespace, in any state, in
 // creation order, a page at a time; with bodies only if withBody (a body is
-// up to the Transport's MaxBodyBytes, 8 MiB by default). It only reads: it
+// up to the Transport's MaxBodyBytes, 8 MiB by default). Sealed rows are
+// opened with opts.Encryption; one it cannot open is listed Sealed, without
+// its sealed part or body. It only reads: it
 // creates no table and takes no lease, so a running fleet is undisturbed.
 // It yields ErrNoJournal if the schema holds no journal, and ends at the
 // first error, which it yields.
@@ -62,7 +65,8 @@ func Records(ctx context.Context, pool *pgxpool.Pool, opts *Options, withBody bo
 			yield(nil, err)
 			return
 		}
-		switch v, err := SchemaVersion(ctx, pool, &c); {
+		v, err := SchemaVersion(ctx, pool, &c)
+		switch {
 		case err != nil:
 			yield(nil, err)
 			return
@@ -71,6 +75,9 @@ func Records(ctx context.Context, pool *pgxpool.Pool, opts *Options, withBody bo
 			return
 		}
 		q := `SELECT ` + columns
+		if v < 2 { // not migrated to sealed rows yet: none is sealed
+			q = `SELECT ` + strings.Replace(columns, "sealed", "NULL::bytea", 1)
+		}
 		if withBody {
 			q += `, body`
 		}
@@ -82,7 +89,8 @@ func Records(ctx context.Context, pool *pgxpool.Pool, opts *Options, withBody bo
 				return nil, fmt.Errorf("pgjournal: list %s/%s: %w", c.Schema, c.Namespace, err)
 			}
 			recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*journal.Record, error) {
-				return scanRecord(row, withBody)
+				rec, _, err := scanRecord(row, withBody, c.ring)
+				return rec, err
 			})
 			if err != nil {
 				return nil, fmt.Errorf("pgjournal: list %s/%s: %w", c.Schema, c.Namespace, err)

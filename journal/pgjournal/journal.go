@@ -1,5 +1,6 @@
 // This file holds the Journal: Open, Close, and what it keeps between
-// calls (its queries, its claims and leases, its identity key).
+// calls (its queries, its claims and leases, its identity key, its
+// Keyring and whether its namespace is sealed).
 
 package pgjournal
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/seal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -27,6 +29,11 @@ type Journal struct {
 	schema string // quoted
 	holder string // this Journal's identity in leased rows, random per Open
 	idKey  []byte
+	ring   *seal.Ring // Options.Encryption; nil: write plaintext, open nothing sealed
+	// sealedNS is set when the namespace was once opened with
+	// Options.Encryption and ring is nil: no new row is written
+	// (errNeedsKeyring).
+	sealedNS atomic.Bool
 
 	claims  journal.Claims
 	creates creates // the queue of write-aheads (create.go)
@@ -70,8 +77,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 		return nil, err
 	}
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
-		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{}, stop: make(chan struct{}), local: c.local}
-	if j.idKey, err = j.loadIdentityKey(ctx); err != nil {
+		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{}, stop: make(chan struct{}), local: c.local,
+		ring: c.ring}
+	if err := j.loadNamespace(ctx); err != nil {
 		return nil, err
 	}
 	if err := j.syncClock(ctx); err != nil {
@@ -82,24 +90,37 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	return j, nil
 }
 
-// loadIdentityKey reads the namespace's identity key, making it if the
-// namespace is new.
-func (j *Journal) loadIdentityKey(ctx context.Context) ([]byte, error) {
+// loadNamespace reads the namespace's identity key and whether it is
+// sealed, making its row if the namespace is new, and marking it sealed,
+// for good, if this Journal seals: from then on a Journal without
+// Options.Encryption writes no new row there.
+func (j *Journal) loadNamespace(ctx context.Context) error {
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
-		return nil, err
+		return err
 	}
-	_, err := j.pool.Exec(ctx, j.sql(`INSERT INTO {s}.namespaces (namespace, identity_key) VALUES ($1, $2)
-		ON CONFLICT (namespace) DO NOTHING`), j.opts.Namespace, k)
+	sealing := j.ring != nil
+	_, err := j.pool.Exec(ctx, j.sql(`INSERT INTO {s}.namespaces AS n (namespace, identity_key, sealed) VALUES ($1, $2, $3)
+		ON CONFLICT (namespace) DO UPDATE SET sealed = true WHERE $3 AND NOT n.sealed`), j.opts.Namespace, k, sealing)
 	if err != nil {
-		return nil, j.fail("open", err)
+		return j.fail("open", err)
 	}
-	err = j.pool.QueryRow(ctx, j.sql(`SELECT identity_key FROM {s}.namespaces WHERE namespace = $1`),
-		j.opts.Namespace).Scan(&k)
+	var sealed bool
+	err = j.pool.QueryRow(ctx, j.sql(`SELECT identity_key, sealed FROM {s}.namespaces WHERE namespace = $1`),
+		j.opts.Namespace).Scan(&j.idKey, &sealed)
 	if err != nil {
-		return nil, j.fail("open", err)
+		return j.fail("open", err)
 	}
-	return k, nil
+	j.sealedNS.Store(sealed && !sealing)
+	return nil
+}
+
+// errNeedsKeyring refuses a new row in a namespace once opened with
+// Options.Encryption, from a Journal without it: the row would be
+// plaintext.
+func (j *Journal) errNeedsKeyring() error {
+	return fmt.Errorf("%w: pgjournal %s/%s was opened with Options.Encryption: new rows need it too",
+		journal.ErrInvalidOptions, j.opts.Schema, j.opts.Namespace)
 }
 
 // sql puts the quoted schema into a query.

@@ -1,5 +1,6 @@
-// This file creates and upgrades the journal's tables: schema.sql, applied
-// once per schema under an advisory lock, its version kept in the schema.
+// This file creates and upgrades the journal's tables: schema.sql (version
+// 1), then each later schema_N.sql in turn, applied once per schema under
+// an advisory lock, the version reached kept in the schema.
 
 package pgjournal
 
@@ -14,11 +15,18 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// schemaVersion is the version schema.sql creates.
-const schemaVersion = 1
-
 //go:embed schema.sql
-var schemaSQL string
+var schema1 string
+
+//go:embed schema_2.sql
+var schema2 string
+
+// migrations[v-1] takes the tables from version v-1 to version v: 1
+// creates them, 2 adds sealed rows (Options.Encryption).
+var migrations = [...]string{schema1, schema2}
+
+// schemaVersion is the version Migrate brings the tables to.
+const schemaVersion = len(migrations)
 
 // Migrate creates, in opts.Schema, the tables the journal needs, or
 // upgrades them to this version; it is idempotent and safe to run from
@@ -60,11 +68,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *Options) error {
 	case have == schemaVersion:
 		return tx.Commit(ctx)
 	}
-	if _, err := tx.Exec(ctx, strings.ReplaceAll(schemaSQL, "{{schema}}", schema)); err != nil {
-		return fmt.Errorf("pgjournal: migrate %s to version %d: %w", c.Schema, schemaVersion, err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.version (version) VALUES ($1)`, schemaVersion); err != nil {
-		return fmt.Errorf("pgjournal: migrate %s: %w", c.Schema, err)
+	for v := have + 1; v <= schemaVersion; v++ {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(migrations[v-1], "{{schema}}", schema)); err != nil {
+			return fmt.Errorf("pgjournal: migrate %s to version %d: %w", c.Schema, v, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.version (version) VALUES ($1)`, v); err != nil {
+			return fmt.Errorf("pgjournal: migrate %s: %w", c.Schema, err)
+		}
 	}
 	return tx.Commit(ctx)
 }

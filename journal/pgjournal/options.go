@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/seal"
 )
 
 // Defaults for Options.
@@ -50,7 +51,21 @@ type Options struct {
 	// ErrInvalidOptions.
 	Retention time.Duration
 
+	// Encryption, if set, seals what each new row holds of its request
+	// (body, headers, URL query, body hash, identity, representation
+	// headers) under its Current key with AES-256-GCM, and opens rows
+	// sealed under any of its Keys: the same seal.Keyring, with the same
+	// rules, as the bbolt journal's Options.Encryption (idem.Keyring is
+	// that type). A row keeps the key it was first sealed under; one whose
+	// key this Keyring lacks is listed (Record.Sealed) but not read
+	// (journal.ErrUnknownEncryptionKey), so never sent. Once a Journal
+	// with Encryption has opened a namespace, a Journal without it writes
+	// no new row there (journal.ErrInvalidOptions): it would be plaintext.
+	// An invalid Keyring fails Open with journal.ErrInvalidOptions.
+	Encryption *seal.Keyring
+
 	local func() time.Time // the local clock; nil means time.Now (tests skew it)
+	ring  *seal.Ring       // Encryption, built by resolved
 }
 
 // errNilPool is what Open and Migrate return for a nil pool, rather than
@@ -90,5 +105,7 @@ func (o *Options) resolved() (Options, error) {
 	case c.Lease < time.Second:
 		return c, fmt.Errorf("%w: Lease %v is below one second", journal.ErrInvalidOptions, c.Lease)
 	}
-	return c, nil
+	var err error
+	c.ring, err = seal.NewRing(c.Encryption)
+	return c, err
 }

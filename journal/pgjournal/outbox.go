@@ -80,22 +80,35 @@ func (o *Outbox) enqueue(ctx context.Context, query queryRow, req *http.Request)
 	if rec.OperationID == "" {
 		return nil, ErrNoOperationID
 	}
-	data, err := encode(rec)
+	if j.sealedNS.Load() {
+		return nil, j.errNeedsKeyring()
+	}
+	if rec.BodySHA256 == "" {
+		rec.BodySHA256 = journal.BodySum(rec.Body)
+	}
+	rec.EncryptionKeyID = j.ring.Current()
+	data, box, err := encode(j.ring, rec)
+	if err != nil {
+		return nil, err
+	}
+	body, err := sealBody(j.ring, rec)
 	if err != nil {
 		return nil, err
 	}
 	// Inserted unleased, so that any instance may send it once committed;
 	// the notification is delivered on commit only. A conflict inserts
-	// nothing and leaves tx usable.
+	// nothing and leaves tx usable; so does the sealed namespace's mark,
+	// for a Journal without Options.Encryption (as in insert).
 	var seq, epoch int64
 	err = query(j.sql(`WITH ins AS (
-			INSERT INTO {s}.operations (namespace, key, caller_key, operation_id, state, record, body, updated)
-			VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, $8)
+			INSERT INTO {s}.operations (namespace, key, caller_key, operation_id, state, record, body, sealed, updated)
+			SELECT $1, $2::text, $3::boolean, $4::text, $5::smallint, $6::text::jsonb, $7::bytea, $8::bytea, $9::timestamptz
+			WHERE $11 OR NOT EXISTS (SELECT FROM {s}.namespaces WHERE namespace = $1 AND sealed)
 			ON CONFLICT DO NOTHING
 			RETURNING seq, epoch)
-		SELECT seq, epoch FROM ins CROSS JOIN LATERAL pg_notify($9, '')`),
-		j.opts.Namespace, rec.Key, rec.CallerKey, rec.OperationID, int16(rec.State), string(data), bodyOf(rec),
-		rec.Updated, j.channel()).Scan(&seq, &epoch)
+		SELECT seq, epoch FROM ins CROSS JOIN LATERAL pg_notify($10, '')`),
+		j.opts.Namespace, rec.Key, rec.CallerKey, rec.OperationID, int16(rec.State), string(data), body, box,
+		rec.Updated, j.channel(), j.ring != nil).Scan(&seq, &epoch)
 	if err == nil {
 		journal.SetRef(rec, journal.Ref{Seq: uint64(seq), Part: int(epoch)})
 		return rec, nil
@@ -103,11 +116,17 @@ func (o *Outbox) enqueue(ctx context.Context, query queryRow, req *http.Request)
 	if !errors.Is(err, pgx.ErrNoRows) && !errors.Is(err, sql.ErrNoRows) {
 		return nil, j.fail("enqueue", err)
 	}
-	stored, err := scanRecord(query(j.sql(`SELECT `+columns+`, body FROM {s}.operations
+	stored, sealErr, err := scanRecord(query(j.sql(`SELECT `+columns+`, body FROM {s}.operations
 		WHERE namespace = $1 AND (operation_id = $2 OR key = $3 AND caller_key AND $4)`),
-		j.opts.Namespace, rec.OperationID, rec.Key, rec.CallerKey), true)
-	if err != nil {
+		j.opts.Namespace, rec.OperationID, rec.Key, rec.CallerKey), true, j.ring)
+	switch {
+	case (errors.Is(err, pgx.ErrNoRows) || errors.Is(err, sql.ErrNoRows)) && j.ring == nil && o.markedSealed(query):
+		return nil, j.errNeedsKeyring() // no row conflicted: the namespace's mark refused it
+	case err != nil:
 		return nil, j.fail("enqueue", err)
+	case sealErr != nil:
+		return nil, fmt.Errorf("pgjournal: enqueue %s/%s: %s is already in the journal, sealed: %w",
+			j.opts.Schema, j.opts.Namespace, journal.NameOf(rec), sealErr)
 	}
 	// The caller's key is part of the request, as for a call (idem's
 	// ErrKeyReuse): the stored operation is sent under its own key.
@@ -116,6 +135,16 @@ func (o *Outbox) enqueue(ctx context.Context, query queryRow, req *http.Request)
 		return nil, fmt.Errorf("%w: %s is already in the journal for another request", journal.ErrDuplicate, journal.NameOf(rec))
 	}
 	return stored, nil
+}
+
+// markedSealed is Journal.markedSealed in the caller's transaction.
+func (o *Outbox) markedSealed(query queryRow) bool {
+	var sealed bool
+	err := query(o.j.sql(`SELECT sealed FROM {s}.namespaces WHERE namespace = $1`), o.j.opts.Namespace).Scan(&sealed)
+	if err == nil && sealed {
+		o.j.sealedNS.Store(true)
+	}
+	return err == nil && sealed
 }
 
 // channel is the namespace's NOTIFY channel: a hash, as a channel name is

@@ -23,20 +23,31 @@ var _ journal.Store = (*Journal)(nil)
 var ErrFenced = errors.New("pgjournal: operation taken over by another instance (lease lost)")
 
 // Create writes rec, a new pending operation, and leases it to this
-// Journal (journal.Store). The Creates of the moment share one INSERT and
-// one commit (create.go); ctx is not watched once rec is queued.
+// Journal (journal.Store). With Options.Encryption it is sealed under the
+// Current key, which rec.EncryptionKeyID then names; without it, in a
+// namespace once opened with it, it is refused (journal.ErrInvalidOptions).
+// The Creates of the moment share one INSERT and one commit (create.go);
+// ctx is not watched once rec is queued.
 func (j *Journal) Create(_ context.Context, rec *journal.Record) error {
 	if err := j.check(); err != nil {
 		return err
 	}
+	if j.sealedNS.Load() {
+		return j.errNeedsKeyring()
+	}
 	if rec.BodySHA256 == "" {
 		rec.BodySHA256 = journal.BodySum(rec.Body)
 	}
-	data, err := encode(rec)
-	if err != nil {
+	rec.EncryptionKeyID = j.ring.Current()
+	p := &pendingCreate{rec: rec, done: make(chan error, 1)}
+	var err error
+	if p.data, p.sealed, err = encode(j.ring, rec); err != nil {
 		return err
 	}
-	if err := j.create(rec, data); err != nil {
+	if p.body, err = sealBody(j.ring, rec); err != nil {
+		return err
+	}
+	if err := j.create(p); err != nil {
 		if err == journal.ErrDuplicate {
 			return fmt.Errorf("%w: %s is already in the journal", journal.ErrDuplicate, journal.NameOf(rec))
 		}
@@ -102,13 +113,19 @@ func (j *Journal) Reload(ctx context.Context, rec *journal.Record) (*journal.Rec
 	return j.readOne(ctx, "reload", row)
 }
 
+// readOne reads a record with its body. A sealed record it cannot open is
+// an error (journal.ErrUnknownEncryptionKey, journal.ErrDecrypt): whoever
+// asks for one record means to use it.
 func (j *Journal) readOne(_ context.Context, what string, row pgx.Row) (*journal.Record, error) {
-	rec, err := scanRecord(row, true)
+	rec, sealErr, err := scanRecord(row, true, j.ring)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
 	case err != nil:
 		return nil, j.fail(what, err)
+	case sealErr != nil:
+		return nil, fmt.Errorf("pgjournal: %s %s/%s: record %d (operation %q): %w",
+			what, j.opts.Schema, j.opts.Namespace, journal.RefOf(rec).Seq, rec.OperationID, sealErr)
 	}
 	return rec, j.checkBody(rec)
 }
@@ -118,19 +135,22 @@ func (j *Journal) readOne(_ context.Context, what string, row pgx.Row) (*journal
 // with and no other live instance leases it: else ErrFenced, or
 // journal.ErrGone if the row was pruned. (A row another instance created
 // between this one's Claim, which found none, and its Get is at the epoch
-// Get read, yet the other's.)
+// Get read, yet the other's.) A sealed record is sealed again under its
+// own key ID, its body left as stored; one listed Sealed (its key is not
+// in the Keyring) changes only in what stays readable, and only while
+// pending (journal.ErrGone otherwise).
 func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Durability) error {
 	if err := j.check(); err != nil {
 		return err
 	}
-	data, err := encode(rec)
+	data, box, err := encode(j.ring, rec)
 	if err != nil {
 		return err
 	}
 	ref := journal.RefOf(rec)
 	var body any = bodyOf(rec)
-	if rec.State != journal.StateSettled && rec.Body == nil {
-		body = nil // a listed record, without its body: keep the stored one
+	if rec.State != journal.StateSettled && rec.Body == nil || rec.EncryptionKeyID != "" {
+		body = nil // keep the stored one: a listed record, without its body, or a sealed body, which never changes
 	}
 	exec := j.pool.Exec
 	if d == journal.Deferred && rec.State != journal.StatePending {
@@ -139,10 +159,13 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 	tag, err := exec(ctx, j.sql(`UPDATE {s}.operations
 		SET state = $3::smallint, record = $4, updated = $5,
 			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END,
+			sealed = coalesce($9::bytea, sealed),
 			leased_until = CASE WHEN $3::smallint = 1 THEN leased_until END
 		WHERE namespace = $1 AND seq = $2 AND epoch = $7
-			AND (holder = $8 OR leased_until IS NULL OR leased_until < now())`),
-		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder)
+			AND (holder = $8 OR leased_until IS NULL OR leased_until < now())
+			AND (NOT $10::boolean OR state = 1)`),
+		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder,
+		box, rec.Sealed)
 	if err != nil {
 		return j.fail("update", err)
 	}
@@ -156,13 +179,16 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 		return nil
 	}
 	var epoch int64
-	err = j.pool.QueryRow(ctx, j.sql(`SELECT epoch FROM {s}.operations WHERE namespace = $1 AND seq = $2`),
-		j.opts.Namespace, int64(ref.Seq)).Scan(&epoch)
+	var state int16
+	err = j.pool.QueryRow(ctx, j.sql(`SELECT epoch, state FROM {s}.operations WHERE namespace = $1 AND seq = $2`),
+		j.opts.Namespace, int64(ref.Seq)).Scan(&epoch, &state)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: pgjournal %s/%s: record %d", journal.ErrGone, j.opts.Schema, j.opts.Namespace, ref.Seq)
 	case err != nil:
 		return j.fail("update", err)
+	case rec.Sealed && epoch == int64(ref.Part) && state != int16(journal.StatePending):
+		return fmt.Errorf("%w: pgjournal %s/%s: sealed record %d is no longer pending", journal.ErrGone, j.opts.Schema, j.opts.Namespace, ref.Seq)
 	}
 	if epoch == int64(ref.Part) {
 		return fmt.Errorf("%w: record %d is leased by another live instance", ErrFenced, ref.Seq)
@@ -183,7 +209,8 @@ const pendingPage = 256
 
 // Pending yields the pending operations that no other live instance
 // leases, without their bodies, in seq order, a page at a time
-// (journal.Store).
+// (journal.Store). A sealed one it cannot open is listed Sealed; Reload
+// says why.
 func (j *Journal) Pending(ctx context.Context, after uint64) iter.Seq2[*journal.Record, error] {
 	return journal.Pages(ctx, after, pendingPage, func(after uint64) ([]*journal.Record, error) {
 		if err := j.check(); err != nil {
@@ -204,7 +231,7 @@ func (j *Journal) pendingPage(ctx context.Context, after int64) ([]*journal.Reco
 	defer rows.Close()
 	var page []*journal.Record
 	for rows.Next() {
-		rec, err := scanRecord(rows, false)
+		rec, _, err := scanRecord(rows, false, j.ring) // listed Sealed if it does not open; Reload says why
 		if err != nil {
 			return nil, j.fail("list pending", err)
 		}
