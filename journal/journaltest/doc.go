@@ -10,8 +10,8 @@
 //	}
 //
 // What only some Stores can show is optional: durability across a reopen
-// (Config.Reopen), damaged storage (Config.Damage), and pruning (a Store
-// that implements Pruner).
+// (Config.Reopen), damaged storage (Config.Damage), pruning (a Store that
+// implements Pruner), and listing every record (a journal.Lister).
 //
 // The suite writes records as the Transport does: through journal.Apply,
 // with a BodySHA256 that is the hash of the body (journal.BodySum), and with

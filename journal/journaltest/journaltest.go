@@ -3,7 +3,7 @@
 // subtests are grouped by what they exercise: create.go (Create, Get,
 // duplicates, copies), update.go (Update, Flush, settle, repend),
 // pending.go (Pending, PendingCount), store.go (claims, identity key,
-// LatestWritten, Close, damage, pruning).
+// LatestWritten, Close, damage, pruning), all.go (journal.Lister's All).
 
 package journaltest
 
@@ -59,7 +59,7 @@ func Run(t *testing.T, c Config) {
 	if c.Open == nil {
 		t.Fatal("journaltest: Config.Open is nil")
 	}
-	for _, group := range [][]subtest{createTests, updateTests, pendingTests, storeTests} {
+	for _, group := range [][]subtest{createTests, updateTests, pendingTests, storeTests, allTests} {
 		for _, st := range group {
 			t.Run(st.name, func(t *testing.T) {
 				t.Parallel()
