@@ -59,7 +59,8 @@ const journalUsage = `usage:
 FILE may also be a PostgreSQL journal (journal/pgjournal) for ls, show, stats,
 resume and prune: postgres://user@host:port/db?sslmode=disable&schema=S&namespace=N
 (schema and namespace default to idem and default; the rest goes to pgx). ls, show
-and stats only read it, while its fleet runs; no subcommand creates its tables.
+and stats only read it, while its fleet runs; no subcommand creates its tables, and
+a namespace no instance opened is refused, naming those in the schema.
 
 ls, show and stats open the file read-only; no subcommand creates a file or
 changes one that is not a journal. Flags may come before or after FILE.
@@ -137,7 +138,7 @@ func readRecords(cmd, path string, withBody bool) ([]*idem.Record, error) {
 		if err != nil {
 			return nil, usageError(cmd, "%v", err)
 		}
-		return t.records(context.Background(), withBody)
+		return t.inspect(context.Background(), withBody)
 	}
 	if err := checkJournalFile(cmd, path); err != nil {
 		return nil, err
