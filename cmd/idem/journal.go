@@ -25,7 +25,10 @@ const journalUsage = `usage:
                                        expired,failed (comma-separated); -older-than: created
                                        more than D ago (a Go duration: 90s, 30m, 48h); -op: this
                                        operation ID, or IDs starting with P given as 'P*';
-                                       -json: one JSON object per line, bodies left out
+                                       -json: one JSON object per line, bodies left out.
+                                       ATTEMPTS are those recorded; N+? (pending, expired): a
+                                       call records its attempts when it ends, so one in
+                                       flight or killed mid-call may have reached the server
   idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included; a body
                                        sealed with Options.Journal.Encryption prints as
                                        <encrypted key=ID>: the command has no keys)
@@ -193,7 +196,10 @@ func parseStates(spec string) (map[idem.State]bool, error) {
 
 func journalLs(args []string) error {
 	fs := newFlags("journal ls", "[-state S] [-older-than D] [-op ID] [-json] FILE",
-		"Lists a journal's operations, pending first. Opens the file read-only.")
+		"Lists a journal's operations, pending first. Opens the file read-only.\n\n"+
+			"ATTEMPTS counts the attempts recorded. While the outcome is unknown (pending,\n"+
+			"expired) it reads N+?: a call records its attempts when it ends, so a call in\n"+
+			"flight, or killed after its request left, may have reached the server even at 0+?.")
 	state := fs.String("state", "", "only operations in these `states` (comma-separated)")
 	olderThan := fs.Duration("older-than", 0, "only operations created more than this long ago")
 	op := fs.String("op", "", "only this operation `ID`; a trailing * matches a prefix")
@@ -231,8 +237,8 @@ func journalLs(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED\tNEXT ATTEMPT")
 	for _, r := range shown {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", idem.RecordID(r), r.State, orDash(r.OperationID), r.Key,
-			r.Method, r.URL, r.Attempts, orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\n", idem.RecordID(r), r.State, orDash(r.OperationID), r.Key,
+			r.Method, r.URL, attemptsText(r), orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -264,15 +270,18 @@ type jsonRecord struct {
 	Created         time.Time   `json:"created"`
 	State           string      `json:"state"`
 	Attempts        int         `json:"attempts"`
-	LastAttempt     time.Time   `json:"last_attempt,omitzero"`
-	NextAttempt     time.Time   `json:"next_attempt,omitzero"`
-	Status          int         `json:"status,omitempty"`
-	LastError       string      `json:"last_error,omitempty"`
-	Updated         time.Time   `json:"updated"`
-	EncryptionKeyID string      `json:"kid,omitempty"`
-	Location        string      `json:"location,omitempty"`
-	Sealed          bool        `json:"sealed,omitempty"`
-	Body            string      `json:"body,omitempty"`
+	// AttemptsUncertain: attempts may have reached the server that Attempts
+	// does not count (Record.AttemptsUncertain); ls prints "N+?".
+	AttemptsUncertain bool      `json:"attempts_uncertain,omitempty"`
+	LastAttempt       time.Time `json:"last_attempt,omitzero"`
+	NextAttempt       time.Time `json:"next_attempt,omitzero"`
+	Status            int       `json:"status,omitempty"`
+	LastError         string    `json:"last_error,omitempty"`
+	Updated           time.Time `json:"updated"`
+	EncryptionKeyID   string    `json:"kid,omitempty"`
+	Location          string    `json:"location,omitempty"`
+	Sealed            bool      `json:"sealed,omitempty"`
+	Body              string    `json:"body,omitempty"`
 }
 
 func recordJSON(r *idem.Record, withBody bool) jsonRecord {
@@ -280,7 +289,8 @@ func recordJSON(r *idem.Record, withBody bool) jsonRecord {
 		URL: r.URL, Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
 		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
 		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
-		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, LastAttempt: r.LastAttempt,
+		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, AttemptsUncertain: r.AttemptsUncertain(),
+		LastAttempt: r.LastAttempt,
 		NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError, Updated: r.Updated,
 		EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
 	switch {
@@ -372,6 +382,18 @@ func prunePostgres(cmd, arg string, retention time.Duration) (int, error) {
 	defer pool.Close()
 	defer j.Close()
 	return j.Prune(retention)
+}
+
+// attemptsText is the ATTEMPTS column: the attempts recorded, then "+?"
+// while the outcome is unknown (pending, expired). A call records its
+// attempts when it ends: one in flight, or cut short by a crash after its
+// request left, is not counted yet, so "0+?" is an operation the server
+// may have received, never "not sent" (Record.AttemptsUncertain).
+func attemptsText(r *idem.Record) string {
+	if r.AttemptsUncertain() {
+		return fmt.Sprintf("%d+?", r.Attempts)
+	}
+	return fmt.Sprint(r.Attempts)
 }
 
 func statusText(status int) string {
