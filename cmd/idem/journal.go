@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -58,6 +59,11 @@ const journalUsage = `usage:
                                        commit's meta page is damaged as of the commit before
                                        it; reconcile with the server first: that commit may
                                        have held a write-ahead the server received
+
+FILE may also be the journal view a running service serves (journal/journalhttp)
+for ls, show and stats: http://host:port/debug/idem/journal (or https://; the
+service's file lock keeps the command from its file). A view shows no body, header
+value, URL query or identity; show prints what it shows.
 
 FILE may also be a PostgreSQL journal (journal/pgjournal) for ls, show, stats,
 resume and prune: postgres://user@host:port/db?sslmode=disable&schema=S&namespace=N
@@ -136,6 +142,14 @@ func parseFile(fs *flag.FlagSet, args []string) (string, error) {
 // file it fails with ErrJournalLocked within a second; a PostgreSQL journal
 // is read while its fleet runs.
 func readRecords(cmd, path string, withBody bool) ([]*idem.Record, error) {
+	if isView(path) {
+		v, err := fetchView(cmd, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		truncatedNote(cmd, v)
+		return viewRecords(v), nil
+	}
 	if isPostgres(path) {
 		t, err := parsePostgres(path)
 		if err != nil {
@@ -215,8 +229,15 @@ func journalLs(args []string) error {
 	if f.states, err = parseStates(*state); err != nil {
 		return err
 	}
-	recs, err := readRecords(fs.Name(), file, false)
-	if err != nil {
+	var recs []*idem.Record
+	if isView(file) { // the view filters by state and operation ID before its limit
+		v, err := fetchView(fs.Name(), file, url.Values{"state": {*state}, "op": {*op}})
+		if err != nil {
+			return err
+		}
+		defer truncatedNote(fs.Name(), v)
+		recs = viewRecords(v)
+	} else if recs, err = readRecords(fs.Name(), file, false); err != nil {
 		return err
 	}
 	var shown []*idem.Record
@@ -266,7 +287,7 @@ type jsonRecord struct {
 	CredentialTag   string      `json:"cred,omitempty"`
 	ContentType     string      `json:"content_type,omitempty"`
 	ContentEncoding string      `json:"content_encoding,omitempty"`
-	BodySHA256      string      `json:"sha256"`
+	BodySHA256      string      `json:"sha256,omitempty"`
 	Created         time.Time   `json:"created"`
 	State           string      `json:"state"`
 	Attempts        int         `json:"attempts"`

@@ -61,9 +61,16 @@ func (t *pgTarget) String() string {
 		cmp.Or(t.opts.Schema, pgjournal.DefaultSchema), cmp.Or(t.opts.Namespace, pgjournal.DefaultNamespace))
 }
 
-// displayName is how messages name a journal argument: a file's path, or a
-// PostgreSQL journal without its password.
+// displayName is how messages name a journal argument: a file's path, a
+// PostgreSQL journal or a journal view's URL without its password.
 func displayName(arg string) string {
+	if isView(arg) {
+		u, err := url.Parse(arg)
+		if err != nil {
+			return "(an invalid URL)"
+		}
+		return u.Redacted()
+	}
 	if !isPostgres(arg) {
 		return arg
 	}
