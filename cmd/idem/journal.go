@@ -311,9 +311,8 @@ func recordJSON(r *idem.Record, withBody bool) jsonRecord {
 		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
 		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
 		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, AttemptsUncertain: r.AttemptsUncertain(),
-		LastAttempt: r.LastAttempt,
-		NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError, Updated: r.Updated,
-		EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
+		LastAttempt: r.LastAttempt, NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError,
+		Updated: r.Updated, EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
 	switch {
 	case !withBody:
 	case r.Sealed && r.State != idem.StateSettled: // a settled record keeps no body
