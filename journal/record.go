@@ -52,7 +52,9 @@ type Record struct {
 	State           State
 	// Attempts counts the attempts whose outcome was recorded. Attempts cut
 	// short by a crash are not counted, nor net/http's own single re-send on a
-	// dead keep-alive connection (same key, same bytes).
+	// dead keep-alive connection (same key, same bytes). A call records its
+	// attempts when it ends, so while the outcome is unknown the server may
+	// have had more (AttemptsUncertain).
 	Attempts    int
 	LastAttempt time.Time
 	NextAttempt time.Time // earliest time a resume may send it
@@ -161,6 +163,19 @@ func (r *Record) Written() time.Time {
 		w = r.Updated
 	}
 	return w
+}
+
+// AttemptsUncertain reports whether the server may have received more
+// attempts of r than r.Attempts counts, with their outcome unknown: r is
+// pending or expired. A call writes its attempts only when it ends (settled,
+// failed, or pending again), so a call in flight, or one a crash cut short
+// after its request left, is not counted: a pending record with no attempt
+// may have reached the server. A Transport treats every such record as
+// possibly sent; tools that show Attempts say so (idem journal ls: "0+?").
+// A settled or failed record's count is final; a settled one may still
+// leave out an attempt a crash cut short, but its outcome is known.
+func (r *Record) AttemptsUncertain() bool {
+	return r.State == StatePending || r.State == StateExpired
 }
 
 // Name names an operation in a journal: by its operation ID, or, for one

@@ -77,6 +77,10 @@ func checkJournalFile(cmd, path string) error {
 	if isPostgres(path) {
 		return fmt.Errorf("%s: works on a journal file only, not on a PostgreSQL journal (%s)", cmd, displayName(path))
 	}
+	if isView(path) {
+		return fmt.Errorf("%s: works on a journal file only, not on a journal view (%s): a view is read-only, for ls, show and stats",
+			cmd, displayName(path))
+	}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -97,7 +101,7 @@ func checkJournalFile(cmd, path string) error {
 func openHint(err error) error {
 	switch {
 	case errors.Is(err, idem.ErrJournalLocked):
-		return fmt.Errorf("%w\n(an application has it open; stop it, or inspect a copy)", err)
+		return fmt.Errorf("%w\n(an application has it open; stop it, inspect a copy, or read the view it serves: idem journal ls http://host:port/debug/idem/journal, see package journalhttp)", err)
 	case errors.Is(err, boltjournal.ErrNotJournal):
 		return err
 	case errors.Is(err, idem.ErrJournalCorrupt):

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -25,7 +26,10 @@ const journalUsage = `usage:
                                        expired,failed (comma-separated); -older-than: created
                                        more than D ago (a Go duration: 90s, 30m, 48h); -op: this
                                        operation ID, or IDs starting with P given as 'P*';
-                                       -json: one JSON object per line, bodies left out
+                                       -json: one JSON object per line, bodies left out.
+                                       ATTEMPTS are those recorded; N+? (pending, expired): a
+                                       call records its attempts when it ends, so one in
+                                       flight or killed mid-call may have reached the server
   idem journal show FILE ID|OPID|KEY   print one operation as JSON (body included; a body
                                        sealed with Options.Journal.Encryption prints as
                                        <encrypted key=ID>: the command has no keys)
@@ -56,10 +60,16 @@ const journalUsage = `usage:
                                        it; reconcile with the server first: that commit may
                                        have held a write-ahead the server received
 
+FILE may also be the journal view a running service serves (journal/journalhttp)
+for ls, show and stats: http://host:port/debug/idem/journal (or https://; the
+service's file lock keeps the command from its file). A view shows no body, header
+value, URL query or identity; show prints what it shows.
+
 FILE may also be a PostgreSQL journal (journal/pgjournal) for ls, show, stats,
 resume and prune: postgres://user@host:port/db?sslmode=disable&schema=S&namespace=N
 (schema and namespace default to idem and default; the rest goes to pgx). ls, show
-and stats only read it, while its fleet runs; no subcommand creates its tables.
+and stats only read it, while its fleet runs; no subcommand creates its tables, and
+a namespace no instance opened is refused, naming those in the schema.
 
 ls, show and stats open the file read-only; no subcommand creates a file or
 changes one that is not a journal. Flags may come before or after FILE.
@@ -132,12 +142,20 @@ func parseFile(fs *flag.FlagSet, args []string) (string, error) {
 // file it fails with ErrJournalLocked within a second; a PostgreSQL journal
 // is read while its fleet runs.
 func readRecords(cmd, path string, withBody bool) ([]*idem.Record, error) {
+	if isView(path) {
+		v, err := fetchView(cmd, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		truncatedNote(cmd, v)
+		return viewRecords(v), nil
+	}
 	if isPostgres(path) {
 		t, err := parsePostgres(path)
 		if err != nil {
 			return nil, usageError(cmd, "%v", err)
 		}
-		return t.records(context.Background(), withBody)
+		return t.inspect(context.Background(), withBody)
 	}
 	if err := checkJournalFile(cmd, path); err != nil {
 		return nil, err
@@ -192,7 +210,10 @@ func parseStates(spec string) (map[idem.State]bool, error) {
 
 func journalLs(args []string) error {
 	fs := newFlags("journal ls", "[-state S] [-older-than D] [-op ID] [-json] FILE",
-		"Lists a journal's operations, pending first. Opens the file read-only.")
+		"Lists a journal's operations, pending first. Opens the file read-only.\n\n"+
+			"ATTEMPTS counts the attempts recorded. While the outcome is unknown (pending,\n"+
+			"expired) it reads N+?: a call records its attempts when it ends, so a call in\n"+
+			"flight, or killed after its request left, may have reached the server even at 0+?.")
 	state := fs.String("state", "", "only operations in these `states` (comma-separated)")
 	olderThan := fs.Duration("older-than", 0, "only operations created more than this long ago")
 	op := fs.String("op", "", "only this operation `ID`; a trailing * matches a prefix")
@@ -208,8 +229,15 @@ func journalLs(args []string) error {
 	if f.states, err = parseStates(*state); err != nil {
 		return err
 	}
-	recs, err := readRecords(fs.Name(), file, false)
-	if err != nil {
+	var recs []*idem.Record
+	if isView(file) { // the view filters by state and operation ID before its limit
+		v, err := fetchView(fs.Name(), file, url.Values{"state": {*state}, "op": {*op}})
+		if err != nil {
+			return err
+		}
+		defer truncatedNote(fs.Name(), v)
+		recs = viewRecords(v)
+	} else if recs, err = readRecords(fs.Name(), file, false); err != nil {
 		return err
 	}
 	var shown []*idem.Record
@@ -230,8 +258,8 @@ func journalLs(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED\tNEXT ATTEMPT")
 	for _, r := range shown {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", idem.RecordID(r), r.State, orDash(r.OperationID), r.Key,
-			r.Method, r.URL, r.Attempts, orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\n", idem.RecordID(r), r.State, orDash(r.OperationID), r.Key,
+			r.Method, r.URL, attemptsText(r), orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -259,19 +287,22 @@ type jsonRecord struct {
 	CredentialTag   string      `json:"cred,omitempty"`
 	ContentType     string      `json:"content_type,omitempty"`
 	ContentEncoding string      `json:"content_encoding,omitempty"`
-	BodySHA256      string      `json:"sha256"`
+	BodySHA256      string      `json:"sha256,omitempty"`
 	Created         time.Time   `json:"created"`
 	State           string      `json:"state"`
 	Attempts        int         `json:"attempts"`
-	LastAttempt     time.Time   `json:"last_attempt,omitzero"`
-	NextAttempt     time.Time   `json:"next_attempt,omitzero"`
-	Status          int         `json:"status,omitempty"`
-	LastError       string      `json:"last_error,omitempty"`
-	Updated         time.Time   `json:"updated"`
-	EncryptionKeyID string      `json:"kid,omitempty"`
-	Location        string      `json:"location,omitempty"`
-	Sealed          bool        `json:"sealed,omitempty"`
-	Body            string      `json:"body,omitempty"`
+	// AttemptsUncertain: attempts may have reached the server that Attempts
+	// does not count (Record.AttemptsUncertain); ls prints "N+?".
+	AttemptsUncertain bool      `json:"attempts_uncertain,omitempty"`
+	LastAttempt       time.Time `json:"last_attempt,omitzero"`
+	NextAttempt       time.Time `json:"next_attempt,omitzero"`
+	Status            int       `json:"status,omitempty"`
+	LastError         string    `json:"last_error,omitempty"`
+	Updated           time.Time `json:"updated"`
+	EncryptionKeyID   string    `json:"kid,omitempty"`
+	Location          string    `json:"location,omitempty"`
+	Sealed            bool      `json:"sealed,omitempty"`
+	Body              string    `json:"body,omitempty"`
 }
 
 func recordJSON(r *idem.Record, withBody bool) jsonRecord {
@@ -279,9 +310,9 @@ func recordJSON(r *idem.Record, withBody bool) jsonRecord {
 		URL: r.URL, Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
 		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
 		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
-		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, LastAttempt: r.LastAttempt,
-		NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError, Updated: r.Updated,
-		EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
+		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, AttemptsUncertain: r.AttemptsUncertain(),
+		LastAttempt: r.LastAttempt, NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError,
+		Updated: r.Updated, EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
 	switch {
 	case !withBody:
 	case r.Sealed && r.State != idem.StateSettled: // a settled record keeps no body
@@ -371,6 +402,18 @@ func prunePostgres(cmd, arg string, retention time.Duration) (int, error) {
 	defer pool.Close()
 	defer j.Close()
 	return j.Prune(retention)
+}
+
+// attemptsText is the ATTEMPTS column: the attempts recorded, then "+?"
+// while the outcome is unknown (pending, expired). A call records its
+// attempts when it ends: one in flight, or cut short by a crash after its
+// request left, is not counted yet, so "0+?" is an operation the server
+// may have received, never "not sent" (Record.AttemptsUncertain).
+func attemptsText(r *idem.Record) string {
+	if r.AttemptsUncertain() {
+		return fmt.Sprintf("%d+?", r.Attempts)
+	}
+	return fmt.Sprint(r.Attempts)
 }
 
 func statusText(status int) string {

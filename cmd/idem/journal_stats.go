@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -57,6 +58,31 @@ func summarize(path string, size int64, recs []*idem.Record, now time.Time) jour
 	return s
 }
 
+// readSummary reads what stats prints: from a view, its own counts, which
+// cover every operation whatever it lists.
+func readSummary(cmd, file string) (journalSummary, error) {
+	if isView(file) {
+		v, err := fetchView(cmd, file, url.Values{"limit": {"1"}})
+		if err != nil {
+			return journalSummary{}, err
+		}
+		return viewSummary(file, v), nil
+	}
+	recs, err := readRecords(cmd, file, false)
+	if err != nil {
+		return journalSummary{}, err
+	}
+	var size int64 // a PostgreSQL journal's tables are shared: no size of its own
+	if !isPostgres(file) {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return journalSummary{}, err
+		}
+		size = fi.Size()
+	}
+	return summarize(displayName(file), size, recs, time.Now()), nil
+}
+
 func journalStats(args []string) error {
 	fs := newFlags("journal stats", "[-json] FILE", "Counts a journal's records by state, and prints its oldest pending operation, the\nearliest next attempt and the file's size. Opens the file read-only.")
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -64,25 +90,16 @@ func journalStats(args []string) error {
 	if err != nil {
 		return err
 	}
-	recs, err := readRecords(fs.Name(), file, false)
+	s, err := readSummary(fs.Name(), file)
 	if err != nil {
 		return err
 	}
-	var size int64 // a PostgreSQL journal's tables are shared: no size of its own
-	if !isPostgres(file) {
-		fi, err := os.Stat(file)
-		if err != nil {
-			return err
-		}
-		size = fi.Size()
-	}
-	s := summarize(displayName(file), size, recs, time.Now())
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
 	}
-	if isPostgres(file) {
+	if isPostgres(file) || isView(file) {
 		fmt.Printf("journal       %s\n", s.File)
 	} else {
 		fmt.Printf("file          %s (%d bytes)\n", s.File, s.Bytes)

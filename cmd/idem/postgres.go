@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,9 +61,16 @@ func (t *pgTarget) String() string {
 		cmp.Or(t.opts.Schema, pgjournal.DefaultSchema), cmp.Or(t.opts.Namespace, pgjournal.DefaultNamespace))
 }
 
-// displayName is how messages name a journal argument: a file's path, or a
-// PostgreSQL journal without its password.
+// displayName is how messages name a journal argument: a file's path, a
+// PostgreSQL journal or a journal view's URL without its password.
 func displayName(arg string) string {
+	if isView(arg) {
+		u, err := url.Parse(arg)
+		if err != nil {
+			return "(an invalid URL)"
+		}
+		return u.Redacted()
+	}
 	if !isPostgres(arg) {
 		return arg
 	}
@@ -91,13 +99,57 @@ func (t *pgTarget) connect(ctx context.Context) (*pgxpool.Pool, error) {
 }
 
 // records reads every operation, pending first, then the finished ones,
-// each group oldest first, as a bbolt journal lists them. It only reads.
+// each group oldest first, as a bbolt journal lists them. It only reads. A
+// namespace nobody opened lists as empty: see inspect.
 func (t *pgTarget) records(ctx context.Context, withBody bool) ([]*idem.Record, error) {
 	pool, err := t.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
+	return t.list(ctx, pool, withBody)
+}
+
+// inspect is records for an operator (journal ls, show, stats): a namespace
+// that is not there is refused (knownNamespace) rather than listed empty.
+func (t *pgTarget) inspect(ctx context.Context, withBody bool) ([]*idem.Record, error) {
+	pool, err := t.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if err := t.knownNamespace(ctx, pool); err != nil {
+		return nil, err
+	}
+	return t.list(ctx, pool, withBody)
+}
+
+// knownNamespace refuses a namespace no Journal was ever opened on, naming
+// those there are. A misspelt one would otherwise read as a journal with
+// nothing pending, while payments are, and a prune or resume would create
+// it.
+func (t *pgTarget) knownNamespace(ctx context.Context, pool *pgxpool.Pool) error {
+	names, err := pgjournal.Namespaces(ctx, pool, &t.opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t, err)
+	}
+	if slices.Contains(names, cmp.Or(t.opts.Namespace, pgjournal.DefaultNamespace)) {
+		return nil
+	}
+	there := "none"
+	if len(names) > 0 {
+		quoted := make([]string, len(names))
+		for i, n := range names {
+			quoted[i] = strconv.Quote(n)
+		}
+		there = strings.Join(quoted, ", ")
+	}
+	return fmt.Errorf("%s: no such namespace (a typo?); the namespaces in schema %s: %s", t,
+		cmp.Or(t.opts.Schema, pgjournal.DefaultSchema), there)
+}
+
+// list reads every operation over pool, as records does.
+func (t *pgTarget) list(ctx context.Context, pool *pgxpool.Pool, withBody bool) ([]*idem.Record, error) {
 	var recs []*idem.Record
 	for rec, err := range pgjournal.Records(ctx, pool, &t.opts, withBody) {
 		if err != nil {
@@ -123,23 +175,21 @@ func boolOrder(a, b bool) int {
 }
 
 // open opens the journal for writing. Unless create is set (a chaos
-// worker), it refuses a schema that holds no journal rather than creating
-// one (prune, resume). Close the Journal, then the pool.
+// worker), it refuses a schema that holds no journal, or a namespace that
+// is not there, rather than creating it (prune, resume). Close the
+// Journal, then the pool.
 func (t *pgTarget) open(ctx context.Context, create bool) (*pgxpool.Pool, *pgjournal.Journal, error) {
 	pool, err := t.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	if !create {
-		v, verr := pgjournal.SchemaVersion(ctx, pool, &t.opts)
-		if err = verr; err == nil && v == 0 {
-			err = pgjournal.ErrNoJournal
+		if err := t.knownNamespace(ctx, pool); err != nil { // no journal tables, or not this namespace
+			pool.Close()
+			return nil, nil, err
 		}
 	}
-	var j *pgjournal.Journal
-	if err == nil {
-		j, err = pgjournal.Open(ctx, pool, &t.opts)
-	}
+	j, err := pgjournal.Open(ctx, pool, &t.opts)
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("%s: %w", t, err)

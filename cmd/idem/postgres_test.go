@@ -166,3 +166,44 @@ func TestJournalCommandsOnPostgresRefuseBadTargets(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, out, "journal URL")
 }
+
+// A misspelt namespace is refused by every subcommand, naming the
+// namespaces there are, instead of reading as a journal with nothing
+// pending; none of them creates it.
+func TestJournalCommandsOnPostgresRefuseUnknownNamespace(t *testing.T) {
+	bin := idemBinary(t)
+	journalURL, pool := testPostgres(t)
+	srv := testserver.NewServer(nil)
+	t.Cleanup(srv.Close)
+	pgJournalWithRecords(t, journalURL, pool, srv.URL)
+	typo := strings.Replace(journalURL, "namespace=payments", "namespace=paymnts", 1)
+	require.NotEqual(t, journalURL, typo)
+	for _, args := range [][]string{{"ls"}, {"ls", "-state", "pending"}, {"stats"}, {"stats", "-json"},
+		{"show", "order-2/charge"}, {"prune"}, {"resume"}} {
+		args := append([]string{"journal", args[0], typo}, args[1:]...)
+		out, err := runIdem(t, bin, 30*time.Second, args...)
+		require.Error(t, err, "%v:\n%s", args, out)
+		require.Contains(t, out, `namespace "paymnts": no such namespace`, args)
+		require.Contains(t, out, `the namespaces in schema idem_cmd_test_`, args)
+		require.Contains(t, out, `: "payments"`, args)
+		require.NotContains(t, out, "s3cret", "a password never shows")
+	}
+	rows, err := pool.Query(context.Background(), `SELECT namespace FROM `+
+		pgx.Identifier{pgSchemaOf(t, journalURL)}.Sanitize()+`.namespaces`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"payments"}, names, "no subcommand creates the namespace it was given")
+
+	out, err := runIdem(t, bin, 30*time.Second, "journal", "ls", journalURL) // spelt right
+	require.NoError(t, err, out)
+	require.Contains(t, out, "2 record(s)")
+}
+
+// pgSchemaOf returns the schema a journal URL names.
+func pgSchemaOf(t *testing.T, journalURL string) string {
+	t.Helper()
+	u, err := url.Parse(journalURL)
+	require.NoError(t, err)
+	return u.Query().Get("schema")
+}

@@ -11,8 +11,9 @@
 //
 // What only some Stores can show is optional: durability across a reopen
 // (Config.Reopen), damaged storage (Config.Damage), pruning (a Store
-// that implements Pruner), and sealing under a seal.Keyring (Config.Seal,
-// and Config.Raw to look at the storage's bytes).
+// that implements Pruner), sealing under a seal.Keyring (Config.Seal,
+// and Config.Raw to look at the storage's bytes), and listing every record
+// (a journal.Lister).
 //
 // The suite writes records as the Transport does: through journal.Apply,
 // with a BodySHA256 that is the hash of the body (journal.BodySum), and with

@@ -4,7 +4,7 @@
 // duplicates, copies), update.go (Update, Flush, settle, repend),
 // pending.go (Pending, PendingCount), store.go (claims, identity key,
 // LatestWritten, Close, damage, pruning), seal.go (sealing under a
-// Keyring).
+// Keyring), all.go (journal.Lister's All).
 
 package journaltest
 
@@ -75,7 +75,7 @@ func Run(t *testing.T, c Config) {
 	if c.Open == nil {
 		t.Fatal("journaltest: Config.Open is nil")
 	}
-	for _, group := range [][]subtest{createTests, updateTests, pendingTests, storeTests, sealTests} {
+	for _, group := range [][]subtest{createTests, updateTests, pendingTests, storeTests, sealTests, allTests} {
 		for _, st := range group {
 			t.Run(st.name, func(t *testing.T) {
 				t.Parallel()

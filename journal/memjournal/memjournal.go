@@ -44,7 +44,10 @@ type Store struct {
 	written time.Time                  // LatestWritten
 }
 
-var _ journal.Store = (*Store)(nil)
+var (
+	_ journal.Store  = (*Store)(nil)
+	_ journal.Lister = (*Store)(nil)
+)
 
 // New returns an empty Store with a new random identity key.
 func New() *Store {
@@ -206,6 +209,39 @@ func (s *Store) page(after uint64) ([]*journal.Record, error) {
 	page := make([]*journal.Record, len(seqs))
 	for k, seq := range seqs {
 		page[k] = clone(s.recs[seq], false)
+	}
+	return page, nil
+}
+
+// All yields copies of every record, without their bodies: the pending ones
+// first, then the finished ones, each group in Seq order, pageSize at a time
+// (journal.Lister).
+func (s *Store) All(ctx context.Context) iter.Seq2[*journal.Record, error] {
+	return func(yield func(*journal.Record, error) bool) {
+		for _, page := range []func(uint64) ([]*journal.Record, error){s.page, s.finishedPage} {
+			for rec, err := range journal.Pages(ctx, 0, pageSize, page) {
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// finishedPage copies out up to pageSize finished records above after.
+func (s *Store) finishedPage(after uint64) ([]*journal.Record, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, journal.ErrClosed
+	}
+	var page []*journal.Record
+	for _, seq := range slices.Sorted(maps.Keys(s.recs)) {
+		if rec := s.recs[seq]; seq > after && rec.State != journal.StatePending {
+			if page = append(page, clone(rec, false)); len(page) == pageSize {
+				break
+			}
+		}
 	}
 	return page, nil
 }

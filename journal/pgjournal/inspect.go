@@ -1,7 +1,7 @@
-// This file holds what reads a journal without opening it: SchemaVersion
-// and Records, for tools that inspect a fleet's journal (the idem command's
-// "journal ls", "show" and "stats") without creating tables or taking
-// leases.
+// This file holds what reads a journal without opening it: SchemaVersion,
+// Namespaces and Records, for tools that inspect a fleet's journal (the
+// idem command's "journal ls", "show" and "stats") without creating tables
+// or taking leases.
 
 package pgjournal
 
@@ -42,6 +42,35 @@ func SchemaVersion(ctx context.Context, pool *pgxpool.Pool, opts *Options) (int,
 		return 0, fmt.Errorf("pgjournal: schema version of %s: %w", c.Schema, err)
 	}
 	return v, nil
+}
+
+// Namespaces returns the namespaces of the journal in opts.Schema, sorted:
+// each one a Journal was ever opened on, with or without operations now.
+// opts.Namespace is not read. It returns ErrNoJournal if the schema holds no
+// journal tables, and only reads: a tool names the namespaces there are
+// when asked for one that is not (a misspelt one lists as empty).
+func Namespaces(ctx context.Context, pool *pgxpool.Pool, opts *Options) ([]string, error) {
+	c, err := opts.resolved()
+	if err == nil && pool == nil {
+		err = errNilPool
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch v, err := SchemaVersion(ctx, pool, &c); {
+	case err != nil:
+		return nil, err
+	case v == 0:
+		return nil, fmt.Errorf("%w: %s", ErrNoJournal, c.Schema)
+	}
+	rows, err := pool.Query(ctx, `SELECT namespace FROM `+pgx.Identifier{c.Schema}.Sanitize()+`.namespaces ORDER BY namespace COLLATE "C"`)
+	if err == nil {
+		var names []string
+		if names, err = pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
+			return names, nil
+		}
+	}
+	return nil, fmt.Errorf("pgjournal: namespaces of %s: %w", c.Schema, err)
 }
 
 // inspectPage is how many rows Records reads at once.
