@@ -117,8 +117,11 @@
 // ErrLeaseUnconfirmed; if the Store refuses a renewal, with ErrLeaseLost. The Store's lease
 // cannot end before that deadline, for it was set by a call sent no earlier, so the
 // cancellation comes at least a fifth of a lease before any other instance may take the
-// record over. What remains: a handler that ignores its context runs on, and its late
-// writes to the Store are fenced out by its token; effects outside the Store (a charge
+// record over. The handler's context is not cancelled when its client goes away (net/http
+// would): the effect runs to its end, and the retry gets its stored answer; so a context
+// that ends means a lease that ended, whose cause says which. What remains: a handler that
+// ignores its context runs on, and its late writes to the Store are fenced out by its
+// token; effects outside the Store (a charge
 // sent after the cancellation) are the handler's to guard, with its context. A handler
 // that completes in its own transaction (MarkCompleted) is not cancelled for an
 // unconfirmed lease: its row lock keeps other holders out.

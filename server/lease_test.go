@@ -126,3 +126,41 @@ func (l *lostStore) Renew(ctx context.Context, sc server.Scope, token string, le
 	_ = l.Store.Release(ctx, sc, token) // gone: what an expiry or a takeover leaves
 	return l.Store.Renew(ctx, sc, token, lease)
 }
+
+// A client that goes away does not end the handler's context; a lease the Store stops
+// confirming does, with ErrLeaseUnconfirmed as its cause, even after the client left (a
+// handler that checks the cause must not read "the client left" and pay on).
+func TestUnconfirmedLeaseAfterClientLeft(t *testing.T) {
+	fs := &flakyStore{}
+	causes := make(chan error, 1)
+	entered := make(chan struct{})
+	s := newService(t, server.Options{Store: fs, Lease: 200 * time.Millisecond}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(entered)
+			<-r.Context().Done()
+			causes <- context.Cause(r.Context())
+			server.DiscardResponse(r.Context())
+			w.WriteHeader(http.StatusServiceUnavailable)
+		})
+	})
+	fs.Store = s.store
+	ctx, leave := context.WithCancel(t.Context())
+	sent := make(chan error, 1)
+	go func() { _, err := s.send(ctx, http.MethodPost, "/payments", "k-left", s31Body); sent <- err }()
+	<-entered
+	leave() // the client goes away
+	require.Error(t, <-sent)
+	select {
+	case c := <-causes:
+		t.Fatalf("the handler's context ended when the client left, with %v", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+	fs.down.Store(true) // the Store stops answering: the lease can no longer be confirmed
+	select {
+	case c := <-causes:
+		assert.ErrorIs(t, c, server.ErrLeaseUnconfirmed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context never ended")
+	}
+	fs.down.Store(false)
+}

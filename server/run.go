@@ -19,7 +19,10 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 	c := m.cfg
 	rec := newRecorder(w, c.MaxResponseBytes)
 	d := &decision{hold: Hold{Scope: rq.scope, Token: cl.token}}
-	hctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), decisionKey{}, d))
+	// The handler's context keeps the request's values but not its cancellation: a client
+	// that goes away does not cut an effect short (its retry is answered with the outcome),
+	// and the only cause the context ends with is the lease's, which a handler must heed.
+	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), decisionKey{}, d))
 	defer cancel(nil)
 	r2 := r.WithContext(hctx)
 	r2.Body = rq.bodyReader()
