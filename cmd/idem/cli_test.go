@@ -8,12 +8,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -236,4 +239,54 @@ func TestDemoInterruptPrintsSummaryAndCleansUp(t *testing.T) {
 	entries, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	require.Empty(t, entries, "the temporary journal and its directory are removed")
+}
+
+// serve -ignore-keys is a provider that ignores idempotency keys: one key charges twice,
+// and the look-up by reference lists both payments.
+func TestServeIgnoreKeys(t *testing.T) {
+	bin := idemBinary(t)
+	var stdout lockedBuffer
+	cmd := exec.Command(bin, "serve", "-addr", "127.0.0.1:0", "-ignore-keys")
+	cmd.Stdout = &stdout
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var base string
+	require.Eventually(t, func() bool {
+		line, _, ok := strings.Cut(stdout.String(), "\n")
+		base = line
+		return ok
+	}, 10*time.Second, 10*time.Millisecond)
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, base+"/payments", strings.NewReader(`{"amount":1250,"currency":"eur","reference":"order-1"}`))
+		req.Header.Set("Idempotency-Key", "k1")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+	}
+	resp, err := http.Get(base + "/payments?reference=order-1")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var list struct{ Data []struct{ ID string } }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	require.Len(t, list.Data, 2, "one key, two charges")
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

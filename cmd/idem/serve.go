@@ -21,7 +21,8 @@ import (
 // SIGTERM, closes the server and prints the ledger. -h returns flag.ErrHelp.
 func runServe(args []string) error {
 	fs := newFlags("serve", "[flags]",
-		"Runs the fake flaky payments API (POST /payments, GET /payments/{id}, GET /_ledger)\n"+
+		"Runs the fake flaky payments API (POST /payments, GET /payments/{id},\n"+
+			"GET /payments?reference=R, GET /_ledger)\n"+
 			"with server-side idempotency and injected faults, until SIGINT (Ctrl-C) or SIGTERM;\n"+
 			"then it prints its ledger and exits 0. It prints its URL on the first line.\n\n"+
 			"Fault names: lost drop reset hold slow NNN NNNdate NNNbad (NNN a status 400-599).")
@@ -30,6 +31,7 @@ func runServe(args []string) error {
 	faults := fs.String("faults", "none", "fault `mix`, e.g. lost=0.08,503=0.1,hold=0.03:1500ms; \"default\" is "+testserver.DefaultMix)
 	ttl := fs.Duration("ttl", testserver.DefaultKeyTTL, "how long a stored result is replayed")
 	requireKey := fs.Bool("require-key", false, "answer 400 to POST /payments without an Idempotency-Key")
+	ignoreKeys := fs.Bool("ignore-keys", false, "be a provider that ignores idempotency keys: every POST /payments charges;\nGET /payments?reference=R still lists the payments for R, for a client to reconcile against")
 	identityHeader := fs.String("identity-header", "", "scope idempotency keys by this `header`'s value (an account), not by the Authorization header")
 	verbose := fs.Bool("v", false, "log every POST /payments to stderr")
 	pidfile := fs.String("pidfile", "", "write this process's ID to `file` once listening, and remove it on exit")
@@ -44,7 +46,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return usageError(fs.Name(), "-faults: %v", err)
 	}
-	opts := &testserver.Options{RequireKey: *requireKey, KeyTTL: *ttl}
+	opts := &testserver.Options{RequireKey: *requireKey, IgnoreKeys: *ignoreKeys, KeyTTL: *ttl}
 	if *identityHeader != "" {
 		name := *identityHeader
 		opts.Identity = func(r *http.Request) string { return r.Header.Get(name) }
