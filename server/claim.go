@@ -42,7 +42,7 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 	poll := minPoll
 	token := NewToken()
 	for {
-		cl, sent, err := m.claimOnce(ctx, r, rq, token)
+		cl, sent, err := m.sendClaim(ctx, r, rq, token)
 		if err != nil {
 			// The claim may have landed: release it once the Store answers again, so the
 			// key is not left held by a handler that never ran.
@@ -95,10 +95,10 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 }
 
-// claimOnce sends the claim under token up to claimTries times, each bounded by
+// sendClaim sends the claim under token up to claimTries times, each bounded by
 // StoreTimeout, until the Store answers. It returns the answer and when the first call
 // that may have made it was sent; or the last error, when none was answered.
-func (m *Middleware) claimOnce(ctx context.Context, r *http.Request, rq *request, token string) (Claim, time.Time, error) {
+func (m *Middleware) sendClaim(ctx context.Context, r *http.Request, rq *request, token string) (Claim, time.Time, error) {
 	c := m.cfg
 	var first time.Time
 	var err error
@@ -108,8 +108,9 @@ func (m *Middleware) claimOnce(ctx context.Context, r *http.Request, rq *request
 			first = sent
 		}
 		var cl Claim
-		cl, err = withTimeout(ctx, c.StoreTimeout, func(ctx context.Context) (Claim, error) {
-			return c.Store.Claim(ctx, rq.scope, token, rq.fp, c.Lease, c.TTL)
+		err = m.call(ctx, func(ctx context.Context) error {
+			cl, err = c.Store.Claim(ctx, rq.scope, token, rq.fp, c.Lease, c.TTL)
+			return err
 		})
 		if err == nil {
 			if try > 0 {
@@ -122,13 +123,6 @@ func (m *Middleware) claimOnce(ctx context.Context, r *http.Request, rq *request
 		}
 	}
 	return Claim{}, first, err
-}
-
-// withTimeout calls f with ctx bounded by d.
-func withTimeout[T any](ctx context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return f(ctx)
 }
 
 // replay answers w with resp, a stored response, byte for byte, marked as a replay; or,
