@@ -100,9 +100,10 @@ func (s *Server) handlePayment(w http.ResponseWriter, r *http.Request) {
 // stopped returns why ctx ended, unless it did not, or only because the client went away.
 // The middleware may end a handler's context when it can no longer confirm the key's lease,
 // before another server can take the key over: a payment made after that could be made
-// twice, so the handler makes none. net/http ends the context when the client goes away,
-// with context.Canceled as the cause: that does not stop a payment, as a real server would
-// not notice it either (a hold runs to its end, then pays).
+// twice, so the handler makes none. The middleware does not pass a client's going away on;
+// without it (a request without a key, or IgnoreKeys) net/http ends the context then, with
+// context.Canceled as the cause: that does not stop a payment, as a real server would not
+// notice it either (a hold runs to its end, then pays).
 func stopped(ctx context.Context) error {
 	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
 		return cause
