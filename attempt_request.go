@@ -75,6 +75,10 @@ func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st 
 		}
 		st.reader.Reset(body)
 		r.Body = io.NopCloser(&st.reader)
+	case o.noReplay:
+		// http.NoBody would make the request replayable to net/http (see above); an
+		// empty reader of its own is not, at the cost of a chunked empty body on HTTP/1.1.
+		r.Body, r.GetBody, r.ContentLength = io.NopCloser(bytes.NewReader(nil)), nil, 0
 	default:
 		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
 	}

@@ -62,7 +62,13 @@
 // cannot tell, it stays pending, unsent, and the call gets a *PendingError
 // matching ErrNotReconciled (an expired one keeps ErrKeyExpired), asked again at
 // its next attempt. It runs under the operation's claim, so never twice at once
-// for one operation, and only for a caller whose identity may act on it.
+// for one operation in one process, and only for a caller whose identity may act
+// on it. A Reconciler is not journaled: whatever resumes an operation (Resume, a
+// background resumer, another instance of a fleet) must have its own. A look-up
+// cannot see an attempt still in flight: across a fleet on a PostgreSQL journal,
+// an instance that stalled past its lease may still be sending while its adopter
+// reconciles, so against a provider that ignores keys keep the journal's lease
+// longer than an attempt can take (AttemptTimeout).
 //
 // # Per-call options
 //

@@ -206,10 +206,13 @@ type Options struct {
 	// KeyTTL). It is never asked before an operation's first attempt, nor after
 	// attempts that provably never left (a refused dial). It runs in RoundTrip's
 	// retries and in Resume, under the operation's claim (never twice at once for
-	// one operation) and after the caller's identity was checked against the
-	// operation's. Set it when the server does not honour idempotency keys, or
-	// keeps them for less than KeyTTL. See Reconciler; WithReconcile sets one
-	// per call.
+	// one operation in one process; in a fleet on a PostgreSQL journal, an
+	// instance that stalled past its lease may still have an attempt in flight
+	// while its adopter reconciles) and after the caller's identity was checked
+	// against the operation's. Set it when the server does not honour idempotency
+	// keys, or keeps them for less than KeyTTL. See Reconciler; WithReconcile sets
+	// one per call, which is not journaled: set Options.Reconcile (or WithReconcile
+	// on Resume's context) wherever the operation may be resumed.
 	Reconcile Reconciler
 
 	// Identity, if set, maps a journaled request to the identity it is made

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -348,5 +349,49 @@ func TestS41KeylessProviderReconciled(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, 2, l.Effects["order-41"], "without a Reconciler, the keyless provider charges the retry")
+	}
+}
+
+// With a Reconciler, net/http never re-sends an attempt on its own, not even a bodiless
+// POST (a capture) whose kept-alive connection broke after the request was written: the
+// Reconciler is asked first, and finds the effect.
+func TestReconcileNoSilentReplay(t *testing.T) {
+	for _, body := range []string{"", `{"amount":1}`} {
+		var effects, posts atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			effects.Add(1) // the provider ignores keys: every POST captures
+			if posts.Add(1) == 1 {
+				hangUp(w)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}))
+		t.Cleanup(srv.Close)
+		r := &reconciler{answer: func(*Record, bool) (Reconciliation, error) {
+			if effects.Load() > 0 {
+				return Reconciliation{Response: found()}, nil
+			}
+			return Reconciliation{Send: true}, nil
+		}}
+		tr, _ := memTransport(t, &Options{InitialInterval: time.Millisecond, Reconcile: r.reconcile})
+		tr.clock = realClock{}
+		base := &http.Transport{}
+		t.Cleanup(base.CloseIdleConnections)
+		tr.cfg.Base = base
+		warm, _ := http.NewRequest(http.MethodGet, srv.URL+"/payments/x", nil) // a kept-alive connection
+		resp, err := base.RoundTrip(warm)
+		require.NoError(t, err)
+		resp.Body.Close()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/payments/pay_1/capture", strings.NewReader(body))
+		resp, err = tr.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.EqualValues(t, 1, effects.Load(), "body %q: captured again without asking the Reconciler", body)
+		assert.EqualValues(t, 1, r.calls.Load(), "body %q", body)
 	}
 }

@@ -8,6 +8,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -137,6 +138,10 @@ func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, rq *request,
 		c.Observer.Replayed(r, time.Since(rq.start))
 		return
 	}
+	if !finalStatus(resp.Status) {
+		m.unavailable(w, r, fmt.Errorf("server: the Store returned a response with status %d", resp.Status))
+		return
+	}
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append([]string(nil), vs...)
@@ -149,6 +154,10 @@ func (m *Middleware) replay(w http.ResponseWriter, r *http.Request, rq *request,
 	_, _ = w.Write(resp.Body) // a client gone away is not the server's problem
 	c.Observer.Replayed(r, time.Since(rq.start))
 }
+
+// finalStatus reports whether status can be a stored answer's: a final status net/http
+// writes (RFC 9110 section 15: three digits, not informational).
+func finalStatus(status int) bool { return status >= 200 && status <= 999 }
 
 // bodyAllowed reports whether a response with status may carry a body and so a
 // Content-Length (RFC 9110 sections 8.6, 15.3.5 and 15.4.5).

@@ -69,6 +69,9 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	hr := r.WithContext(r.Context()) // the hook's copy, with a body it can read again
 	hr.Body = rq.bodyReader()
 	got, err := c.Recover(r.Context(), RecoverInfo{Request: hr, Body: rq.body, Scope: rq.scope, Fingerprint: rq.fp})
+	if err == nil && got.Response != nil && !finalStatus(got.Response.Status) {
+		err = fmt.Errorf("server: Recover answered status %d, not a final status (200-999)", got.Response.Status)
+	}
 	if err != nil {
 		c.Logger.Error("idempotency: Recover failed; the record stays stuck", "err", err)
 		got = Recovery{}

@@ -39,7 +39,7 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 		if !finished && rec.status == 0 {
 			resp.Status = http.StatusInternalServerError // what the panic means; net/http sends nothing
 		}
-		m.finish(r, rq, cl.token, resp, d, m.outcome(rec, d, !finished), !finished)
+		m.finish(r, rq, cl.token, resp, d, m.outcome(rec, d, !finished), !finished, k)
 	}()
 	next.ServeHTTP(rec, r2)
 	finished = true
@@ -84,7 +84,7 @@ func (m *Middleware) keep(r *http.Request, sc Scope, cl claimed, d *decision, ca
 }
 
 // finish settles the record of a handler that ended with outcome o, its answer resp.
-func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Response, d *decision, o Outcome, panicked bool) {
+func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Response, d *decision, o Outcome, panicked bool, k *lease.Keeper) {
 	c := m.cfg
 	sc := rq.scope
 	done := m.finishing.add(sc.ID())
@@ -110,8 +110,13 @@ func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Re
 		// rather than a lease later. If this fails, the lease lapses on its own.
 		c.Logger.Warn("idempotency: the handler's outcome is uncertain; the record is left to Recover",
 			"status", resp.Status, "panicked", panicked)
-		m.lost(r, d, m.call(r.Context(), func(ctx context.Context) error { return c.Store.Renew(ctx, sc, token, 0) }))
-		done()
+		// In the background, once no renewal is in flight: one landing after this
+		// would take the record back for a lease.
+		go func() {
+			defer done()
+			k.Idle()
+			m.lost(r, d, m.call(r.Context(), func(ctx context.Context) error { return c.Store.Renew(ctx, sc, token, 0) }))
+		}()
 	default:
 		// Uncertain, and no Recover: the answer is stored, so that no retry runs the
 		// effect again; a panic's is stored as not replayable, to be looked up.

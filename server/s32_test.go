@@ -173,3 +173,18 @@ func TestS32RecoverUndecided(t *testing.T) {
 	assert.EqualValues(t, 2, asked.Load())
 	assert.EqualValues(t, 1, s.effects.Load())
 }
+
+// A Recover hook that answers a response without a final status (a zero Status) is an
+// error: the record stays stuck (409), and no copy panics writing it.
+func TestS32RecoverBadStatusIsAnError(t *testing.T) {
+	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+		return server.Recovery{Response: &server.Response{Body: []byte("found")}}, nil
+	}}
+	s := crashedOnce(t, opts, "k-s32", true)
+	s.clock.Advance(11 * time.Second)
+	got := s.post("k-s32", s32Body)
+	assert.Equal(t, http.StatusConflict, got.status)
+	assert.Equal(t, "key-stuck", got.problemType(t))
+	assert.Equal(t, "key-in-progress", s.post("k-s32", s32Body).problemType(t), "asked again after a lease, as undecided")
+	assert.EqualValues(t, 1, s.effects.Load())
+}

@@ -190,11 +190,11 @@ func (p *Processor) Process(ctx context.Context, queue, id string, handle func(c
 		case rec.LeaseLeft > 0:
 			return Busy, nil
 		}
-		res, tok, err := p.abandoned(ctx, sc, c.Record.Token, Message{Queue: queue, ID: id})
+		res, tok, at, err := p.abandoned(ctx, sc, c.Record.Token, Message{Queue: queue, ID: id})
 		if err != nil || res != 0 {
 			return res, err
 		}
-		token, sent = tok, time.Now()
+		token, sent = tok, at
 	}
 	return p.run(ctx, sc, token, sent, handle)
 }
@@ -244,8 +244,9 @@ func (p *Processor) repeat(ctx context.Context, call string, until time.Time, f 
 }
 
 // abandoned handles a message whose holder's lease lapsed: it returns a Result to give
-// now, or 0 and the token of a take-over to run the message under.
-func (p *Processor) abandoned(ctx context.Context, sc server.Scope, stale string, m Message) (Result, string, error) {
+// now, or 0, the token of a take-over to run the message under and when that take-over
+// was sent (its lease cannot end before that time + Lease).
+func (p *Processor) abandoned(ctx context.Context, sc server.Scope, stale string, m Message) (Result, string, time.Time, error) {
 	d := Undecided
 	switch {
 	case p.o.RerunAbandoned:
@@ -254,27 +255,27 @@ func (p *Processor) abandoned(ctx context.Context, sc server.Scope, stale string
 		var err error
 		if d, err = p.o.Recover(ctx, m); err != nil {
 			p.o.Logger.Warn("consumer: Recover failed; the message stays busy", "queue", m.Queue, "err", err)
-			return Busy, "", nil
+			return Busy, "", time.Time{}, nil
 		}
 	}
 	if d != Done && d != Rerun {
-		return Busy, "", nil
+		return Busy, "", time.Time{}, nil
 	}
-	token := server.NewToken()
+	token, sent := server.NewToken(), time.Now()
 	err := p.call(ctx, func(ctx context.Context) error { return p.o.Store.TakeOver(ctx, sc, stale, token, p.o.Lease) })
 	switch {
 	case errors.Is(err, server.ErrLeaseLost):
-		return Busy, "", nil // another consumer took it over first
+		return Busy, "", time.Time{}, nil // another consumer took it over first
 	case err != nil:
 		// A take-over whose reply was lost lapses unrenewed, as a dead consumer's claim.
-		return 0, "", fmt.Errorf("consumer: take over %s/%s: %w", m.Queue, m.ID, err)
+		return 0, "", time.Time{}, fmt.Errorf("consumer: take over %s/%s: %w", m.Queue, m.ID, err)
 	case d == Rerun:
-		return 0, token, nil
+		return 0, token, sent, nil
 	}
 	if err := p.call(ctx, func(ctx context.Context) error { return p.o.Store.Complete(ctx, sc, token, doneMark, p.o.TTL) }); err != nil {
-		return 0, "", fmt.Errorf("consumer: mark %s/%s done: %w", m.Queue, m.ID, err)
+		return 0, "", time.Time{}, fmt.Errorf("consumer: mark %s/%s done: %w", m.Queue, m.ID, err)
 	}
-	return Duplicate, "", nil
+	return Duplicate, "", time.Time{}, nil
 }
 
 // run runs handle under token (its lease confirmed at sent), then marks the message done

@@ -20,6 +20,7 @@ type holdKey struct{}
 type hold struct {
 	server.Hold
 	marked atomic.Bool
+	lost   atomic.Pointer[error] // why the claim can no longer be relied on, once it cannot
 }
 
 // HoldFrom returns the claim the handler whose context is ctx runs under, for a Store that
@@ -31,6 +32,22 @@ func HoldFrom(ctx context.Context) (server.Hold, bool) {
 		return server.Hold{}, false
 	}
 	return h.Hold, true
+}
+
+// LeaseErr returns server.ErrLeaseLost or server.ErrLeaseUnconfirmed once the claim of the
+// handler whose context is ctx can no longer be relied on, and nil before (or outside a
+// handler). The handler's context is cancelled with that cause too, unless it had ended
+// already, as it has during a shutdown (the context Process was given ended): a handler
+// that finishes its work after its context ended checks LeaseErr before each effect.
+func LeaseErr(ctx context.Context) error {
+	h, ok := ctx.Value(holdKey{}).(*hold)
+	if !ok {
+		return nil
+	}
+	if err := h.lost.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // MarkCompleted tells Process that the handler marked its message done itself, so the
@@ -61,6 +78,7 @@ func (p *Processor) keep(ctx context.Context, sc server.Scope, token string, sen
 				return
 			}
 			p.o.Logger.Warn("consumer: the handler's context is cancelled", "queue", sc.Path, "cause", cause)
+			h.lost.Store(&cause)
 			cancel(cause)
 		},
 		Lost:        server.ErrLeaseLost,

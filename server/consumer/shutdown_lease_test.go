@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/consumer"
 	"github.com/idem-go/idem/server/memstore"
 )
@@ -60,4 +61,23 @@ func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
 	res, err := p.Process(bg, "q", "m-1", func(context.Context) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, consumer.Processed, res, "the panicked handler's claim was still renewed")
+}
+
+// A handler still working after its context ended (a shutdown) learns that its claim was
+// lost from LeaseErr, which its context's cause, context.Canceled, cannot tell.
+func TestLeaseErrAfterShutdown(t *testing.T) {
+	p := newProcessor(t, consumer.Options{Store: lossyStore{memstore.New(nil)}, Lease: 30 * time.Millisecond})
+	ctx, stop := context.WithCancel(bg)
+	res, err := p.Process(ctx, "q", "m-1", func(hctx context.Context) error {
+		stop() // the consumer shuts down; the handler goes on with its work
+		require.ErrorIs(t, context.Cause(hctx), context.Canceled)
+		require.NoError(t, consumer.LeaseErr(hctx), "lost before the first renewal")
+		require.Eventually(t, func() bool { return consumer.LeaseErr(hctx) != nil }, 5*time.Second, time.Millisecond)
+		require.ErrorIs(t, consumer.LeaseErr(hctx), server.ErrLeaseLost)
+		require.ErrorIs(t, context.Cause(hctx), context.Canceled, "the context's cause stays the shutdown's")
+		return consumer.LeaseErr(hctx) // so it makes no effect
+	})
+	require.ErrorIs(t, err, server.ErrLeaseLost)
+	require.Equal(t, consumer.Failed, res)
+	require.NoError(t, consumer.LeaseErr(bg), "outside a handler")
 }

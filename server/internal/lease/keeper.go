@@ -6,6 +6,7 @@ package lease
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -54,16 +55,21 @@ type Keeper struct {
 	done     chan struct{}
 	deadline time.Time // the local deadline: last confirmation + Lease - Margin
 	cause    error     // Lost or Unconfirmed once Cancel was called
+	inflight sync.WaitGroup
 }
 
 // Keep starts renewing the lease confirmed at confirmed (the time the call that created
 // or last renewed it was sent: the Store's lease cannot end before confirmed + Lease). It
-// renews every Lease/3 and, after a renewal with an unknown outcome, every Lease/10.
+// renews Lease/3 after each confirmed call was sent and, after a renewal with an unknown
+// outcome, every Lease/10.
 func Keep(ctx context.Context, c Config, confirmed time.Time) *Keeper {
 	k := &Keeper{c: c, ctx: context.WithoutCancel(ctx), quit: make(chan struct{}), done: make(chan struct{}),
 		deadline: Deadline(confirmed, c.Lease)}
-	renewAt := c.Clock.After(c.Lease / 3)
-	deadline := c.Clock.After(k.deadline.Sub(c.Clock.Now()))
+	now := c.Clock.Now()
+	// Renewals are due a third of a lease after the send of the call they extend: a slow
+	// claim (tried again, or answered late) is renewed at once rather than past its deadline.
+	renewAt := c.Clock.After(confirmed.Add(c.Lease / 3).Sub(now))
+	deadline := c.Clock.After(k.deadline.Sub(now))
 	go k.loop(renewAt, deadline)
 	return k
 }
@@ -89,7 +95,9 @@ func (k *Keeper) loop(renewAt, deadline <-chan time.Time) {
 		case <-renewAt:
 			renewAt = nil
 			sent := c.Clock.Now()
+			k.inflight.Add(1)
 			go func() {
+				defer k.inflight.Done()
 				ctx, cancel := context.WithTimeout(k.ctx, c.Timeout)
 				defer cancel()
 				results <- result{sent, c.Renew(ctx)}
@@ -97,9 +105,10 @@ func (k *Keeper) loop(renewAt, deadline <-chan time.Time) {
 		case r := <-results:
 			switch {
 			case r.err == nil:
+				now := c.Clock.Now()
 				k.deadline = Deadline(r.sent, c.Lease)
-				deadline = c.Clock.After(k.deadline.Sub(c.Clock.Now()))
-				renewAt = c.Clock.After(c.Lease / 3)
+				deadline = c.Clock.After(k.deadline.Sub(now))
+				renewAt = c.Clock.After(r.sent.Add(c.Lease / 3).Sub(now))
 			case c.Refused(r.err):
 				k.cancel(c.Lost)
 				return
@@ -135,3 +144,7 @@ func (k *Keeper) Stop() (deadline time.Time, cause error) {
 	<-k.done
 	return k.deadline, k.cause
 }
+
+// Idle waits, after Stop, until no renewal is in flight (each ends within Timeout): a
+// renewal that lands after a hand-over (a Renew of 0) would take the record back.
+func (k *Keeper) Idle() { k.inflight.Wait() }

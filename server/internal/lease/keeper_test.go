@@ -229,3 +229,35 @@ func TestKeeperDeadlineFromSendTime(t *testing.T) {
 		t.Errorf("deadline %v, want %v (send time + Lease - Margin)", deadline, want)
 	}
 }
+
+// A claim confirmed late (tried again, or answered slowly) is renewed at once, before its
+// deadline, rather than a third of a lease after the keeper started.
+func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	calls := make(chan chan error, 1)
+	causes := make(chan error, 1)
+	confirmed := clock.Now().Add(-lease / 2) // the claim was sent half a lease ago
+	k := Keep(context.Background(), Config{
+		Lease: lease, Timeout: time.Second,
+		Renew: func(context.Context) error {
+			answer := make(chan error)
+			calls <- answer
+			return <-answer
+		},
+		Refused: func(err error) bool { return errors.Is(err, errLost) },
+		Cancel:  func(cause error) { causes <- cause },
+		Lost:    errLost, Unconfirmed: errUnconfirmed, Failed: func(error) {}, Clock: clock,
+	}, confirmed)
+	defer k.Stop()
+	select {
+	case answer := <-calls:
+		answer <- nil
+	case <-time.After(5 * time.Second):
+		t.Fatal("no renewal for a claim confirmed half a lease ago")
+	}
+	select {
+	case c := <-causes:
+		t.Fatalf("cancelled with %v", c)
+	case <-time.After(10 * time.Millisecond):
+	}
+}
