@@ -63,7 +63,10 @@ type Store interface {
 	// it is), it returns a Claim with Claimed set and Token = token. Otherwise it returns
 	// the live record, unchanged, in Claim.Record (its Response a copy the caller may
 	// keep); Claim never takes over or overwrites a live record, even one with another
-	// fingerprint or a lapsed lease.
+	// fingerprint or a lapsed lease. A token that a Release found nothing to release for
+	// is refused for a while (at least ReleasedTokenTTL) with ErrLeaseLost: a claim
+	// delayed in the network past its own clean-up must not create a record no handler
+	// will run.
 	Claim(ctx context.Context, sc Scope, token, fingerprint string, lease, ttl time.Duration) (Claim, error)
 
 	// Renew extends the lease of the in-progress record for sc held by token to lease from
@@ -84,9 +87,10 @@ type Store interface {
 
 	// Release deletes the in-progress record for sc held by token, so that the next Claim
 	// for sc creates a new record: the handler stored nothing and a retry may run it again.
-	// If sc has no live record (released already, expired, or a Claim that never landed)
-	// it returns nil: the record is gone, as Release wants. It returns ErrLeaseLost,
-	// changing nothing, if the record is done or held under another token.
+	// If sc has no live record (released already, expired, or a Claim that never landed
+	// yet) it returns nil, the record being gone as Release wants, and remembers token
+	// for at least ReleasedTokenTTL, so that a late Claim with it is refused. It returns
+	// ErrLeaseLost, changing nothing, if the record is done or held under another token.
 	Release(ctx context.Context, sc Scope, token string) error
 
 	// TakeOver gives the in-progress record for sc a new holder, token (minted by the
@@ -99,6 +103,11 @@ type Store interface {
 	// stale token succeeds.
 	TakeOver(ctx context.Context, sc Scope, stale, token string, lease time.Duration) error
 }
+
+// ReleasedTokenTTL is how long a Store remembers a token that Release found nothing for:
+// longer than a request can stay in the network (TCP gives up on a silent connection
+// after about 15 minutes).
+const ReleasedTokenTTL = 30 * time.Minute
 
 // NewToken returns a new fencing token for Store.Claim and Store.TakeOver: 128 random
 // bits from crypto/rand, as 26 base32 characters. Callers mint tokens so that a call whose

@@ -18,8 +18,9 @@ import (
 type Store struct {
 	now func() time.Time
 
-	mu      sync.Mutex
-	records map[server.Scope]*record
+	mu       sync.Mutex
+	records  map[server.Scope]*record
+	released map[server.Scope]map[string]time.Time // tokens Release found nothing for, until when
 	claims  int // claims since the last sweep of expired records
 }
 
@@ -41,7 +42,7 @@ func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{now: now, records: make(map[server.Scope]*record)}
+	return &Store{now: now, records: make(map[server.Scope]*record), released: make(map[server.Scope]map[string]time.Time)}
 }
 
 // Len returns how many live records the Store holds, for tests.
@@ -73,6 +74,9 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 			return server.Claim{Claimed: true, Token: token}, nil // a repeat
 		}
 		return server.Claim{Record: r.view(now)}, nil
+	}
+	if until, ok := s.released[sc][token]; ok && now.Before(until) {
+		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
 	}
 	s.sweep(now)
 	r := &record{
@@ -122,12 +126,26 @@ func (s *Store) Release(ctx context.Context, sc server.Scope, token string) erro
 			return server.ErrLeaseLost
 		}
 		delete(s.records, sc)
+		s.remember(sc, token)
 		return nil
 	})
 	if errors.Is(err, errAbsent) {
-		return nil // gone already: what Release wants
+		// Gone already, as Release wants.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.remember(sc, token)
+		return nil
 	}
 	return err
+}
+
+// remember keeps a released token, under the lock, so that a claim with it still on its
+// way (a repeat delayed in the network) makes no record now.
+func (s *Store) remember(sc server.Scope, token string) {
+	if s.released[sc] == nil {
+		s.released[sc] = map[string]time.Time{}
+	}
+	s.released[sc][token] = s.now().Add(server.ReleasedTokenTTL)
 }
 
 // TakeOver implements server.Store.
@@ -221,6 +239,16 @@ func (s *Store) sweep(now time.Time) {
 	for sc, r := range s.records {
 		if !now.Before(r.expires) {
 			delete(s.records, sc)
+		}
+	}
+	for sc, tokens := range s.released {
+		for t, until := range tokens {
+			if !now.Before(until) {
+				delete(tokens, t)
+			}
+		}
+		if len(tokens) == 0 {
+			delete(s.released, sc)
 		}
 	}
 }

@@ -29,6 +29,9 @@
 //	  body         bytea              body,
 //	  unreplayable text               and server.Response.Unreplayable
 //	server_records_expires_at         index on expires_at, for pruning
+//	server_released                   (scope, token, expires_at): tokens Release let go,
+//	                                  kept server.ReleasedTokenTTL so that a late claim with
+//	                                  one is refused (version 3); pruned with the records
 //
 // # Statements
 //

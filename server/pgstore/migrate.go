@@ -16,7 +16,7 @@ import (
 )
 
 // SchemaVersion is the version of the tables schema.sql creates.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 //go:embed schema.sql
 var schemaSQL string

@@ -10,10 +10,14 @@ import (
 	"time"
 )
 
-// Prune deletes every expired row, Options.PruneBatch at a time (one DELETE each, oldest
+// Prune deletes the released tokens past their time (one statement), then every expired
+// row, Options.PruneBatch at a time (one DELETE each, oldest
 // first, skipping rows another transaction has locked), and returns how many it deleted.
 // It stops early, with ctx's error, when ctx ends. Several instances may prune at once.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
+	if _, err := s.pool.Exec(ctx, s.q.pruneReleased); err != nil {
+		return 0, fmt.Errorf("pgstore: prune: %w", err)
+	}
 	var n int64
 	for {
 		tag, err := s.pool.Exec(ctx, s.q.prune, s.opts.PruneBatch)

@@ -10,9 +10,9 @@ package pgstore
 type queries struct {
 	claim, find, dropExpired           string
 	renew, complete, release, takeOver string
-	own                                string
+	own, remember, released            string
 	timeouts                           string
-	prune                              string
+	prune, pruneReleased               string
 }
 
 // micro turns a bigint parameter of microseconds into an interval.
@@ -29,6 +29,7 @@ func left(col string) string {
 // newQueries returns the statements for schema, an identifier already quoted.
 func newQueries(schema string) queries {
 	t := schema + `.server_records`
+	rel := schema + `.server_released`
 	live := ` AND expires_at > ` + now
 	// A row is in progress while it has a lease; a done row keeps the token that completed
 	// it, so that a repeated completion is recognised.
@@ -39,7 +40,8 @@ func newQueries(schema string) queries {
 		// branch gives the row it ran into (if the statement's snapshot can see it).
 		claim: `WITH ins AS (
 	INSERT INTO ` + t + ` (scope, fingerprint, token, lease_until, expires_at)
-	VALUES ($1, $2, $5, ` + now + ` + $3` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `)
+	SELECT $1, $2, $5, ` + now + ` + $3` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `
+	WHERE NOT EXISTS (SELECT FROM ` + rel + ` WHERE scope = $1 AND token = $5 AND expires_at > ` + now + `)
 	ON CONFLICT (scope) DO NOTHING
 	RETURNING token)
 SELECT true, token, true, '', 0::bigint, 0::bigint, NULL::integer, NULL::bytea, NULL::bytea, NULL::text FROM ins
@@ -55,7 +57,10 @@ WHERE scope = $1 AND token = $2` + held + live,
 		complete: `UPDATE ` + t + ` SET lease_until = NULL, expires_at = ` + now + ` + $3` + micro + `,
 	status = $4, header = $5, body = $6, unreplayable = $7
 WHERE scope = $1 AND token = $2` + held + live,
-		release: `DELETE FROM ` + t + ` WHERE scope = $1 AND token = $2` + held + live,
+		// The row goes, and its token is kept, so that a claim with it arriving late is refused.
+		release: `WITH gone AS (DELETE FROM ` + t + ` WHERE scope = $1 AND token = $2` + held + live + ` RETURNING scope)
+INSERT INTO ` + rel + ` (scope, token, expires_at) SELECT scope, $2, ` + now + ` + $3` + micro + ` FROM gone
+ON CONFLICT (scope, token) DO UPDATE SET expires_at = greatest(` + rel + `.expires_at, EXCLUDED.expires_at)`,
 		// lease_until <= now: a lease with nothing left has lapsed (server.Record.LeaseLeft).
 		takeOver: `UPDATE ` + t + ` SET token = $4, lease_until = ` + now + ` + $3` + micro + `,
 	expires_at = greatest(expires_at, ` + now + ` + $3` + micro + `)
@@ -63,6 +68,11 @@ WHERE scope = $1 AND token = $2 AND lease_until <= ` + now + live,
 		// own tells a refused transition whether it had been made already (a repeat whose
 		// first reply was lost): the live row's token is $2, and whether it is in progress.
 		own: `SELECT token = $2, lease_until IS NOT NULL FROM ` + t + ` WHERE scope = $1` + live,
+		// A token Release found nothing for, kept so that a late claim with it is refused.
+		remember: `INSERT INTO ` + rel + ` (scope, token, expires_at) VALUES ($1, $2, ` + now + ` + $3` + micro + `)
+	ON CONFLICT (scope, token) DO UPDATE SET expires_at = greatest(` + rel + `.expires_at, EXCLUDED.expires_at)`,
+		released: `SELECT EXISTS (SELECT FROM ` + rel + ` WHERE scope = $1 AND token = $2 AND expires_at > ` + now + `)`,
+		pruneReleased: `DELETE FROM ` + rel + ` WHERE expires_at <= ` + now,
 		// timeouts bound the statement sent after it in the same implicit transaction (one
 		// round trip, a pgx batch): SET LOCAL values end with that transaction.
 		timeouts: `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)`,

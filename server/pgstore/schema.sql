@@ -1,4 +1,4 @@
--- idem's PostgreSQL store for the server middleware, version 2. {{schema}} is the
+-- idem's PostgreSQL store for the server middleware, version 3. {{schema}} is the
 -- schema Options.Schema names (it may be shared with journal/pgjournal: every name
 -- here starts with server_). Applied by Migrate, once, under an advisory lock.
 
@@ -21,3 +21,12 @@ CREATE INDEX IF NOT EXISTS server_records_expires_at ON {{schema}}.server_record
 -- Version 1 drew fencing tokens from a sequence; since version 2 the caller mints them
 -- (server.NewToken), so that a call whose reply was lost is recognised when repeated.
 DROP SEQUENCE IF EXISTS {{schema}}.server_tokens;
+
+-- Tokens that Release found nothing for (version 3): a claim with one of them, delayed in
+-- the network past its own clean-up, is refused rather than make a record no one runs.
+CREATE TABLE IF NOT EXISTS {{schema}}.server_released (
+    scope      text        NOT NULL,
+    token      text        NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (scope, token)
+);

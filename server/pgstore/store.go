@@ -87,7 +87,16 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		if errors.Is(err, pgx.ErrNoRows) {
 			err = s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
-				continue // released between the two statements: claim again
+				// Released between the two statements (claim again), or the token was
+				// released before this claim arrived: refused.
+				var refused bool
+				if err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&refused) }, s.q.released, id, token); err != nil {
+					return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+				}
+				if refused {
+					return server.Claim{}, server.ErrLeaseLost
+				}
+				continue
 			}
 		}
 		if err != nil {

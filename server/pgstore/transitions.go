@@ -29,11 +29,23 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 // Release implements server.Store. The row is deleted.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
 	db := s.onPool(ctx)
-	err := fenced("release")(db.exec(s.q.release, sc.ID(), token))
-	if errors.Is(err, server.ErrLeaseLost) {
-		return s.repeated(db, "release", sc, token, func(mine, inProgress, found bool) bool { return !found })
+	err := fenced("release")(db.exec(s.q.release, sc.ID(), token, micros(server.ReleasedTokenTTL)))
+	if !errors.Is(err, server.ErrLeaseLost) || token == "" {
+		return err
 	}
-	return err
+	var mine, inProgress bool
+	switch err := db.queryRow(s.q.own, []any{sc.ID(), token}, &mine, &inProgress); {
+	case err == nil:
+		return server.ErrLeaseLost // done, or another token's
+	case !errors.Is(err, errNoRow):
+		return fmt.Errorf("pgstore: release: %w", err)
+	}
+	// Gone already, as Release wants; a claim with this token still on its way must not
+	// make a record now.
+	if _, err := db.exec(s.q.remember, sc.ID(), token, micros(server.ReleasedTokenTTL)); err != nil {
+		return fmt.Errorf("pgstore: release: %w", err)
+	}
+	return nil
 }
 
 // TakeOver implements server.Store. Of concurrent take-overs, the first UPDATE to lock the

@@ -25,6 +25,8 @@
 //	        values and each value, every string preceded by its length as a uvarint
 //	body    the stored body, raw bytes
 //	unrep   server.Response.Unreplayable ("" for a replayable response)
+//	rel:T   a token T that Release found nothing for (a key may hold only these): a late
+//	        claim with T is refused (server.ReleasedTokenTTL)
 //
 // The record's expiry is the key's own TTL (PEXPIRE), so Redis forgets an expired record
 // by itself and a key that exists is a live record: max(ttl, lease) from the claim, never

@@ -37,12 +37,17 @@ if pttl >= 0 and pttl < ends - now then redis.call('PEXPIRE', KEYS[1], ends - no
 // not: Redis forgets it), and otherwise returns the record as it is, unless it finds it in
 // progress under the caller's token (a repeated claim), which counts as claimed.
 //
+// A key holding only released tokens (releaseScript's "rel:<token>" fields) has no
+// record: a claim with one of them is refused, any other makes the record there.
+//
 //	ARGV: fingerprint, token, lease ms, ttl ms
-//	returns {1} when it created the record or found it held under the token, else
+//	returns {1} when it created the record or found it held under the token, {2} when
+//	the token was released, else
 //	        {0, lease left ms, PTTL ms, st, fp, tok, status, hdr, body, unrep}
 //	        (fields the record lacks are nil)
 var claimScript = redis.NewScript(now + `
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('HEXISTS', KEYS[1], 'st') == 0 then
+  if redis.call('HEXISTS', KEYS[1], 'rel:' .. ARGV[2]) == 1 then return {2} end
   local lease, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
   redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', ARGV[2], 'lease', now + lease)
   redis.call('PEXPIRE', KEYS[1], math.max(lease, ttl))
@@ -81,14 +86,20 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// releaseScript deletes the record. A missing record is released already.
+// releaseScript deletes the record's fields. A missing record is released already. Either
+// way the token is kept, as a field "rel:<token>" of the key, for at least ARGV[2] ms, so
+// that a claim with it arriving late (a repeat delayed in the network) is refused.
 //
-//	ARGV: token
+//	ARGV: token, released-token ms
 //	returns 1, or 0 if the record is done or held under another token
 var releaseScript = redis.NewScript(now + fields + `
-if not f[1] then return 1 end
-if f[1] ~= 'p' or f[2] ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+if f[1] and (f[1] ~= 'p' or f[2] ~= ARGV[1]) then return 0 end
+if f[1] then
+  redis.call('HDEL', KEYS[1], 'st', 'fp', 'tok', 'lease', 'status', 'hdr', 'body', 'unrep')
+end
+redis.call('HSET', KEYS[1], 'rel:' .. ARGV[1], 1)
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 1
 `)
 

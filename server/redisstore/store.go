@@ -99,6 +99,9 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if len(reply) == 1 && reply[0] == int64(1) {
 		return server.Claim{Claimed: true, Token: token}, nil
 	}
+	if len(reply) == 1 && reply[0] == int64(2) {
+		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
+	}
 	rec, err := decodeRecord(reply)
 	if err != nil {
 		return server.Claim{}, err
@@ -124,7 +127,7 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 
 // Release implements server.Store.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
-	return s.fenced(ctx, "release", releaseScript, sc, token)
+	return s.fenced(ctx, "release", releaseScript, sc, token, ms(server.ReleasedTokenTTL))
 }
 
 // TakeOver implements server.Store.

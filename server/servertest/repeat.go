@@ -17,6 +17,30 @@ var repeatTests = []subtest{
 	{"ReleaseRepeated", testReleaseRepeated},
 	{"TakeOverRepeated", testTakeOverRepeated},
 	{"RenewZeroEndsLease", testRenewZeroEndsLease},
+	{"ReleasedTokenRefused", testReleasedTokenRefused},
+}
+
+// A token released (found or not) is refused by a later Claim, as a claim delayed in the
+// network past its clean-up is: it must not make a record no handler runs. Other tokens
+// claim as usual.
+func testReleasedTokenRefused(t *testing.T, e *env) {
+	never := scope(t, "never-claimed")
+	late := server.NewToken()
+	if err := e.s.Release(ctx, never, late); err != nil {
+		t.Fatalf("Release of a record not there yet: %v", err)
+	}
+	_, err := e.s.Claim(ctx, never, late, "fp", e.lease, e.ttl)
+	wantLost(t, "a Claim arriving after its Release", err)
+	e.claim(t, never, "fp", e.lease)
+
+	sc := scope(t, "a")
+	token := e.claim(t, sc, "fp", e.lease)
+	if err := e.s.Release(ctx, sc, token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	_, err = e.s.Claim(ctx, sc, token, "fp", e.lease, e.ttl)
+	wantLost(t, "a repeated Claim arriving after the Release", err)
+	e.claim(t, sc, "fp", e.lease)
 }
 
 // A Claim repeated with its token finds its own record and counts as claimed; another

@@ -30,8 +30,16 @@ var errLostReply = fmt.Errorf("servertest: reply lost: %w", context.DeadlineExce
 // each kind as its counters say, as a connection cut after the command was written does.
 type lossy struct {
 	server.Store
-	mu   sync.Mutex
-	lose map[string]int // by call: "claim", "complete", "release"
+	mu       sync.Mutex
+	lose     map[string]int // by call: "claim", "complete", "release"
+	last     lastClaim      // the last claim, as the Store received it
+	released atomic.Int64   // Releases the Store answered
+}
+
+// lastClaim is a claim's arguments, to send it again as a late copy.
+type lastClaim struct {
+	sc        server.Scope
+	token, fp string
 }
 
 func newLossy(s server.Store) *lossy { return &lossy{Store: s, lose: map[string]int{}} }
@@ -55,6 +63,9 @@ func (l *lossy) lost(call string) bool {
 }
 
 func (l *lossy) Claim(ctx context.Context, sc server.Scope, token, fp string, lease, ttl time.Duration) (server.Claim, error) {
+	l.mu.Lock()
+	l.last = lastClaim{sc, token, fp}
+	l.mu.Unlock()
 	c, err := l.Store.Claim(ctx, sc, token, fp, lease, ttl)
 	if err == nil && l.lost("claim") {
 		return server.Claim{}, errLostReply
@@ -72,6 +83,9 @@ func (l *lossy) Complete(ctx context.Context, sc server.Scope, token string, res
 
 func (l *lossy) Release(ctx context.Context, sc server.Scope, token string) error {
 	err := l.Store.Release(ctx, sc, token)
+	if err == nil {
+		l.released.Add(1)
+	}
 	if err == nil && l.lost("release") {
 		return errLostReply
 	}
@@ -174,6 +188,7 @@ func LostReplies(t *testing.T, c Config) {
 	}{
 		{"ClaimReplyLostOnce", s38ClaimLostOnce},
 		{"ClaimReplyLost", s38ClaimLost},
+		{"ClaimArrivesAfterItsRelease", s38ClaimAfterRelease},
 		{"CompleteReplyLost", s38CompleteLost},
 		{"ReleaseReplyLost", s38ReleaseLost},
 		{"ConsumerClaimReplyLost", s38ConsumerClaimLost},
@@ -233,6 +248,28 @@ func s38ClaimLost(t *testing.T, c *Config) {
 	if again := s.post("k"); !again.replayed || effects.Load() != 1 {
 		t.Errorf("retry = %+v after %d effects, want a replay of one", again, effects.Load())
 	}
+}
+
+// A claim delayed in the network arrives after the release that cleaned it up (the
+// request had got 503): the Store refuses it, and the key is not left held by a record no
+// handler runs; the next try runs the handler once.
+func s38ClaimAfterRelease(t *testing.T, c *Config) {
+	l := newLossy(c.Open(t))
+	var effects atomic.Int64
+	s := newService(t, server.Options{Store: l, Lease: c.lease()}, paying(&effects))
+	l.set("claim", 3)
+	if got := s.post("k"); got.status != http.StatusServiceUnavailable {
+		t.Fatalf("first try = %+v, want 503", got)
+	}
+	within(t, c.lease(), "the clean-up release", func() bool { return l.released.Load() > 0 })
+	l.mu.Lock()
+	late := l.last
+	l.mu.Unlock()
+	// The late claim, as the Store receives it: the request's Scope, token and fingerprint.
+	if _, err := l.Store.Claim(context.Background(), late.sc, late.token, late.fp, c.lease(), time.Hour); !errors.Is(err, server.ErrLeaseLost) {
+		t.Fatalf("the late claim = %v, want ErrLeaseLost: its token was released", err)
+	}
+	wantRunsOnce(t, s, c.lease(), &effects)
 }
 
 // The completion landed, its reply was lost: the repeat finds it made, and retries replay.
