@@ -21,7 +21,7 @@ type Store struct {
 	mu       sync.Mutex
 	records  map[server.Scope]*record
 	released map[server.Scope]map[string]time.Time // tokens Release found nothing for, until when
-	claims  int // claims since the last sweep of expired records
+	claims   int                                   // claims since the last sweep of expired records
 }
 
 // record is one key's state. resp is immutable once set.

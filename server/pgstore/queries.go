@@ -71,7 +71,7 @@ WHERE scope = $1 AND token = $2 AND lease_until <= ` + now + live,
 		// A token Release found nothing for, kept so that a late claim with it is refused.
 		remember: `INSERT INTO ` + rel + ` (scope, token, expires_at) VALUES ($1, $2, ` + now + ` + $3` + micro + `)
 	ON CONFLICT (scope, token) DO UPDATE SET expires_at = greatest(` + rel + `.expires_at, EXCLUDED.expires_at)`,
-		released: `SELECT EXISTS (SELECT FROM ` + rel + ` WHERE scope = $1 AND token = $2 AND expires_at > ` + now + `)`,
+		released:      `SELECT EXISTS (SELECT FROM ` + rel + ` WHERE scope = $1 AND token = $2 AND expires_at > ` + now + `)`,
 		pruneReleased: `DELETE FROM ` + rel + ` WHERE expires_at <= ` + now,
 		// timeouts bound the statement sent after it in the same implicit transaction (one
 		// round trip, a pgx batch): SET LOCAL values end with that transaction.
