@@ -42,6 +42,7 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 	deadline := rq.start.Add(c.Wait)
 	poll := minPoll
 	token := NewToken()
+	waited := false // for a settling on this instance: once, so a new holder is not waited on
 	for {
 		cl, sent, err := m.sendClaim(ctx, r, rq, token)
 		if err != nil {
@@ -74,8 +75,9 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 		case rec.LeaseLeft <= 0:
 			return m.recoverStuck(w, r, rq, rec)
 		}
-		if m.finishing.wait(r.Context(), rq.scope.ID(), c.StoreTimeout) {
-			continue // its handler had returned here: its record is settled now, or soon
+		if !waited && m.finishing.wait(r.Context(), rq.scope.ID(), c.StoreTimeout) {
+			waited = true
+			continue // its handler had returned here: its record is settled now
 		}
 		wait := min(poll, rec.LeaseLeft, time.Until(deadline))
 		if wait <= 0 {

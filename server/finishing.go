@@ -18,6 +18,10 @@ type finishing struct {
 	recs map[string]chan struct{}
 }
 
+// settledFor is how long a settled record stays noted, closed: a copy whose claim saw the
+// record in progress just before it was settled then still finds it, and claims again.
+const settledFor = time.Second
+
 // add notes that the record id is being settled and returns the function to call, once,
 // when it is.
 func (f *finishing) add(id string) (settled func()) {
@@ -29,17 +33,20 @@ func (f *finishing) add(id string) (settled func()) {
 	f.recs[id] = done
 	f.mu.Unlock()
 	return func() {
-		f.mu.Lock()
-		if f.recs[id] == done {
-			delete(f.recs, id)
-		}
-		f.mu.Unlock()
 		close(done)
+		time.AfterFunc(settledFor, func() {
+			f.mu.Lock()
+			if f.recs[id] == done {
+				delete(f.recs, id)
+			}
+			f.mu.Unlock()
+		})
 	}
 }
 
 // wait waits, up to limit or until ctx ends, for the record id to be settled if its
-// handler returned here, and reports whether it was.
+// handler returned here (or was settled here within settledFor), and reports whether it
+// was.
 func (f *finishing) wait(ctx context.Context, id string, limit time.Duration) bool {
 	f.mu.Lock()
 	done := f.recs[id]
