@@ -81,9 +81,14 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	switch {
 	case got.Response != nil:
 		resp := cloneResponse(got.Response)
-		m.settle(r, "complete", sent.Add(c.TTL), func(ctx context.Context) error {
+		err := m.settle(r, "complete", sent.Add(c.TTL), func(ctx context.Context) error {
 			return c.Store.Complete(ctx, rq.scope, token, resp, c.TTL)
 		}, nil)
+		if errors.Is(err, ErrLeaseLost) {
+			// Another copy took the record over while the hook ran: its answer is the one.
+			m.answerLeaseErr(w, r, err)
+			return claimed{}, false
+		}
 		m.replay(w, r, rq, resp)
 		return claimed{}, false
 	case got.Rerun:

@@ -129,6 +129,9 @@ func New(opts Options) (*Processor, error) {
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
+	if o.TTL < o.Lease {
+		return nil, fmt.Errorf("%w: TTL %v is shorter than Lease %v", ErrBadOptions, o.TTL, o.Lease)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

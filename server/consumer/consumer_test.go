@@ -252,6 +252,13 @@ func TestBadInputAndOutage(t *testing.T) {
 		_, err = consumer.New(consumer.Options{Store: store, Lease: lease})
 		require.ErrorIs(t, err, consumer.ErrBadOptions)
 	}
+	for _, o := range []consumer.Options{
+		{Store: store, Lease: time.Hour, TTL: time.Minute},                       // done marks gone before a lease
+		{Store: store, Lease: time.Second, StoreTimeout: 500 * time.Millisecond}, // more than a quarter lease
+	} {
+		_, err = consumer.New(o)
+		require.ErrorIs(t, err, consumer.ErrBadOptions)
+	}
 	p := newProcessor(t, consumer.Options{Store: store})
 	never := func(context.Context) error { t.Error("handler ran"); return nil }
 	for _, m := range [][2]string{{"", "m"}, {"q", ""}, {"q", string(make([]byte, 1025))}} {
