@@ -47,28 +47,10 @@
 //
 // # Reconciliation
 //
-// An idempotency key makes a re-send safe only if the server honours it, for as
-// long as the operation may be resent. Against an API that ignores keys, or forgets
-// them sooner, set Options.Reconcile (or WithReconcile per call): a Reconciler
-// that looks the operation up by its business reference (a GET by the reference
-// in its body or operation ID). idem asks it before it sends again an operation
-// whose earlier attempt may have reached the server: after an attempt whose
-// request was written and got no final answer (a cut connection, a timeout, a 5xx
-// or 429), before a call or Resume sends an operation pending from an earlier call
-// or process (a process that died mid-call may have sent it), and before it would
-// expire one past KeyTTL. Never before an operation's first attempt, nor after
-// attempts that provably never left (a refused dial). Found, the operation settles
-// with the response found and nothing is sent; surely not happened, it is sent;
-// cannot tell, it stays pending, unsent, and the call gets a *PendingError
-// matching ErrNotReconciled (an expired one keeps ErrKeyExpired), asked again at
-// its next attempt. It runs under the operation's claim, so never twice at once
-// for one operation in one process, and only for a caller whose identity may act
-// on it. A Reconciler is not journaled: whatever resumes an operation (Resume, a
-// background resumer, another instance of a fleet) must have its own. A look-up
-// cannot see an attempt still in flight: across a fleet on a PostgreSQL journal,
-// an instance that stalled past its lease may still be sending while its adopter
-// reconciles, so against a provider that ignores keys keep the journal's lease
-// longer than an attempt can take (AttemptTimeout).
+// Against an API that ignores idempotency keys, or forgets them sooner than a
+// resume comes, set Options.Reconcile: a Reconciler that looks an operation up by
+// its business reference before idem sends again anything that may have arrived,
+// and instead of expiring it (docs/reconcile.md).
 //
 // # Per-call options
 //
@@ -236,29 +218,10 @@
 // truncated file is ErrJournalCorrupt, matching io.ErrUnexpectedEOF, for
 // writers and readers alike.
 //
-// With both meta pages damaged, bbolt cannot open the file at all, and they
-// no longer say whose file it is. Open then reads its first 64 MiB for a
-// page holding idem's buckets (the root bucket, which every commit
-// rewrites, leaving older copies behind): a file with one is
-// ErrJournalCorrupt, never "not an idem journal", and the error names the
-// path and the pages of those copies. Keep that file: it may hold pending
-// operations. Restore it from a copy, or rebuild a copy of it with bbolt's
-// own commands (go.etcd.io/bbolt/cmd/bbolt), for a root page R the error
-// names, page size PS and file size SIZE:
-//
-//	bbolt surgery meta update damaged.journal --meta-page 0 \
-//	    --fields pageSize:PS,root:R,freelist:18446744073709551615,pgid:SIZE/PS \
-//	    --output fixed.journal
-//	bbolt compact -o rebuilt.journal fixed.journal
-//	idem journal stats rebuilt.journal
-//
-// (a freelist of 2^64-1 says the file has none). A root page from an
-// older commit gives the journal as it was then, or one that does not
-// compact or open: try the others, keep the rebuilt journal with the newest
-// operations, reconcile its last ones with the server, as before
-// accept-older, and move it, with the application stopped, in place of the
-// damaged file, which you keep aside. idem journal accept-older needs one
-// intact meta page and cannot help here.
+// With both meta pages damaged, Open reads the file's first 64 MiB for copies of
+// idem's root bucket page: a file with one is ErrJournalCorrupt, never "not an
+// idem journal", naming the path and those pages. Keep that file: it may hold
+// pending operations; docs/real-world.md says how to restore or rebuild it.
 //
 // # Loose ends
 //
