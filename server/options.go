@@ -93,9 +93,12 @@ type Options struct {
 	// finish, polling the Store, before answering 409. 0 means answer 409 at once.
 	Wait time.Duration
 
-	// Recover decides about a record stuck in progress after its holder's lease lapsed
-	// (the holder crashed or stalled), for the first copy that finds it so. nil means no
-	// recovery: such a key answers 409 until the record expires. See RecoverInfo.
+	// Recover decides about a record whose outcome is uncertain, for the first copy that
+	// finds it so: one stuck in progress after its holder's lease lapsed (the holder
+	// crashed or stalled), or one whose handler ended uncertain (an unexplained 5xx, a
+	// panic: see Outcome), which is handed over at once. nil means no recovery: a stuck
+	// key answers 409 until the record expires, and an uncertain answer is stored. See
+	// RecoverInfo.
 	Recover func(ctx context.Context, info RecoverInfo) (Recovery, error)
 
 	// Classify says what an answer with this status means for its effect, when the

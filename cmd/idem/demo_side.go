@@ -308,8 +308,11 @@ func (s *side) waitingFor() string {
 	case "":
 		return fmt.Sprintf("life %d's process to start and open its %s", s.life, map[bool]string{true: "file of payments done", false: "journal"}[s.plain])
 	case "resuming":
-		return fmt.Sprintf("life %d to resume the journal's %s (same keys; 409 while the server still holds one)",
-			s.life, count(s.unfinished, "pending payment"))
+		how := "same keys; 409 while the server still holds one"
+		if s.reconcile {
+			how = "each looked up by its reference first"
+		}
+		return fmt.Sprintf("life %d to resume the journal's %s (%s)", s.life, count(s.unfinished, "pending payment"), how)
 	case "finishing":
 		return fmt.Sprintf("%s to come due and be resumed (a server's Retry-After, or backoff)", count(pending, "pending payment"))
 	}
