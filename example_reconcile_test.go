@@ -1,13 +1,16 @@
-// A checked example of the reconcile recipe for operations whose key expired
-// while they were pending (ErrKeyExpired).
+// Checked examples of reconciling: by hand, for operations whose key expired while
+// they were pending (ErrKeyExpired), and with Options.Reconcile, against a
+// provider that ignores keys.
 
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"net/url"
@@ -125,4 +128,54 @@ func ExampleClient_Resume_reconcileExpired() {
 	//   not paid: charged again
 	// payments: 1 1
 	// exactly once: true
+}
+
+// Against a provider that ignores idempotency keys, a Reconciler looks a payment up by its
+// reference before idem sends it again. Here the first attempt's answer is lost after the
+// charge: the look-up finds the payment, and nothing is charged twice.
+func ExampleOptions_reconcile() {
+	srv := testserver.NewServer(&testserver.Options{IgnoreKeys: true}) // every POST charges
+	defer srv.Close()
+	srv.Script(testserver.Fault{Kind: testserver.FaultLostResponse}) // charged, answer lost
+	lookups := &http.Client{Timeout: 2 * time.Second}
+	reconcile := func(ctx context.Context, rec *idem.Record, _ bool) (idem.Reconciliation, error) {
+		var p struct{ Reference string }
+		if err := json.Unmarshal(rec.Body, &p); err != nil {
+			return idem.Reconciliation{}, err
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/payments?reference="+url.QueryEscape(p.Reference), nil)
+		resp, err := lookups.Do(req)
+		if err != nil {
+			return idem.Reconciliation{}, err // cannot tell: stays pending
+		}
+		defer resp.Body.Close()
+		var found struct{ Data []json.RawMessage }
+		if err := json.NewDecoder(resp.Body).Decode(&found); err != nil {
+			return idem.Reconciliation{}, err
+		}
+		if len(found.Data) == 0 {
+			return idem.Reconciliation{Send: true}, nil // never charged: send it again
+		}
+		return idem.Reconciliation{Response: &http.Response{StatusCode: http.StatusOK, Header: http.Header{},
+			Body: io.NopCloser(bytes.NewReader(found.Data[0]))}}, nil // charged: settle with it
+	}
+	path, cleanup := journalPath()
+	defer cleanup()
+	c, err := idem.Open(path, &idem.Options{Reconcile: reconcile, InitialInterval: time.Millisecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	resp, err := c.HTTPClient().Post(srv.URL+"/payments", "application/json",
+		strings.NewReader(`{"amount":1250,"currency":"eur","reference":"order-7"}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println("status:", resp.StatusCode)
+	fmt.Println("charged:", srv.Ledger().Effects["order-7"])
+	// Output:
+	// status: 200
+	// charged: 1
 }
