@@ -139,17 +139,8 @@ func (t *Transport) reconciled(ctx context.Context, o *op, resp *http.Response) 
 	if o.rec.State == StateExpired {
 		ev = journal.EventResolve
 	}
-	before, err := journal.Apply(o.rec, ev, journal.Change{Now: t.clock.Now(), Status: resp.StatusCode})
-	if err == nil {
-		err = t.journal.Update(ctx, o.rec, journal.Durable)
-	}
-	if err != nil {
-		// Not recorded: the next call or Resume asks the Reconciler again, which finds
-		// the same outcome.
-		t.log(ctx, slog.LevelWarn, "idem: reconciled outcome not recorded", o, "err", t.safeErr(o, err))
-	} else {
-		t.stateChanged(before, StateSettled)
-	}
-	t.result(ctx, o)
+	// Not recorded, the next call or Resume asks the Reconciler again, which finds the
+	// same outcome.
+	t.recordSettled(ctx, o, ev, resp.StatusCode, journal.Durable, "idem: reconciled outcome not recorded")
 	return resp, nil
 }

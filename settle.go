@@ -24,19 +24,26 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 	if t.redirected(ctx, o, resp) {
 		return resp, nil // a 307 or 308: pending at its Location (redirect.go)
 	}
-	before, err := journal.Apply(o.rec, journal.EventSettle, journal.Change{Now: t.clock.Now(), Status: resp.StatusCode})
+	// The response is final; losing the settle only costs one harmless replay with
+	// the same key on the next Resume.
+	t.recordSettled(ctx, o, journal.EventSettle, resp.StatusCode, journal.Deferred,
+		"idem: settle not recorded, operation will be replayed")
+	return resp, nil
+}
+
+// recordSettled moves o's record through ev (settle or resolve) with status, writes it
+// with durability d, and reports the change; a write that fails is logged as warn.
+func (t *Transport) recordSettled(ctx context.Context, o *op, ev journal.Event, status int, d journal.Durability, warn string) {
+	before, err := journal.Apply(o.rec, ev, journal.Change{Now: t.clock.Now(), Status: status})
 	if err == nil {
-		err = t.journal.Update(ctx, o.rec, journal.Deferred)
+		err = t.journal.Update(ctx, o.rec, d)
 	}
 	if err != nil {
-		// The response is final; losing the settle only costs one harmless
-		// replay with the same key on the next Resume.
-		t.log(ctx, slog.LevelWarn, "idem: settle not recorded, operation will be replayed", o, "err", t.safeErr(o, err))
+		t.log(ctx, slog.LevelWarn, warn, o, "err", t.safeErr(o, err))
 	} else {
 		t.stateChanged(before, StateSettled)
 	}
 	t.result(ctx, o)
-	return resp, nil
 }
 
 // fail marks an operation that failed before the server could have acted
