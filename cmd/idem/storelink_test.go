@@ -176,16 +176,8 @@ func TestStoreLinkHoldReplies(t *testing.T) {
 // timeout, though Redis applied it; the client closed that connection, so its reply is
 // never delivered, and the next call after the heal works on a new one.
 func TestStoreLinkHoldOnRedis(t *testing.T) {
-	addr := testRedis(t)
-	l := newTestLink(t, addr)
-	rc := redis.NewClient(&redis.Options{Addr: l.Addr(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
-	defer rc.Close()
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
+	l, rc, direct, key := redisThroughLink(t)
 	ctx := context.Background()
-	key := "idem-storelink-test:" + rand.Text()
-	defer direct.Del(ctx, key)
-	require.NoError(t, rc.Ping(ctx).Err())
 
 	l.setMode(linkHold)
 	err := rc.Set(ctx, key, "paid", time.Minute).Err()
@@ -229,16 +221,8 @@ func TestStoreLinkPartitionThenHeal(t *testing.T) {
 // happened; the client gives up and closes, and after the heal Redis gets the SET late
 // and applies it: a late request, which fencing must keep from doing harm.
 func TestStoreLinkPartitionOnRedis(t *testing.T) {
-	addr := testRedis(t)
-	l := newTestLink(t, addr)
-	rc := redis.NewClient(&redis.Options{Addr: l.Addr(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
-	defer rc.Close()
-	direct := redis.NewClient(&redis.Options{Addr: addr})
-	defer direct.Close()
+	l, rc, direct, key := redisThroughLink(t)
 	ctx := context.Background()
-	key := "idem-storelink-test:" + rand.Text()
-	defer direct.Del(ctx, key)
-	require.NoError(t, rc.Ping(ctx).Err())
 
 	l.setMode(linkPartition)
 	err := rc.Set(ctx, key, "paid", time.Minute).Err()
@@ -267,4 +251,21 @@ func testRedis(t *testing.T) string {
 	}
 	c.Close()
 	return addr
+}
+
+// redisThroughLink returns a link to the test Redis, a client through it (no retries, a
+// 200 ms read timeout) that has answered a PING, a direct client, and a key of the test's
+// own, deleted at its end.
+func redisThroughLink(t *testing.T) (*storeLink, *redis.Client, *redis.Client, string) {
+	t.Helper()
+	addr := testRedis(t)
+	l := newTestLink(t, addr)
+	rc := redis.NewClient(&redis.Options{Addr: l.Addr(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { rc.Close() })
+	direct := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { direct.Close() })
+	key := "idem-storelink-test:" + rand.Text()
+	t.Cleanup(func() { direct.Del(context.Background(), key) })
+	require.NoError(t, rc.Ping(context.Background()).Err())
+	return l, rc, direct, key
 }
