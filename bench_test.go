@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // BenchmarkWriteAhead measures one fsynced write-ahead commit per operation,
@@ -179,9 +181,9 @@ func BenchmarkLargeBody(b *testing.B) {
 	}
 	// With Options.Journal.Encryption the body is sealed whole before it is staged:
 	// the ciphertext is a second copy.
-	key := bytes.Repeat([]byte{7}, EncryptionKeySize)
+	key := bytes.Repeat([]byte{7}, boltjournal.EncryptionKeySize)
 	b.Run("journaled=8MiB/pending=0/sealed", func(b *testing.B) {
-		largeBody(b, srv, body, 0, &Keyring{Current: "k", Keys: map[string][]byte{"k": key}})
+		largeBody(b, srv, body, 0, &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": key}})
 	})
 	for _, announced := range []bool{false, true} {
 		b.Run(fmt.Sprintf("over-cap=64MiB/announced=%v", announced), func(b *testing.B) {
@@ -205,9 +207,9 @@ func BenchmarkLargeBody(b *testing.B) {
 // largeBody measures journaled POSTs of body with pending large records
 // already in the journal (stored whole, they used to be rewritten, and
 // copied, by every commit that touched their bbolt leaf).
-func largeBody(b *testing.B, srv *httptest.Server, body []byte, pending int, kr *Keyring) {
+func largeBody(b *testing.B, srv *httptest.Server, body []byte, pending int, kr *boltjournal.Keyring) {
 	size := float64(len(body))
-	j, err := OpenJournal(filepath.Join(b.TempDir(), "idem.journal"), &JournalOptions{Encryption: kr})
+	j, err := boltjournal.Open(filepath.Join(b.TempDir(), "idem.journal"), &boltjournal.Options{Encryption: kr})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func largeBody(b *testing.B, srv *httptest.Server, body []byte, pending int, kr 
 			b.Fatal(err)
 		}
 	}
-	tr, err := NewTransport(j, &Options{Base: srv.Client().Transport, Journal: JournalOptions{Encryption: kr}})
+	tr, err := NewTransport(j, &Options{Base: srv.Client().Transport, Journal: boltjournal.Options{Encryption: kr}})
 	if err != nil {
 		b.Fatal(err)
 	}

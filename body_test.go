@@ -16,6 +16,8 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,7 +93,7 @@ func TestCallerBodyClosedOnce(t *testing.T) {
 	certErr := x509.UnknownAuthorityError{}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	closedJournal := func(t *testing.T, j *Journal) { require.NoError(t, j.Close()) }
+	closedJournal := func(t *testing.T, j *boltjournal.Journal) { require.NoError(t, j.Close()) }
 
 	tests := []struct {
 		name    string
@@ -101,7 +103,7 @@ func TestCallerBodyClosedOnce(t *testing.T) {
 		body    func() *countingBody
 		answer  func(r *http.Request) (*http.Response, error) // the wire; nil sends nothing
 		opts    Options
-		prepare func(*testing.T, *Journal)
+		prepare func(*testing.T, *boltjournal.Journal)
 		wantErr error  // matched with errors.Is
 		errText string // or: the error says this
 		pending bool
@@ -118,7 +120,7 @@ func TestCallerBodyClosedOnce(t *testing.T) {
 		{name: "invalid URL scheme", url: "ftp://127.0.0.1/payments", wantErr: ErrInvalidRequest},
 		{name: "no host", url: "http:///payments", wantErr: ErrInvalidRequest},
 		{name: "over the cap with an invalid URL", url: "ftp://127.0.0.1/payments", opts: Options{MaxBodyBytes: 8}, wantErr: ErrInvalidRequest},
-		{name: "journal closed", prepare: closedJournal, wantErr: ErrJournalClosed},
+		{name: "journal closed", prepare: closedJournal, wantErr: journal.ErrClosed},
 		{name: "body read fails", body: func() *countingBody {
 			return &countingBody{Reader: iotest.ErrReader(errors.New("disk on fire"))}
 		}, errText: "disk on fire"},

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
+	"github.com/idem-go/idem/journal/boltjournal"
 	bolt "go.etcd.io/bbolt"
 )
 
 // These helpers let the root's tests look inside the bbolt file a Transport
 // wrote (journal/boltjournal's layout: see its journal.go), through
-// internal/testhook for what only a live Journal holds.
+// internal/testhook for what only a live boltjournal.Journal holds.
 
 var (
 	bucketPending   = []byte("pending")
@@ -32,7 +33,7 @@ var (
 )
 
 // boltDB is j's bbolt handle.
-func boltDB(j *Journal) *bolt.DB { return testhook.BoltDB(j).(*bolt.DB) }
+func boltDB(j *boltjournal.Journal) *bolt.DB { return testhook.BoltDB(j).(*bolt.DB) }
 
 // openBolt opens a closed journal's file with bbolt itself.
 func openBolt(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
@@ -40,11 +41,11 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (*bolt.DB, erro
 }
 
 // setJournalNow sets the clock j dates its own writes and prunes by.
-func setJournalNow(j *Journal, now func() time.Time) { testhook.SetNow(j, now) }
+func setJournalNow(j *boltjournal.Journal, now func() time.Time) { testhook.SetNow(j, now) }
 
 // holdCommits keeps j's deferred state changes from being committed until
 // the returned function is called.
-func holdCommits(j *Journal) (release func()) { return testhook.HoldCommits(j) }
+func holdCommits(j *boltjournal.Journal) (release func()) { return testhook.HoldCommits(j) }
 
 // decodePlain reads a record's metadata as the journal stores it.
 func decodePlain(meta []byte) (*Record, error) {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -31,7 +33,7 @@ import (
 // "sealed" is itself unauthenticated, so a lost body entry, or a record
 // whose "kid" and "sealed" fields were gone, was resumed with the wrong bytes
 // under the operation's real idempotency key. Now the journal refuses a
-// record whose body does not hash to its BodySHA256 (ErrJournalCorrupt):
+// record whose body does not hash to its BodySHA256 (journal.ErrCorrupt):
 // nothing is sent and it stays pending.
 func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 	for _, tc := range []struct {
@@ -54,9 +56,9 @@ func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newSealedFixture(t)
-			var kr *Keyring
+			var kr *boltjournal.Keyring
 			if tc.sealed {
-				kr = &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+				kr = &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
 			}
 			j, tr := f.open(t, kr)
 			body := f.leavePending(t, tr, "t1")
@@ -72,7 +74,7 @@ func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 				got := f.srv.requests()
 				t.Errorf("resumed with body %q (journaled: %q), status %d", got[len(got)-1].Body, body, o.Response.StatusCode)
 			}
-			require.ErrorIs(t, o.Err, ErrJournalCorrupt, "a body that does not match its hash is a clear error")
+			require.ErrorIs(t, o.Err, journal.ErrCorrupt, "a body that does not match its hash is a clear error")
 			require.Len(t, f.srv.requests(), sent, "nothing sent")
 			recs, err := j.Records()
 			require.NoError(t, err)
@@ -252,7 +254,7 @@ func TestConcurrentSettlesLeaveNoBody(t *testing.T) {
 	t.Logf("bodies with bytes left in freed pages of the raw file: %d of %d", rawFileResidue(t, path, g), calls)
 }
 
-// A large body sent through a Client after Close gets ErrJournalClosed, like
+// A large body sent through a Client after Close gets journal.ErrClosed, like
 // a small one, and nothing is sent.
 func TestStagedBodyAfterCloseSendsNothing(t *testing.T) {
 	srv := newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) })
@@ -265,7 +267,7 @@ func TestStagedBodyAfterCloseSendsNothing(t *testing.T) {
 	if resp != nil {
 		resp.Body.Close()
 	}
-	require.ErrorIs(t, err, ErrJournalClosed)
+	require.ErrorIs(t, err, journal.ErrClosed)
 	require.Zero(t, srv.count())
 }
 
@@ -312,7 +314,7 @@ func TestDamagedMetaPageRefusedByClient(t *testing.T) {
 		t.Run(which, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "idem.journal")
 			for _, op := range []string{"op-1", "op-2"} { // op-2's write-ahead is the newest commit
-				j, err := OpenJournal(path, nil)
+				j, err := boltjournal.Open(path, nil)
 				require.NoError(t, err)
 				rec := &Record{Key: "k-" + op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/payments",
 					Body: []byte(`{"amount":100}`), State: StatePending, Created: time.Now(), Updated: time.Now(), CallerKey: true}
@@ -336,9 +338,9 @@ func TestDamagedMetaPageRefusedByClient(t *testing.T) {
 				c.Close()
 			}
 			name := "Open"
-			require.ErrorIs(t, err, ErrJournalCorrupt, name)
+			require.ErrorIs(t, err, journal.ErrCorrupt, name)
 			require.ErrorContains(t, err, path, name)
-			var meta *MetaPageError
+			var meta *boltjournal.MetaPageError
 			require.ErrorAs(t, err, &meta, name)
 			require.Equal(t, page, meta.Page, name)
 			require.Equal(t, m[1-page], meta.Commit, name)

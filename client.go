@@ -1,15 +1,16 @@
-// This file holds Client, the high-level face of idem: open a journal, get a
-// drop-in *http.Client, Resume pending work on startup or in the background
+// This file holds Client, the high-level face of idem (Open, in journal.go,
+// returns one): a drop-in *http.Client, Resume pending work on startup or in the background
 // (resumer.go), and Close. The work is done by Transport (transport.go).
 
 package idem
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"net/http"
 	"sync"
+
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // Client bundles a Journal and the Transport that writes to it. It is safe for
@@ -26,45 +27,12 @@ import (
 //	c.StartResumer(ctx, handleOutcome) // func(idem.Outcome); Close stops it
 //	http.DefaultClient = c.HTTPClient()
 type Client struct {
-	journal   *Journal
+	journal   *boltjournal.Journal
 	transport *Transport
 	http      *http.Client
 
 	mu     sync.Mutex // guards closed, and resumers starting against it
 	closed bool
-}
-
-// Open opens (or creates, mode 0600) the journal file at path with
-// opts.Journal, prunes records older than its Retention (never below
-// KeyTTL), and returns a Client that journals through it. It fails with
-// ErrJournalLocked if another process holds the file, ErrJournalCorrupt if
-// the file is not a journal, ErrInvalidOptions for invalid Options (or,
-// without Journal.Encryption, for a journal once opened with it), or the
-// file system's error (naming the path) for a path it cannot open for
-// writing.
-func Open(path string, opts *Options) (*Client, error) {
-	cfg, err := opts.config()
-	if err != nil {
-		return nil, err
-	}
-	jopts := cfg.Journal
-	jopts.Retention = max(cmp.Or(jopts.Retention, DefaultRetention), cfg.KeyTTL)
-	j, err := OpenJournal(path, &jopts)
-	if err != nil {
-		return nil, err
-	}
-	if err := j.Writable(); err != nil {
-		// A Client is for making calls, and every new one would be refused.
-		return nil, errors.Join(err, j.Close())
-	}
-	t, err := NewTransport(j, opts)
-	if err == nil {
-		_, err = j.Prune(jopts.Retention)
-	}
-	if err != nil {
-		return nil, errors.Join(err, j.Close())
-	}
-	return &Client{journal: j, transport: t, http: &http.Client{Transport: t}}, nil
 }
 
 // HTTPClient returns an *http.Client whose every request goes through the
@@ -78,7 +46,7 @@ func (c *Client) HTTPClient() *http.Client { return c.http }
 func (c *Client) Transport() *Transport { return c.transport }
 
 // Journal returns the Client's journal, for inspection.
-func (c *Client) Journal() *Journal { return c.journal }
+func (c *Client) Journal() *boltjournal.Journal { return c.journal }
 
 // Resume re-sends pending operations; see Transport.Resume. It returns when
 // each due operation settled or ran out of attempts, which with its server
@@ -115,9 +83,9 @@ func (c *Client) Close() error {
 	return c.journal.Close()
 }
 
-// Resolve is Journal.Resolve on the Client's journal, which also takes the
+// Resolve is boltjournal.Journal.Resolve on the Client's journal, which also takes the
 // operation off the Observer's pending gauge (Options.Observer).
-func (c *Client) Resolve(ref OperationRef, status int) (*Record, error) {
+func (c *Client) Resolve(ref journal.Name, status int) (*Record, error) {
 	rec, from, err := c.journal.ResolveFrom(ref, status)
 	if err == nil {
 		c.transport.stateChanged(from, rec.State)
@@ -125,9 +93,9 @@ func (c *Client) Resolve(ref OperationRef, status int) (*Record, error) {
 	return rec, err
 }
 
-// Discard is Journal.Discard on the Client's journal, which also takes the
+// Discard is boltjournal.Journal.Discard on the Client's journal, which also takes the
 // operation off the Observer's pending gauge (Options.Observer).
-func (c *Client) Discard(ref OperationRef, reason string) (*Record, error) {
+func (c *Client) Discard(ref journal.Name, reason string) (*Record, error) {
 	rec, from, err := c.journal.DiscardFrom(ref, reason)
 	if err == nil {
 		c.transport.stateChanged(from, rec.State)

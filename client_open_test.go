@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,7 +28,7 @@ func TestRetentionBelowKeyTTLKeepsSettledOperation(t *testing.T) {
 	drain(t, resp)
 	require.NoError(t, j.Close())
 
-	c, err := Open(path, &Options{Journal: JournalOptions{Retention: time.Millisecond}, Base: wire})
+	c, err := Open(path, &Options{Journal: boltjournal.Options{Retention: time.Millisecond}, Base: wire})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	rec, err := c.Journal().Lookup("op-r16")

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/journal/memjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
@@ -58,15 +60,15 @@ func TestOpenSamePathTwiceIsLocked(t *testing.T) {
 	// process the answer is immediate, whatever OpenTimeout says.
 	for _, p := range []string{path, filepath.Join(dir, ".", "payments.journal")} {
 		start := time.Now()
-		c2, err := idem.Open(p, &idem.Options{Journal: idem.JournalOptions{OpenTimeout: 30 * time.Second}})
+		c2, err := idem.Open(p, &idem.Options{Journal: boltjournal.Options{OpenTimeout: 30 * time.Second}})
 		require.Nil(t, c2)
-		require.ErrorIs(t, err, idem.ErrJournalLocked)
+		require.ErrorIs(t, err, journal.ErrLocked)
 		require.Contains(t, err.Error(), p, "the error names the path")
 		require.Less(t, time.Since(start), 5*time.Second, "a locked journal never hangs Open")
 
-		j, err := idem.OpenJournal(p, nil)
+		j, err := boltjournal.Open(p, nil)
 		require.Nil(t, j)
-		require.ErrorIs(t, err, idem.ErrJournalLocked)
+		require.ErrorIs(t, err, journal.ErrLocked)
 	}
 
 	// The refused Opens took nothing: once closed, the path opens again.
@@ -89,9 +91,9 @@ func TestOpenRejectsInvalidOptions(t *testing.T) {
 		{"RandomizationFactor above 1", idem.Options{RandomizationFactor: 1.5}, "RandomizationFactor"},
 		{"KeyHeader not a token", idem.Options{KeyHeader: "Idempotency Key"}, "KeyHeader"},
 		{"empty SensitiveQueryParams name", idem.Options{SensitiveQueryParams: []string{"token", ""}}, "SensitiveQueryParams"},
-		{"Keyring without its Current key", idem.Options{Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "k2",
-			Keys: map[string][]byte{"k1": make([]byte, idem.EncryptionKeySize)}}}}, "k2"},
-		{"Keyring key of the wrong size", idem.Options{Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "k1",
+		{"Keyring without its Current key", idem.Options{Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k2",
+			Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}}}, "k2"},
+		{"Keyring key of the wrong size", idem.Options{Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1",
 			Keys: map[string][]byte{"k1": make([]byte, 16)}}}}, "k1"},
 	}
 	for _, tt := range tests {
@@ -115,10 +117,10 @@ func TestOpenRejectsWhatIsNotAJournal(t *testing.T) {
 	junk := []byte(strings.Repeat("not a journal\n", 1000))
 	require.NoError(t, os.WriteFile(path, junk, 0o600))
 
-	for range 2 { // a failed Open leaves the path free: the second is not ErrJournalLocked
+	for range 2 { // a failed Open leaves the path free: the second is not journal.ErrLocked
 		c, err := idem.Open(path, nil)
 		require.Nil(t, c)
-		require.ErrorIs(t, err, idem.ErrJournalCorrupt)
+		require.ErrorIs(t, err, journal.ErrCorrupt)
 		require.Contains(t, err.Error(), path)
 	}
 	got, err := os.ReadFile(path)
@@ -137,8 +139,8 @@ func TestOpenRejectsWhatIsNotAJournal(t *testing.T) {
 func TestOpenSealedJournalNeedsItsKeyring(t *testing.T) {
 	t.Parallel()
 	path := newJournalPath(t)
-	keys := &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.EncryptionKeySize)}}
-	c, err := idem.Open(path, &idem.Options{Journal: idem.JournalOptions{Encryption: keys}})
+	keys := &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}
+	c, err := idem.Open(path, &idem.Options{Journal: boltjournal.Options{Encryption: keys}})
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 
@@ -147,7 +149,7 @@ func TestOpenSealedJournalNeedsItsKeyring(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrInvalidOptions)
 	require.Contains(t, err.Error(), path)
 
-	openClient(t, path, &idem.Options{Journal: idem.JournalOptions{Encryption: keys}})
+	openClient(t, path, &idem.Options{Journal: boltjournal.Options{Encryption: keys}})
 }
 
 // Open prunes finished records older than Retention, and never a pending one.
@@ -537,7 +539,7 @@ func TestResumeRejectsInvalidCallOptions(t *testing.T) {
 }
 
 // After Close, the Client sends nothing: a journaled call fails with
-// ErrJournalClosed before anything is sent, Resume cannot read the journal,
+// journal.ErrClosed before anything is sent, Resume cannot read the journal,
 // and StartResumer starts nothing.
 func TestClosedClientSendsNothing(t *testing.T) {
 	t.Parallel()
@@ -548,10 +550,10 @@ func TestClosedClientSendsNothing(t *testing.T) {
 
 	resp, err := c.HTTPClient().Do(p.payment(t, context.Background(), "order-1"))
 	require.Nil(t, resp)
-	require.ErrorIs(t, err, idem.ErrJournalClosed)
+	require.ErrorIs(t, err, journal.ErrClosed)
 
 	err = c.Resume(context.Background(), func(idem.Outcome) { t.Error("Resume reported an outcome after Close") })
-	require.ErrorIs(t, err, idem.ErrJournalClosed)
+	require.ErrorIs(t, err, journal.ErrClosed)
 
 	stop := c.StartResumer(context.Background(), func(idem.Outcome) {
 		t.Error("a resumer started after Close reported an outcome")
@@ -620,7 +622,7 @@ func TestCloseLeavesCallsInFlightPending(t *testing.T) {
 func TestTransportStartResumer(t *testing.T) {
 	t.Parallel()
 	p := newPayments(t)
-	store := memjournal.New()
+	store := memjournal.New(nil)
 	t.Cleanup(func() { store.Close() })
 	tr, err := idem.NewTransport(store, fastOptions(t))
 	require.NoError(t, err)

@@ -32,7 +32,7 @@ func TestS30TransportReadsTheStoresClock(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	t.Cleanup(srv.Close)
-	store := clockedStore{Store: memjournal.New(), offset: time.Hour}
+	store := clockedStore{Store: memjournal.New(nil), offset: time.Hour}
 	tr, err := NewTransport(store, nil)
 	if err != nil {
 		t.Fatal(err)

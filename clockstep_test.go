@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/leakcheck"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -313,7 +314,7 @@ func TestClockStepBackBeforeFirstReadKeepsNewOperation(t *testing.T) {
 // settles last.
 func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "idem.journal")
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	newest := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 	var recs []*Record
@@ -329,8 +330,8 @@ func TestJournalNewestTimeSurvivesReopen(t *testing.T) {
 	require.NoError(t, saveRec(j, recs[0]))
 	require.NoError(t, j.Close())
 
-	reopen := func() *Journal {
-		j, err := OpenJournal(path, nil)
+	reopen := func() *boltjournal.Journal {
+		j, err := boltjournal.Open(path, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { j.Close() })
 		return j

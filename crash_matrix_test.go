@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -189,7 +190,7 @@ func runCrashCell(point, faultName string, fault testserver.Fault, dir string) (
 // journal, Resume until nothing is pending, send again the operations that
 // were never written ahead; then it closes the journal and reads it back.
 func restartAfterCrash(ctx context.Context, c *crashCell, srv *testserver.Server, path string) error {
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func restartAfterCrash(ctx context.Context, c *crashCell, srv *testserver.Server
 	if err := j.Close(); err != nil {
 		return err
 	}
-	ro, err := OpenJournalReadOnly(path, time.Second)
+	ro, err := boltjournal.OpenReadOnly(path, time.Second)
 	if err != nil {
 		return err
 	}

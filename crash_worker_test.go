@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // envCrashPoint names the crash point a crash worker dies at.
@@ -70,7 +72,7 @@ func sendCrashOp(rt http.RoundTripper, url string, i int) error {
 // crash point was never reached: a failure.
 func helperCrashWorker() int {
 	point, url := os.Getenv(envCrashPoint), os.Getenv(envURL)
-	j, err := OpenJournal(os.Getenv(envJournal), nil)
+	j, err := boltjournal.Open(os.Getenv(envJournal), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -111,7 +113,7 @@ func helperCrashWorker() int {
 
 // crashInResume journals every operation as pending without sending it, then
 // resumes them one at a time through tr until tr's hook kills the process.
-func crashInResume(j *Journal, tr *Transport, url string) int {
+func crashInResume(j *boltjournal.Journal, tr *Transport, url string) int {
 	opts := crashOptions()
 	opts.MaxAttempts, opts.Base = 1, dialFailure{}
 	offline, err := NewTransport(j, opts)

@@ -90,13 +90,13 @@
 // (ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing). With
 // Options.Journal.Encryption, what the journal does keep of each request (body,
 // headers, URL query, body hash) is sealed with AES-256-GCM
-// under a Keyring key the record names, so that, say, card data in a
+// under a boltjournal.Keyring key the record names, so that, say, card data in a
 // payment body cannot be read from the file; the key, operation ID, method,
 // scheme, host, path, state and times stay readable, for Resume and
 // `idem journal ls`. Keys rotate: records keep the key they were sealed
 // under, and one whose key is gone stays pending and is reported
-// (ErrUnknownEncryptionKey), never dropped or sent without its bytes. The
-// PostgreSQL journal seals its rows the same way, with the same Keyring, when
+// (journal.ErrUnknownEncryptionKey), never dropped or sent without its bytes. The
+// PostgreSQL journal seals its rows the same way, with the same boltjournal.Keyring, when
 // given one (pgjournal.Options.Encryption: it does not read
 // Options.Journal).
 //
@@ -210,27 +210,27 @@
 //
 // With one of bbolt's two meta pages damaged, bbolt would open the file one
 // commit older, perhaps without the write-ahead of an operation the server has
-// received. Open refuses such a file with a *MetaPageError (ErrJournalCorrupt)
+// received. Open refuses such a file with a *boltjournal.MetaPageError (journal.ErrCorrupt)
 // naming it and the page. A meta page torn by a power loss during a commit
 // (which never returned, so lost nothing) looks the same as one damaged later,
-// so both are refused; after reconciling with the server, AcceptOlderCommit
+// so both are refused; after reconciling with the server, boltjournal.AcceptOlderCommit
 // ("idem journal accept-older") opens the file as of the older commit. A
-// truncated file is ErrJournalCorrupt, matching io.ErrUnexpectedEOF, for
+// truncated file is journal.ErrCorrupt, matching io.ErrUnexpectedEOF, for
 // writers and readers alike.
 //
 // With both meta pages damaged, Open reads the file's first 64 MiB for copies of
-// idem's root bucket page: a file with one is ErrJournalCorrupt, never "not an
+// idem's root bucket page: a file with one is journal.ErrCorrupt, never "not an
 // idem journal", naming the path and those pages. Keep that file: it may hold
 // pending operations; docs/real-world.md says how to restore or rebuild it.
 //
 // # Loose ends
 //
 // Every pending operation has an end. One that Resume cannot send, such as
-// a record sealed under a key the Keyring no longer has, expires once older
+// a record sealed under a key the boltjournal.Keyring no longer has, expires once older
 // than KeyTTL, like any other, and is reported once, with ErrKeyExpired
 // joined to the reason. An operator who reconciled an operation with the
-// server ends it by hand: Journal.Resolve (or `idem journal resolve`) marks
-// it settled with the status found; Journal.Discard (`idem journal
+// server ends it by hand: boltjournal.Journal.Resolve (or `idem journal resolve`) marks
+// it settled with the status found; boltjournal.Journal.Discard (`idem journal
 // discard`) gives it up as expired, never to be sent. Both refuse an
 // operation in flight in this process or already final, drop its body, and
 // commit with fsync. The zero Transport is usable (default Options, no

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -46,10 +48,10 @@ func newSealedFixture(t *testing.T) *sealedFixture {
 // open opens the fixture's journal with kr (nil: no encryption) and a
 // Transport over it with a fake clock. The journal closes with the test, or
 // earlier by the caller.
-func (f *sealedFixture) open(t *testing.T, kr *Keyring) (*Journal, *Transport) {
+func (f *sealedFixture) open(t *testing.T, kr *boltjournal.Keyring) (*boltjournal.Journal, *Transport) {
 	t.Helper()
-	opts := Options{MaxAttempts: 1, Journal: JournalOptions{Encryption: kr}}
-	j, err := OpenJournal(f.path, &opts.Journal)
+	opts := Options{MaxAttempts: 1, Journal: boltjournal.Options{Encryption: kr}}
+	j, err := boltjournal.Open(f.path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	tr, _ := transportOn(t, j, opts, f.srv.base(), time.Time{})
@@ -81,7 +83,7 @@ func outcomesByOp(t *testing.T, tr *Transport) map[string]Outcome {
 	return outs
 }
 
-func keyIDs(t *testing.T, j *Journal) map[string]string {
+func keyIDs(t *testing.T, j *boltjournal.Journal) map[string]string {
 	t.Helper()
 	recs, err := j.Records()
 	require.NoError(t, err)
@@ -95,9 +97,9 @@ func keyIDs(t *testing.T, j *Journal) map[string]string {
 func TestKeyRotation(t *testing.T) {
 	f := newSealedFixture(t)
 	ka, kb := newKey32(t), newKey32(t)
-	onlyA := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
-	rotated := &Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}
-	onlyB := &Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
+	onlyA := &boltjournal.Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
+	rotated := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}
+	onlyB := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
 
 	j, tr := f.open(t, onlyA)
 	bodyA := f.leavePending(t, tr, "rot-a")
@@ -120,7 +122,7 @@ func TestKeyRotation(t *testing.T) {
 	j, tr = f.open(t, onlyB)
 	outs := outcomesByOp(t, tr)
 	require.Len(t, outs, 2)
-	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownEncryptionKey)
+	require.ErrorIs(t, outs["rot-a"].Err, journal.ErrUnknownEncryptionKey)
 	require.Contains(t, outs["rot-a"].Err.Error(), `"A"`, "the error names the key ID")
 	require.Nil(t, outs["rot-a"].Response)
 	require.NoError(t, outs["rot-b"].Err)
@@ -130,7 +132,7 @@ func TestKeyRotation(t *testing.T) {
 	require.Equal(t, bodyB, string(seen[len(seen)-1].Body))
 
 	_, err = j.Lookup("rot-a")
-	require.ErrorIs(t, err, ErrUnknownEncryptionKey)
+	require.ErrorIs(t, err, journal.ErrUnknownEncryptionKey)
 	recs, err := j.Records()
 	require.NoError(t, err, "a listing shows what it cannot open")
 	require.Len(t, recs, 2)
@@ -144,7 +146,7 @@ func TestKeyRotation(t *testing.T) {
 	// A new call with the operation ID sends nothing either.
 	req := newRequest(t, http.MethodPost, f.srv.URL+"/payments", bodyA)
 	_, err = tr.RoundTrip(req.WithContext(WithOperationID(context.Background(), "rot-a")))
-	require.ErrorIs(t, err, ErrUnknownEncryptionKey)
+	require.ErrorIs(t, err, journal.ErrUnknownEncryptionKey)
 	require.Len(t, f.srv.requests(), sentBefore+1)
 	require.NoError(t, j.Close())
 
@@ -155,7 +157,7 @@ func TestKeyRotation(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	j, tr = f.open(t, nil)
 	outs = outcomesByOp(t, tr)
-	require.ErrorIs(t, outs["rot-a"].Err, ErrUnknownEncryptionKey)
+	require.ErrorIs(t, outs["rot-a"].Err, journal.ErrUnknownEncryptionKey)
 	_, err = tr.RoundTrip(newRequest(t, http.MethodPost, f.srv.URL+"/payments", paymentBody("plain", 1)))
 	require.ErrorIs(t, err, ErrInvalidOptions, "no plaintext record in a sealed journal")
 	require.Len(t, f.srv.requests(), sentBefore+1)
@@ -190,7 +192,7 @@ func journalVersion(t *testing.T, path string) string {
 
 func TestEncryptionTurnedOnLater(t *testing.T) {
 	f := newSealedFixture(t)
-	kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+	kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
 
 	j, tr := f.open(t, nil)
 	plainBody := f.leavePending(t, tr, "before")
@@ -208,7 +210,7 @@ func TestEncryptionTurnedOnLater(t *testing.T) {
 		"marked, so that an idem without sealed records refuses the file")
 
 	// Read-only, without keys: listed, the sealed one as such.
-	ro, err := OpenJournalReadOnly(f.path, 0)
+	ro, err := boltjournal.OpenReadOnly(f.path, 0)
 	require.NoError(t, err)
 	recs, err := ro.Records()
 	require.NoError(t, err)
@@ -302,7 +304,7 @@ func TestSealedRecordTampered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newSealedFixture(t)
-			kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+			kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
 			j, tr := f.open(t, kr)
 			f.leavePending(t, tr, "t1")
 			f.leavePending(t, tr, "t2")
@@ -316,13 +318,13 @@ func TestSealedRecordTampered(t *testing.T) {
 			sent := len(f.srv.requests())
 			j, tr = f.open(t, kr)
 			_, err := j.Lookup("t1")
-			require.ErrorIs(t, err, ErrDecrypt)
+			require.ErrorIs(t, err, journal.ErrDecrypt)
 			outs := outcomesByOp(t, tr)
-			require.ErrorIs(t, outs["t1"].Err, ErrDecrypt)
-			require.NotErrorIs(t, outs["t1"].Err, ErrUnknownEncryptionKey)
+			require.ErrorIs(t, outs["t1"].Err, journal.ErrDecrypt)
+			require.NotErrorIs(t, outs["t1"].Err, journal.ErrUnknownEncryptionKey)
 			wantSent := 1
 			if tc.name == "bodies swapped" {
-				require.ErrorIs(t, outs["t2"].Err, ErrDecrypt, "a body moved between records does not open")
+				require.ErrorIs(t, outs["t2"].Err, journal.ErrDecrypt, "a body moved between records does not open")
 				wantSent = 0
 			} else {
 				require.NoError(t, outs["t2"].Err)
@@ -340,7 +342,7 @@ func TestSealedRecordWithPlaintextRequestIsCorrupt(t *testing.T) {
 	// Headers added in plaintext beside a sealed part would be sent
 	// unauthenticated: such a record is not one idem wrote.
 	f := newSealedFixture(t)
-	kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+	kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
 	j, tr := f.open(t, kr)
 	f.leavePending(t, tr, "t1")
 	require.NoError(t, j.Close())
@@ -351,28 +353,28 @@ func TestSealedRecordWithPlaintextRequestIsCorrupt(t *testing.T) {
 	})
 	j, _ = f.open(t, kr)
 	_, err := j.Lookup("t1")
-	require.ErrorIs(t, err, ErrJournalCorrupt)
+	require.ErrorIs(t, err, journal.ErrCorrupt)
 }
 
 func TestEncryptionInvalidKeyring(t *testing.T) {
 	good := newKey32(t)
 	for _, tc := range []struct {
 		name string
-		kr   *Keyring
+		kr   *boltjournal.Keyring
 	}{
-		{"no keys", &Keyring{Current: "k"}},
-		{"current missing", &Keyring{Current: "x", Keys: map[string][]byte{"k": good}}},
-		{"empty current", &Keyring{Keys: map[string][]byte{"k": good}}},
-		{"empty key ID", &Keyring{Current: "", Keys: map[string][]byte{"": good}}},
-		{"key ID with a space", &Keyring{Current: "k 1", Keys: map[string][]byte{"k 1": good}}},
-		{"key too short", &Keyring{Current: "k", Keys: map[string][]byte{"k": good[:16]}}},
-		{"key too long", &Keyring{Current: "k", Keys: map[string][]byte{"k": append(bytes.Clone(good), 0)}}},
-		{"old key bad", &Keyring{Current: "k", Keys: map[string][]byte{"k": good, "old": {1, 2, 3}}}},
+		{"no keys", &boltjournal.Keyring{Current: "k"}},
+		{"current missing", &boltjournal.Keyring{Current: "x", Keys: map[string][]byte{"k": good}}},
+		{"empty current", &boltjournal.Keyring{Keys: map[string][]byte{"k": good}}},
+		{"empty key ID", &boltjournal.Keyring{Current: "", Keys: map[string][]byte{"": good}}},
+		{"key ID with a space", &boltjournal.Keyring{Current: "k 1", Keys: map[string][]byte{"k 1": good}}},
+		{"key too short", &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": good[:16]}}},
+		{"key too long", &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": append(bytes.Clone(good), 0)}}},
+		{"old key bad", &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": good, "old": {1, 2, 3}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := &Options{Journal: JournalOptions{Encryption: tc.kr}}
+			opts := &Options{Journal: boltjournal.Options{Encryption: tc.kr}}
 			path := filepath.Join(t.TempDir(), "bad.journal")
-			_, err := OpenJournal(path, &opts.Journal)
+			_, err := boltjournal.Open(path, &opts.Journal)
 			require.ErrorIs(t, err, ErrInvalidOptions)
 			require.Contains(t, err.Error(), "Encryption")
 			_, err = Open(path, opts)
@@ -388,7 +390,7 @@ func TestEncryptionInvalidKeyring(t *testing.T) {
 func TestKeyringCopiedWhenOpened(t *testing.T) {
 	f := newSealedFixture(t)
 	key := newKey32(t)
-	kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": key}}
+	kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": key}}
 	j, tr := f.open(t, kr)
 	body := f.leavePending(t, tr, "c1")
 	clear(key) // the caller wipes its copy

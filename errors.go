@@ -1,5 +1,8 @@
 // This file holds the errors idem returns. Sentinels are matched with errors.Is;
-// PendingError and AlreadySettledError with errors.As.
+// PendingError and AlreadySettledError with errors.As. The journal's own
+// errors (journal.ErrLocked, journal.ErrCorrupt, journal.ErrClosed,
+// journal.ErrUnknownEncryptionKey, journal.ErrDecrypt, ...) are package
+// journal's, whichever Store returns them.
 
 package idem
 
@@ -12,20 +15,6 @@ import (
 )
 
 var (
-	// ErrJournalLocked is returned by Open, OpenJournal and OpenJournalReadOnly
-	// when another process (or another handle in this process) holds the
-	// journal file. The wrapping error names the path.
-	ErrJournalLocked = journal.ErrLocked
-
-	// ErrJournalCorrupt is returned when the journal file is not a bbolt file,
-	// is damaged, or holds records idem cannot decode. The wrapping error names the
-	// path.
-	ErrJournalCorrupt = journal.ErrCorrupt
-
-	// ErrJournalClosed is returned when a journaled request is made through a
-	// Transport whose journal has been closed. Nothing is sent.
-	ErrJournalClosed = journal.ErrClosed
-
 	// ErrNoJournal is returned by RoundTrip for a request that must be journaled
 	// when the Transport was built without a journal. Nothing is sent.
 	ErrNoJournal = errors.New("idem: transport has no journal")
@@ -52,14 +41,15 @@ var (
 	// journaled.)
 	ErrInvalidRequest = errors.New("idem: invalid request")
 
-	// ErrInvalidOptions is returned by Open, OpenJournal and NewTransport when
+	// ErrInvalidOptions is returned by Open and NewTransport when
 	// an Options field holds a value with no meaning: a negative duration,
 	// size or count, a Multiplier below 1 or not finite, a
 	// RandomizationFactor outside [0, 1], either of them set with a Backoff
 	// (which they would not shape), a KeyHeader that is not a valid header
 	// name, an empty name in SensitiveQueryParams, a RetryBudget out
-	// of its ranges, or an Encryption Keyring that cannot be used (see
-	// Options.Journal.Encryption). The wrapping error names the field and its value.
+	// of its ranges, an Encryption Keyring that cannot be used (see
+	// Options.Journal.Encryption), or, for NewTransport, any Options.Journal
+	// (Open's alone). The wrapping error names the field and its value.
 	// (Zero is never an error: it means the field's default.) Open, and a
 	// write-ahead (RoundTrip), also return it for a journal once opened with
 	// Options.Journal.Encryption and now opened without it.
@@ -68,7 +58,7 @@ var (
 	// ErrKeyReuse is returned when an operation ID or idempotency key already in
 	// the journal is used for a request with a different fingerprint (method,
 	// URL, body, Content-Type, Content-Encoding). Nothing is sent.
-	ErrKeyReuse = journal.ErrDuplicate
+	ErrKeyReuse = errors.New("idem: operation ID or idempotency key reused with a different request")
 
 	// ErrRedirectChanged is returned, inside a *PendingError while the
 	// operation is pending, when the hop an http.Client sends after a 307 or
@@ -103,7 +93,7 @@ var (
 	// Resume reports it with the Outcome's Record, which carries what that
 	// needs: operation ID, key, method, URL, headers, body, Created (the first
 	// attempt's time) and LastAttempt; the journal keeps the expired record,
-	// body included, for Options.Journal.Retention (see Journal.Lookup).
+	// body included, for Options.Journal.Retention (see boltjournal.Journal.Lookup).
 	ErrKeyExpired = errors.New("idem: idempotency key expired while pending")
 
 	// ErrOutcomeUnknown is returned for an unjournaled, unkeyed non-idempotent
@@ -134,40 +124,6 @@ var (
 	// and the call's URL cannot give it (it lacks it, or the Location is on
 	// another domain).
 	ErrSensitiveQueryMissing = errors.New("idem: sensitive query parameter not restored for resume")
-
-	// ErrUnknownEncryptionKey is returned for a record sealed under an
-	// encryption key ID that the journal's Options.Journal.Encryption lacks, or when
-	// the journal was opened without one: a configuration error (put the key
-	// back), not damage.
-	// Resume reports it for that operation, which stays pending and is never
-	// sent without its sealed bytes; past KeyTTL it expires instead, reported
-	// once with an error matching both this and ErrKeyExpired (or resolve it
-	// by hand: Journal.Resolve). Journal.Lookup and a call with its
-	// operation ID return it. The wrapping error names the key ID.
-	ErrUnknownEncryptionKey = journal.ErrUnknownEncryptionKey
-
-	// ErrDecrypt is returned for a sealed record whose sealed bytes fail
-	// AES-GCM authentication: they were altered or damaged, or moved from
-	// another record, or the key now under its key ID is not the one that
-	// sealed them. It is reported like ErrUnknownEncryptionKey; the operation stays
-	// pending.
-	ErrDecrypt = journal.ErrDecrypt
-
-	// ErrOperationNotFound is returned by Journal.Resolve and Journal.Discard
-	// when the journal has no operation by that operation ID or key (never
-	// had, or pruned it).
-	ErrOperationNotFound = journal.ErrNotFound
-
-	// ErrOperationBusy is returned by Journal.Resolve and Journal.Discard for
-	// an operation that a call or Resume in this process is running: its
-	// outcome may be decided at any moment. Nothing is changed; try again
-	// once it returns.
-	ErrOperationBusy = journal.ErrBusy
-
-	// ErrOperationFinal is returned by Journal.Resolve for an operation
-	// already settled or failed, and by Journal.Discard for one settled,
-	// failed or expired: its end is written already. Nothing is changed.
-	ErrOperationFinal = journal.ErrFinal
 
 	// ErrPermanent wraps failures that no retry can fix (certificate errors,
 	// invalid requests); the operation is marked failed.

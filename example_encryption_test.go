@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 )
 
@@ -24,7 +25,7 @@ func ExampleKeyring() {
 	path, cleanup := journalPath()
 	defer cleanup()
 	newKey := func() []byte {
-		k := make([]byte, idem.EncryptionKeySize) // in production: from your secret store
+		k := make([]byte, boltjournal.EncryptionKeySize) // in production: from your secret store
 		rand.Read(k)
 		return k
 	}
@@ -34,7 +35,7 @@ func ExampleKeyring() {
 			r.URL.RawQuery += "&api_key=ak_123" // the journal never kept it
 			return nil
 		},
-		Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "2026-03", Keys: map[string][]byte{"2026-03": newKey()}}},
+		Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "2026-03", Keys: map[string][]byte{"2026-03": newKey()}}},
 	}
 	pay := func(c *idem.Client, op string) {
 		ctx := idem.WithOperationID(context.Background(), op)

@@ -2,7 +2,7 @@
 // Transport's time and KeyTTL: whether an operation's key may be gone from
 // the server (keyExpired), when it may be sent again (dueAt), and what a call
 // that names it may do (reuse, in transport.go). Retention pruning is the
-// journal's (Journal.Prune); its relation to KeyTTL is told here.
+// journal's (boltjournal.Journal.Prune); its relation to KeyTTL is told here.
 //
 // How a clock step moves each decision:
 //

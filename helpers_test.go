@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/journal/memjournal"
 	"github.com/stretchr/testify/require"
 )
@@ -125,10 +126,10 @@ func (c *fakeClock) Sleeps() []time.Duration {
 // is one (ramDir): the engine and its file, without the disk's fsync, which
 // no test within one process can observe. Tests of the disk itself (crashes,
 // a full disk, permissions) open their own path.
-func testJournal(tb testing.TB) (*Journal, string) {
+func testJournal(tb testing.TB) (*boltjournal.Journal, string) {
 	tb.Helper()
 	path := filepath.Join(ramDir(tb), "idem.journal")
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { j.Close() })
 	return j, path
@@ -152,14 +153,14 @@ func ramDir(tb testing.TB) string {
 // they pay no fsync.
 func memStore(tb testing.TB) *memjournal.Store {
 	tb.Helper()
-	s := memjournal.New()
+	s := memjournal.New(nil)
 	tb.Cleanup(func() { s.Close() })
 	return s
 }
 
 // memTransport builds a Transport over a fresh in-memory journal with a fake
 // clock: the default for Transport tests. A test that needs the bbolt file
-// (its bytes, a reopen, a crash, the Journal's own methods) uses
+// (its bytes, a reopen, a crash, the boltjournal.Journal's own methods) uses
 // boltTransport.
 func memTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
 	tb.Helper()
@@ -168,7 +169,7 @@ func memTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
 
 // boltTransport builds a Transport over a fresh bbolt journal (testJournal)
 // with a fake clock, and returns the journal too.
-func boltTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock, *Journal) {
+func boltTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock, *boltjournal.Journal) {
 	tb.Helper()
 	j, _ := testJournal(tb)
 	tr, clk := transportWith(tb, j, opts)
@@ -213,7 +214,7 @@ func transportWith(tb testing.TB, s journal.Store, opts *Options) (*Transport, *
 	return tr, clk
 }
 
-// recordLister is a Store that lists every record: the bbolt Journal and
+// recordLister is a Store that lists every record: the bbolt boltjournal.Journal and
 // the in-memory Store both do.
 type recordLister interface {
 	Records() ([]*Record, error)
@@ -242,6 +243,6 @@ func (b *countingBody) Close() error {
 	return nil
 }
 
-// bolt is the Transport's journal as the bbolt Journal it is in tests that
+// bolt is the Transport's journal as the bbolt boltjournal.Journal it is in tests that
 // built it with boltTransport, testTransport or testJournal.
-func (t *Transport) bolt() *Journal { return t.journal.(*Journal) }
+func (t *Transport) bolt() *boltjournal.Journal { return t.journal.(*boltjournal.Journal) }

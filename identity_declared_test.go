@@ -271,7 +271,7 @@ func TestIdentityResume(t *testing.T) {
 
 // tenantHeader is an Options.Identity, for idem and for the testserver
 // alike, that reads the tenant from a header the caller sets.
-func tenantHeader(r *http.Request) string { return r.Header.Get("X-Tenant") }
+func tenantHeader(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil }
 
 // Exactly-once across a token refresh, end to end: the payment is made and
 // its answer lost under token A; the retry under token B, the same tenant,
@@ -282,7 +282,7 @@ func tenantHeader(r *http.Request) string { return r.Header.Get("X-Tenant") }
 func TestIdentityDeclaredTokenRefreshExactlyOnce(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		scope    func(*http.Request) string // the server's Options.Identity
+		scope    func(*http.Request) (string, error) // the server's Options.Identity
 		replayed bool
 	}{
 		{"server scopes by tenant", tenantHeader, true},
@@ -293,7 +293,7 @@ func TestIdentityDeclaredTokenRefreshExactlyOnce(t *testing.T) {
 			pay := startPayments(t, &testserver.Options{RequireKey: true, Identity: c.scope})
 			wire := &authLog{next: pay.Client().Transport}
 			j, _ := testJournal(t)
-			opts := Options{Identity: func(r *http.Request) (string, error) { return tenantHeader(r), nil }}
+			opts := Options{Identity: tenantHeader}
 			tr, clk := transportOn(t, j, opts, wire, time.Time{})
 			call := func(token string) (*http.Response, error) {
 				ctx := WithMaxAttempts(WithOperationID(context.Background(), "order-10/charge"), 1)

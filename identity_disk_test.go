@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -34,10 +36,10 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 	pay, base, rt := paymentsOver(t, false)
 	opts := Options{MaxAttempts: 1, SensitiveQueryParams: []string{"token"}}
 	if encrypted {
-		opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+		opts.Journal.Encryption = &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
 	}
 	path := filepath.Join(t.TempDir(), "identity.journal")
-	j, err := OpenJournal(path, &opts.Journal)
+	j, err := boltjournal.Open(path, &opts.Journal)
 	require.NoError(t, err)
 	tr, _ := transportOn(t, j, opts, rt, time.Time{})
 
@@ -109,7 +111,7 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 
 	// A second journal tags the same credentials differently: a tag links
 	// nothing across journals.
-	j2, err := OpenJournal(filepath.Join(t.TempDir(), "other.journal"), &opts.Journal)
+	j2, err := boltjournal.Open(filepath.Join(t.TempDir(), "other.journal"), &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j2.Close() })
 	tr2, _ := transportOn(t, j2, opts, rt, time.Time{})
@@ -125,7 +127,7 @@ func testIdentityNoCredentialOnDisk(t *testing.T, encrypted bool) {
 	require.NotEmpty(t, rec.CredentialTag)
 
 	// After a restart the tag still matches its credentials, and no others.
-	j3, err := OpenJournal(path, &opts.Journal)
+	j3, err := boltjournal.Open(path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j3.Close() })
 	tr3, _ := transportOn(t, j3, opts, rt, time.Time{})
@@ -152,7 +154,7 @@ func TestSealedRecordWithPlaintextBindingIsCorrupt(t *testing.T) {
 	for _, field := range []string{"identity", "cred", "content_type", "content_encoding"} {
 		t.Run(field, func(t *testing.T) {
 			f := newSealedFixture(t)
-			kr := &Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
+			kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
 			j, tr := f.open(t, kr)
 			f.leavePending(t, tr, "t1")
 			rec, err := j.Lookup("t1")
@@ -164,7 +166,7 @@ func TestSealedRecordWithPlaintextBindingIsCorrupt(t *testing.T) {
 			})
 			j, _ = f.open(t, kr)
 			_, err = j.Lookup("t1")
-			require.ErrorIs(t, err, ErrJournalCorrupt)
+			require.ErrorIs(t, err, journal.ErrCorrupt)
 		})
 	}
 }

@@ -1,5 +1,5 @@
 // Tests for journal.go against damaged and foreign files, through Open and
-// the Transport: never a panic or a hang, always ErrJournalCorrupt naming the
+// the Transport: never a panic or a hang, always journal.ErrCorrupt naming the
 // path. The engine's own damage tests are in journal/boltjournal (bolt_test.go).
 
 package idem
@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -53,7 +54,7 @@ func newTestKey(tb testing.TB) string {
 	return k
 }
 
-// Open reports a damaged journal file as OpenJournal does (boltjournal's
+// Open reports a damaged journal file as boltjournal.Open does (boltjournal's
 // TestJournalCorruptFiles opens the same files with the engine's own
 // openers).
 func TestOpenCorruptFiles(t *testing.T) {
@@ -75,7 +76,7 @@ func TestOpenCorruptFiles(t *testing.T) {
 		require.NoError(tb, db.Close())
 	}
 	otherVersion := func(tb testing.TB, path string) {
-		j, err := OpenJournal(path, nil)
+		j, err := boltjournal.Open(path, nil)
 		require.NoError(tb, err)
 		require.NoError(tb, j.Close())
 		db, err := bolt.Open(path, 0o600, nil)
@@ -107,11 +108,11 @@ func TestOpenCorruptFiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "damaged.journal")
 			tt.make(t, path)
-			c, err := Open(path, &Options{Journal: JournalOptions{OpenTimeout: 200 * time.Millisecond}})
+			c, err := Open(path, &Options{Journal: boltjournal.Options{OpenTimeout: 200 * time.Millisecond}})
 			if c != nil {
 				c.Close()
 			}
-			require.ErrorIs(t, err, ErrJournalCorrupt)
+			require.ErrorIs(t, err, journal.ErrCorrupt)
 			require.Contains(t, err.Error(), path)
 		})
 	}
@@ -119,7 +120,7 @@ func TestOpenCorruptFiles(t *testing.T) {
 
 // A journal holding pending payments, written through Open and its
 // HTTPClient, closed, then both meta pages zeroed (pages 0 and 1, the page
-// size read from the file first): Open and OpenJournalReadOnly report it
+// size read from the file first): Open and boltjournal.OpenReadOnly report it
 // damaged, naming the path and saying to keep the file, never "not an idem
 // journal", which would invite deleting it. A file of the same size that is
 // not a journal, with its first two pages zeroed too, still is "not an idem
@@ -163,14 +164,14 @@ func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 		fn   func(string) error
 	}{
 		{"Open", func(p string) error {
-			c, err := Open(p, &Options{Journal: JournalOptions{OpenTimeout: 200 * time.Millisecond}})
+			c, err := Open(p, &Options{Journal: boltjournal.Options{OpenTimeout: 200 * time.Millisecond}})
 			if c != nil {
 				c.Close()
 			}
 			return err
 		}},
 		{"OpenJournalReadOnly", func(p string) error {
-			j, err := OpenJournalReadOnly(p, 200*time.Millisecond)
+			j, err := boltjournal.OpenReadOnly(p, 200*time.Millisecond)
 			if j != nil {
 				j.Close()
 			}
@@ -178,7 +179,7 @@ func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 		}},
 	} {
 		err := open.fn(path)
-		require.ErrorIs(t, err, ErrJournalCorrupt, open.name)
+		require.ErrorIs(t, err, journal.ErrCorrupt, open.name)
 		require.NotErrorIs(t, err, boltjournal.ErrNotJournal, open.name)
 		require.ErrorContains(t, err, path+" is an idem journal whose two bbolt meta pages are both damaged", open.name)
 		require.ErrorContains(t, err, "Keep the file", open.name)
@@ -190,7 +191,7 @@ func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 }
 
 // Resume over a journal holding a record that does not parse fails with
-// ErrJournalCorrupt (boltjournal's TestJournalBadRecordIsCorruptNotPanic
+// journal.ErrCorrupt (boltjournal's TestJournalBadRecordIsCorruptNotPanic
 // has the engine's readers).
 func TestJournalBadRecordFailsResume(t *testing.T) {
 	j, path := testJournal(t)
@@ -201,16 +202,16 @@ func TestJournalBadRecordFailsResume(t *testing.T) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	require.NoError(t, err)
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("pending")).Put(binary.BigEndian.AppendUint64(nil, RecordID(rec)), []byte("{not json"))
+		return tx.Bucket([]byte("pending")).Put(binary.BigEndian.AppendUint64(nil, boltjournal.RecordID(rec)), []byte("{not json"))
 	}))
 	require.NoError(t, db.Close())
 
-	j, err = OpenJournal(path, nil)
+	j, err = boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	tr, err := NewTransport(j, nil)
 	require.NoError(t, err)
-	require.ErrorIs(t, tr.Resume(context.Background(), nil), ErrJournalCorrupt)
+	require.ErrorIs(t, tr.Resume(context.Background(), nil), journal.ErrCorrupt)
 }
 
 // journalPageSize returns the page size of the journal file at path.
@@ -240,7 +241,7 @@ func requireCorruptOrNil(tb testing.TB, err error, path, what string) {
 	if err == nil {
 		return
 	}
-	require.ErrorIs(tb, err, ErrJournalCorrupt, what)
+	require.ErrorIs(tb, err, journal.ErrCorrupt, what)
 	require.Contains(tb, err.Error(), path, what)
 }
 
@@ -249,7 +250,7 @@ func TestJournalDataPagesRandom(t *testing.T) {
 	// Random bytes over pages past the meta pages, whole or just their
 	// headers: bbolt may notice at open, at a read or at a write, or not at
 	// all (it has no checksum on data pages). Every call must end with nil
-	// or ErrJournalCorrupt naming the path.
+	// or journal.ErrCorrupt naming the path.
 	good, hw := goodJournalFile(t)
 	scratch := filepath.Join(t.TempDir(), "probe.journal")
 	require.NoError(t, os.WriteFile(scratch, good, 0o600))
@@ -285,7 +286,7 @@ func TestJournalDataPagesRandom(t *testing.T) {
 			}
 		}
 		withDeadline(t, 20*time.Second, fmt.Sprintf("seed %d", seed), func() {
-			j, err := OpenJournal(path, &JournalOptions{OpenTimeout: 200 * time.Millisecond})
+			j, err := boltjournal.Open(path, &boltjournal.Options{OpenTimeout: 200 * time.Millisecond})
 			check(err, "open")
 			if err != nil {
 				return
@@ -312,5 +313,5 @@ func TestJournalDataPagesRandom(t *testing.T) {
 		}
 		corrupt[first]++
 	}
-	t.Logf("%d damaged journals; ErrJournalCorrupt first reported by: %v", seeds, corrupt)
+	t.Logf("%d damaged journals; journal.ErrCorrupt first reported by: %v", seeds, corrupt)
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -67,7 +68,7 @@ func TestLegacyJournalResumedExactlyOnce(t *testing.T) {
 				return nil
 			}}
 			if strings.Contains(fixture, "7") {
-				opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": []byte(strings.Repeat("k", 32))}}
+				opts.Journal.Encryption = &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": []byte(strings.Repeat("k", 32))}}
 			}
 			c, err := Open(path, opts)
 			require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -91,7 +92,7 @@ func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 	}()
 	<-g.entered
 	clk.Advance(8 * 24 * time.Hour)
-	n, err := j.Prune(DefaultRetention)
+	n, err := j.Prune(boltjournal.DefaultRetention)
 	require.NoError(t, err)
 	require.Zero(t, n, "an operation being sent again is pending, never pruned")
 	close(g.released)

@@ -17,10 +17,11 @@ import (
 
 	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
-// A record sealed under a key the Keyring no longer has is reported (not
+// A record sealed under a key the boltjournal.Keyring no longer has is reported (not
 // sent) by every resumer pass within KeyTTL; once past KeyTTL it expires,
 // reported once with ErrKeyExpired joined to the unknown-key reason, and
 // later passes say nothing of it. Its sealed part is left intact: with the
@@ -29,16 +30,16 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	leakcheck.Check(t)
 	f := newSealedFixture(t)
 	ka, kb := newKey32(t), newKey32(t)
-	onlyA := &Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
-	onlyB := &Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
+	onlyA := &boltjournal.Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
+	onlyB := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
 	j, tr := f.open(t, onlyA)
 	body := f.leavePending(t, tr, "gone-1")
 	created := onlyRecordOf(t, j).Created
 	require.NoError(t, j.Close())
 
 	// Key A removed while gone-1 still needs it.
-	opts := Options{MaxAttempts: 1, Journal: JournalOptions{Encryption: onlyB}, KeyTTL: time.Hour, ResumeInterval: time.Minute}
-	j, err := OpenJournal(f.path, &opts.Journal)
+	opts := Options{MaxAttempts: 1, Journal: boltjournal.Options{Encryption: onlyB}, KeyTTL: time.Hour, ResumeInterval: time.Minute}
+	j, err := boltjournal.Open(f.path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	tr, clk := transportOn(t, j, opts, f.srv.base(), created)
@@ -49,7 +50,7 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	defer stop()
 
 	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 1 && clk.Timers() == 1 }, "first pass")
-	require.ErrorIs(t, got.all()[0].Err, ErrUnknownEncryptionKey)
+	require.ErrorIs(t, got.all()[0].Err, journal.ErrUnknownEncryptionKey)
 	require.NotErrorIs(t, got.all()[0].Err, ErrKeyExpired, "within KeyTTL it waits for its key")
 	require.Equal(t, StatePending, onlyRecordOf(t, j).State)
 
@@ -61,7 +62,7 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 3 && clk.Timers() == 1 }, "pass past KeyTTL")
 	out := got.all()[2]
 	require.ErrorIs(t, out.Err, ErrKeyExpired)
-	require.ErrorIs(t, out.Err, ErrUnknownEncryptionKey, "the reason it could not be sent stays visible")
+	require.ErrorIs(t, out.Err, journal.ErrUnknownEncryptionKey, "the reason it could not be sent stays visible")
 	require.Equal(t, "gone-1", out.Record.OperationID)
 	require.Equal(t, StateExpired, out.Record.State)
 	rec := onlyRecordOf(t, j)
@@ -80,7 +81,7 @@ func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
 	require.NoError(t, j.Close())
 
 	// The sealed part was written back untouched: with A back it opens.
-	j, err = OpenJournal(f.path, &JournalOptions{Encryption: &Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}})
+	j, err = boltjournal.Open(f.path, &boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	rec, err = j.Lookup("gone-1")
@@ -122,17 +123,17 @@ func TestResolveAndDiscard(t *testing.T) {
 	require.Len(t, srv.requests(), 3)
 	j := tr.bolt()
 
-	rec, err := j.Resolve(OperationRef{OperationID: "order-1/charge"}, http.StatusCreated)
+	rec, err := j.Resolve(journal.Name{OperationID: "order-1/charge"}, http.StatusCreated)
 	require.NoError(t, err)
 	require.Equal(t, StateSettled, rec.State)
 	require.Equal(t, http.StatusCreated, rec.Status)
 	require.Nil(t, rec.Body)
 
-	rec, err = j.Discard(OperationRef{Key: minted}, "refunded by support, ticket 77")
+	rec, err = j.Discard(journal.Name{Key: minted}, "refunded by support, ticket 77")
 	require.NoError(t, err)
 	require.Equal(t, StateExpired, rec.State)
 	require.Equal(t, "idem: discarded by hand: refunded by support, ticket 77", rec.LastError)
-	rec, err = j.Discard(OperationRef{Key: "caller-key-3"}, "")
+	rec, err = j.Discard(journal.Name{Key: "caller-key-3"}, "")
 	require.NoError(t, err)
 	require.Equal(t, journal.DiscardedError, rec.LastError)
 
@@ -179,14 +180,14 @@ func TestResolveRefusesInFlight(t *testing.T) {
 		callErr.Store(err)
 	})
 	eventually(t, 2*time.Second, func() bool { return len(srv.requests()) == 1 }, "the call is in flight")
-	_, err := tr.bolt().Resolve(OperationRef{OperationID: "held"}, http.StatusCreated)
-	require.ErrorIs(t, err, ErrOperationBusy)
-	_, err = tr.bolt().Discard(OperationRef{OperationID: "held"}, "")
-	require.ErrorIs(t, err, ErrOperationBusy)
+	_, err := tr.bolt().Resolve(journal.Name{OperationID: "held"}, http.StatusCreated)
+	require.ErrorIs(t, err, journal.ErrBusy)
+	_, err = tr.bolt().Discard(journal.Name{OperationID: "held"}, "")
+	require.ErrorIs(t, err, journal.ErrBusy)
 	close(release)
 	wg.Wait()
 	pendingErr(t, callErr.Load().(error))
-	rec, err := tr.bolt().Discard(OperationRef{OperationID: "held"}, "")
+	rec, err := tr.bolt().Discard(journal.Name{OperationID: "held"}, "")
 	require.NoError(t, err, "free once the call returned")
 	require.Equal(t, StateExpired, rec.State)
 }
@@ -211,11 +212,11 @@ func TestClientResolveTellsObserver(t *testing.T) {
 		pendingErr(t, err)
 	}
 	require.EqualValues(t, 2, obs.pending.Load())
-	_, err := c.Resolve(OperationRef{OperationID: "a"}, http.StatusCreated)
+	_, err := c.Resolve(journal.Name{OperationID: "a"}, http.StatusCreated)
 	require.NoError(t, err)
-	_, err = c.Discard(OperationRef{OperationID: "b"}, "")
+	_, err = c.Discard(journal.Name{OperationID: "b"}, "")
 	require.NoError(t, err)
-	_, err = c.Discard(OperationRef{OperationID: "b"}, "")
-	require.True(t, errors.Is(err, ErrOperationFinal))
+	_, err = c.Discard(journal.Name{OperationID: "b"}, "")
+	require.True(t, errors.Is(err, journal.ErrFinal))
 	require.Zero(t, obs.pending.Load())
 }

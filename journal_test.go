@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -89,27 +91,27 @@ func TestJournalKeepsNoSecrets(t *testing.T) {
 }
 
 // onlyRecordOf returns the single record in j.
-func onlyRecordOf(tb testing.TB, j *Journal) *Record {
+func onlyRecordOf(tb testing.TB, j *boltjournal.Journal) *Record {
 	tb.Helper()
 	return onlyRecordIn(tb, j)
 }
 
-// Open over a journal this process holds fails at once, as OpenJournal does
+// Open over a journal this process holds fails at once, as boltjournal.Open does
 // (boltjournal's TestJournalOpenTwiceInProcess has the other spellings).
 func TestOpenJournalHeldInProcess(t *testing.T) {
 	j, path := testJournal(t)
-	opts := &Options{Journal: JournalOptions{OpenTimeout: 5 * time.Second}}
+	opts := &Options{Journal: boltjournal.Options{OpenTimeout: 5 * time.Second}}
 	start := time.Now()
 	c, err := Open(path, opts)
 	require.Nil(t, journalOf(c))
-	require.ErrorIs(t, err, ErrJournalLocked)
+	require.ErrorIs(t, err, journal.ErrLocked)
 	require.Contains(t, err.Error(), filepath.Base(path))
-	require.Less(t, time.Since(start), time.Second, "ErrJournalLocked at once")
+	require.Less(t, time.Since(start), time.Second, "journal.ErrLocked at once")
 	_, err = j.Records()
 	require.NoError(t, err)
 }
 
-func journalOf(c *Client) *Journal {
+func journalOf(c *Client) *boltjournal.Journal {
 	if c == nil {
 		return nil
 	}
@@ -125,7 +127,7 @@ func TestOpenPrunesOldRecords(t *testing.T) {
 		require.NoError(t, insertRec(j, rec, true))
 	}
 	require.NoError(t, j.Close())
-	c, err := Open(path, &Options{Journal: JournalOptions{Retention: 24 * time.Hour}})
+	c, err := Open(path, &Options{Journal: boltjournal.Options{Retention: 24 * time.Hour}})
 	require.NoError(t, err)
 	defer c.Close()
 	recs, err := c.Journal().Records()

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -76,7 +77,7 @@ func TestJournalTortureSIGKILL(t *testing.T) {
 		// The journal reopens at once, whole, and holds every operation
 		// written ahead so far, including everything it held before.
 		t0 := time.Now()
-		j, err := OpenJournal(path, &JournalOptions{OpenTimeout: time.Second})
+		j, err := boltjournal.Open(path, &boltjournal.Options{OpenTimeout: time.Second})
 		require.NoError(t, err, "reopen after kill %d", run+1)
 		recs, err := j.Records()
 		require.NoError(t, err, "read after kill %d", run+1)
@@ -146,7 +147,7 @@ func helperTortureWriter() int {
 	if n, err := strconv.Atoi(os.Getenv(envWorkers)); err == nil {
 		workers = n
 	}
-	c, err := Open(os.Getenv(envJournal), &Options{Journal: JournalOptions{OpenTimeout: 5 * time.Second},
+	c, err := Open(os.Getenv(envJournal), &Options{Journal: boltjournal.Options{OpenTimeout: 5 * time.Second},
 		InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
 		ResumeInterval: 20 * time.Millisecond, Observer: writeAheadReporter{}})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -184,9 +185,9 @@ func TestObserverWriteAheadFailure(t *testing.T) {
 	tr, _, srv := newScenario(t, &Options{Observer: obs}, func(n int, w http.ResponseWriter, r *http.Request) { reply(w, http.StatusCreated) })
 	require.NoError(t, tr.bolt().Close())
 	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{}`))
-	require.ErrorIs(t, err, ErrJournalClosed)
+	require.ErrorIs(t, err, journal.ErrClosed)
 	require.Len(t, obs.writeAheads, 1)
-	require.ErrorIs(t, obs.writeAheads[0], ErrJournalClosed)
+	require.ErrorIs(t, obs.writeAheads[0], journal.ErrClosed)
 	require.Zero(t, obs.gauge())
 	require.Zero(t, srv.count())
 }

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,12 +35,12 @@ const badOpenTimeout = 5 * time.Second
 // way, the error, whether it matches target, and how long the open took.
 // The unprivileged child of a root test prints the same report.
 func openEveryWay(path string, target error) map[string]string {
-	opts := &Options{Journal: JournalOptions{OpenTimeout: badOpenTimeout}}
+	opts := &Options{Journal: boltjournal.Options{OpenTimeout: badOpenTimeout}}
 	report := make(map[string]string)
 	for name, open := range map[string]func() (io.Closer, error){
 		"Open":                func() (io.Closer, error) { return nilIfError(Open(path, opts)) },
-		"OpenJournal":         func() (io.Closer, error) { return nilIfError(OpenJournal(path, &opts.Journal)) },
-		"OpenJournalReadOnly": func() (io.Closer, error) { return nilIfError(OpenJournalReadOnly(path, badOpenTimeout)) },
+		"OpenJournal":         func() (io.Closer, error) { return nilIfError(boltjournal.Open(path, &opts.Journal)) },
+		"OpenJournalReadOnly": func() (io.Closer, error) { return nilIfError(boltjournal.OpenReadOnly(path, badOpenTimeout)) },
 	} {
 		start := time.Now()
 		c, err := open()
@@ -118,7 +120,7 @@ func TestBadInputJournalPath(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "fifo.journal")
 		require.NoError(t, syscall.Mkfifo(path, 0o600))
 		// A reader's open of a pipe would block until a writer came along.
-		report, _ := bounded(t, func() (map[string]string, error) { return openEveryWay(path, ErrJournalCorrupt), nil })
+		report, _ := bounded(t, func() (map[string]string, error) { return openEveryWay(path, journal.ErrCorrupt), nil })
 		requireRefused(t, report, path, "Open", "OpenJournal", "OpenJournalReadOnly")
 	})
 
@@ -155,7 +157,7 @@ func TestBadInputJournalPath(t *testing.T) {
 
 	t.Run("an unwritable file", func(t *testing.T) {
 		path := filepath.Join(shared(t), "read-only.journal")
-		j, err := OpenJournal(path, nil)
+		j, err := boltjournal.Open(path, nil)
 		require.NoError(t, err)
 		require.NoError(t, j.Close())
 		require.NoError(t, os.Chmod(path, 0o444))
@@ -176,7 +178,7 @@ func TestBadInputJournalPath(t *testing.T) {
 			t.Skipf("cannot mount a file system to make read-only (%v); TestWriteAheadFailureReadOnlyFileSystem has the same need", err)
 		}
 		existing, fresh := filepath.Join(dir, "idem.journal"), filepath.Join(dir, "new.journal")
-		j, err := OpenJournal(existing, nil)
+		j, err := boltjournal.Open(existing, nil)
 		require.NoError(t, err)
 		require.NoError(t, j.Close())
 		require.NoError(t, remountReadOnly(dir))

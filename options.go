@@ -15,8 +15,6 @@ const (
 	DefaultKeyHeader           = "Idempotency-Key"
 	DefaultMaxBodyBytes        = 8 << 20 // 8 MiB
 	DefaultKeyTTL              = 24 * time.Hour
-	DefaultRetention           = boltjournal.DefaultRetention
-	DefaultOpenTimeout         = boltjournal.DefaultOpenTimeout
 	DefaultMaxAttempts         = 6
 	DefaultInitialInterval     = 250 * time.Millisecond
 	DefaultMultiplier          = 2.0
@@ -59,7 +57,7 @@ func DefaultSensitiveHeaders() []string {
 // gives the defaults, the Default... constants (DefaultMaxAttempts 6,
 // DefaultKeyTTL 24h, ...): a zero field means its default, never "none". A
 // negative duration, size or count, or a value outside a field's stated range,
-// makes Open, OpenJournal and NewTransport fail with ErrInvalidOptions naming
+// makes Open and NewTransport fail with ErrInvalidOptions naming
 // the field. Options are read once, when the Client, Transport or Journal is
 // built; changing them later has no effect.
 type Options struct {
@@ -113,12 +111,13 @@ type Options struct {
 	// URL's fragment is never journaled: net/http never sends it.)
 	SensitiveQueryParams []string
 
-	// Journal configures the journal that Open opens (JournalOptions:
-	// encryption at rest, Retention, the file-lock timeout). The journal
-	// alone reads it: NewTransport takes a journal already open, opened
-	// with these by OpenJournal. Open raises Journal.Retention to KeyTTL at
-	// least, as NewTransport does for a *Journal.
-	Journal JournalOptions
+	// Journal configures the bbolt journal that Open opens: encryption at
+	// rest, Retention, the file-lock timeout (boltjournal.Options). Open
+	// raises Journal.Retention to KeyTTL at least. Only Open reads it:
+	// NewTransport takes a Store already open, configured when it was
+	// opened, and refuses a non-zero Journal (ErrInvalidOptions) rather
+	// than leave, say, an Encryption keyring silently unused.
+	Journal boltjournal.Options
 
 	// MaxBodyBytes caps a journaled request body, in bytes. 0 means
 	// DefaultMaxBodyBytes. A longer body fails with ErrBodyTooLarge.
@@ -156,7 +155,7 @@ type Options struct {
 	// comes at once, and more than MaxInterval means MaxInterval. A server's
 	// Retry-After still wins over it, up to MaxRetryAfter. Multiplier and
 	// RandomizationFactor shape only the exponential backoff: set with
-	// Backoff, they fail Open, OpenJournal and NewTransport with
+	// Backoff, they fail Open and NewTransport with
 	// ErrInvalidOptions rather than be ignored. Nil means the exponential
 	// backoff.
 	Backoff func(attempt int) time.Duration

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,8 +26,8 @@ func TestBadInputOptions(t *testing.T) {
 	}{
 		{"MaxBodyBytes negative", Options{MaxBodyBytes: -1}, "MaxBodyBytes -1 is negative"},
 		{"KeyTTL negative", Options{KeyTTL: -time.Hour}, "KeyTTL -1h0m0s is negative"},
-		{"Retention negative", Options{Journal: JournalOptions{Retention: -time.Second}}, "Retention -1s is negative"},
-		{"OpenTimeout negative", Options{Journal: JournalOptions{OpenTimeout: -time.Second}}, "OpenTimeout -1s is negative"},
+		{"Retention negative", Options{Journal: boltjournal.Options{Retention: -time.Second}}, "Retention -1s is negative"},
+		{"OpenTimeout negative", Options{Journal: boltjournal.Options{OpenTimeout: -time.Second}}, "OpenTimeout -1s is negative"},
 		{"MaxAttempts negative", Options{MaxAttempts: -1}, "MaxAttempts -1 is negative"},
 		{"InitialInterval negative", Options{InitialInterval: -time.Millisecond}, "InitialInterval -1ms is negative"},
 		{"MaxInterval negative", Options{MaxInterval: -time.Second}, "MaxInterval -1s is negative"},
@@ -61,12 +62,14 @@ func TestBadInputOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "idem.journal")
 			builds := map[string]func() (any, error){
-				"Open":         func() (any, error) { return Open(path, &tc.opts) },
-				"NewTransport": func() (any, error) { return NewTransport(nil, &tc.opts) },
+				"Open": func() (any, error) { return Open(path, &tc.opts) },
 			}
-			if tc.opts.Journal != (JournalOptions{}) {
-				// The journal's own options: OpenJournal takes only those.
-				builds["OpenJournal"] = func() (any, error) { return OpenJournal(path, &tc.opts.Journal) }
+			if tc.opts.Journal != (boltjournal.Options{}) {
+				// The journal's own options: boltjournal.Open takes only those
+				// (NewTransport refuses any: TestNewTransportRefusesJournalOptions).
+				builds["boltjournal.Open"] = func() (any, error) { return boltjournal.Open(path, &tc.opts.Journal) }
+			} else {
+				builds["NewTransport"] = func() (any, error) { return NewTransport(nil, &tc.opts) }
 			}
 			for name, build := range builds {
 				v, err := bounded(t, build)
@@ -93,4 +96,26 @@ func TestReviewEmptySensitiveQueryParamRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	_, err = NewTransport(nil, opts)
 	require.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// Options.Journal is Open's: NewTransport, given a Store opened already,
+// refuses it rather than leave an Encryption keyring silently unused, which
+// would write the request in clear while its caller believes it sealed.
+func TestNewTransportRefusesJournalOptions(t *testing.T) {
+	keys := &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}
+	for name, jopts := range map[string]boltjournal.Options{
+		"Encryption":  {Encryption: keys},
+		"Retention":   {Retention: time.Hour},
+		"OpenTimeout": {OpenTimeout: time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, err := NewTransport(memStore(t), &Options{Journal: jopts})
+			require.Nil(t, tr)
+			require.ErrorIs(t, err, ErrInvalidOptions)
+			require.Contains(t, err.Error(), "Options.Journal")
+		})
+	}
+	tr, err := NewTransport(memStore(t), &Options{})
+	require.NoError(t, err)
+	require.NotNil(t, tr)
 }

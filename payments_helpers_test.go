@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -130,7 +131,7 @@ func synthetic(r *http.Request, status int) *http.Response {
 
 // transportOn builds a Transport over the bbolt journal j that sends through
 // base, with a fake clock that starts at start (the zero time means now).
-func transportOn(tb testing.TB, j *Journal, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
+func transportOn(tb testing.TB, j *boltjournal.Journal, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
 	tb.Helper()
 	return transportOver(tb, j, opts, base, start)
 }
@@ -140,6 +141,7 @@ func transportOn(tb testing.TB, j *Journal, opts Options, base http.RoundTripper
 func transportOver(tb testing.TB, s journal.Store, opts Options, base http.RoundTripper, start time.Time) (*Transport, *fakeClock) {
 	tb.Helper()
 	opts.Base = base
+	opts.Journal = boltjournal.Options{} // the journal's, applied when it was opened
 	tr, err := NewTransport(s, &opts)
 	require.NoError(tb, err)
 	clk := newFakeClock()
@@ -152,10 +154,10 @@ func transportOver(tb testing.TB, s journal.Store, opts Options, base http.Round
 
 // reopen closes j and opens the journal at the same path again, as a
 // restarted process would. The new journal closes with the test.
-func reopen(tb testing.TB, j *Journal) *Journal {
+func reopen(tb testing.TB, j *boltjournal.Journal) *boltjournal.Journal {
 	tb.Helper()
 	require.NoError(tb, j.Close())
-	j2, err := OpenJournal(j.Path(), nil)
+	j2, err := boltjournal.Open(j.Path(), nil)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { j2.Close() })
 	return j2
@@ -181,7 +183,7 @@ func pendingErr(tb testing.TB, err error) *PendingError {
 // fastJournal is testJournal without the path: a bbolt journal on a RAM
 // file system when there is one, for tests about concurrency rather than
 // durability.
-func fastJournal(tb testing.TB) *Journal {
+func fastJournal(tb testing.TB) *boltjournal.Journal {
 	tb.Helper()
 	j, _ := testJournal(tb)
 	return j

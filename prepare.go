@@ -106,7 +106,10 @@ func (t *Transport) writeAheadOrFind(ctx context.Context, req *http.Request, nam
 	if werr == nil {
 		return rec, false, nil
 	}
-	if errors.Is(werr, journal.ErrDuplicate) && (hasKey || opID != "") {
+	if !errors.Is(werr, journal.ErrNameTaken) {
+		return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
+	}
+	if hasKey || opID != "" {
 		found, err := t.journal.Get(ctx, name)
 		if err != nil {
 			return nil, false, err
@@ -115,5 +118,6 @@ func (t *Transport) writeAheadOrFind(ctx context.Context, req *http.Request, nam
 			return found, true, nil
 		}
 	}
-	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
+	// The caller's key is another operation's.
+	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w: %w", ErrKeyReuse, werr)
 }

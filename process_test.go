@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -153,7 +155,7 @@ func parseReport(out string) map[string]string {
 }
 
 // helperLock opens the journal as a second writer would. It exits 0 if the
-// open failed with ErrJournalLocked, and reports the error and the time the
+// open failed with journal.ErrLocked, and reports the error and the time the
 // open took.
 func helperLock() int {
 	timeout, err := time.ParseDuration(os.Getenv(envOpenTimeout))
@@ -162,7 +164,7 @@ func helperLock() int {
 		return 2
 	}
 	start := time.Now()
-	j, err := OpenJournal(os.Getenv(envJournal), &JournalOptions{OpenTimeout: timeout})
+	j, err := boltjournal.Open(os.Getenv(envJournal), &boltjournal.Options{OpenTimeout: timeout})
 	return reportLocked(j, err, time.Since(start))
 }
 
@@ -174,17 +176,17 @@ func helperLockReadOnly() int {
 		return 2
 	}
 	start := time.Now()
-	j, err := OpenJournalReadOnly(os.Getenv(envJournal), timeout)
+	j, err := boltjournal.OpenReadOnly(os.Getenv(envJournal), timeout)
 	return reportLocked(j, err, time.Since(start))
 }
 
-func reportLocked(j *Journal, err error, took time.Duration) int {
+func reportLocked(j *boltjournal.Journal, err error, took time.Duration) int {
 	fmt.Printf("elapsed=%s\nerr=%v\n", took, err)
 	switch {
 	case err == nil:
 		j.Close()
 		return 3
-	case !errors.Is(err, ErrJournalLocked):
+	case !errors.Is(err, journal.ErrLocked):
 		return 4
 	}
 	return 0
@@ -222,7 +224,7 @@ func helperS19Worker() int {
 // if that was an error and no response.
 func helperFsizePost() int {
 	path := os.Getenv(envJournal)
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,7 +63,7 @@ func sendRedirectCrashOp(c *http.Client, url string, i int) error {
 // Returning at all means the point was never reached: a failure.
 func helperRedirectCrash() int {
 	point, url := os.Getenv(envCrashPoint), os.Getenv(envURL)
-	j, err := OpenJournal(os.Getenv(envJournal), nil)
+	j, err := boltjournal.Open(os.Getenv(envJournal), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -129,7 +130,7 @@ func TestRedirectCrash(t *testing.T) {
 			require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "worker ended by %v:\n%s", ws, out.String())
 			require.Contains(t, out.String(), "crashed="+point)
 
-			j, err := OpenJournal(path, nil)
+			j, err := boltjournal.Open(path, nil)
 			require.NoError(t, err)
 			t.Cleanup(func() { j.Close() })
 			recs, err := j.Records()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/testhook"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
@@ -41,9 +42,9 @@ func TestRepresentationIsFingerprinted(t *testing.T) {
 			pay, base, rt := paymentsOver(t, encrypted)
 			opts := Options{MaxAttempts: 1}
 			if encrypted {
-				opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+				opts.Journal.Encryption = &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
 			}
-			j, err := OpenJournal(filepath.Join(t.TempDir(), "repr.journal"), &opts.Journal)
+			j, err := boltjournal.Open(filepath.Join(t.TempDir(), "repr.journal"), &opts.Journal)
 			require.NoError(t, err)
 			t.Cleanup(func() { j.Close() })
 			tr, clk := transportOn(t, j, opts, rt, time.Time{})
@@ -78,7 +79,7 @@ func TestRepresentationIsFingerprinted(t *testing.T) {
 
 			// Settled, its Header is gone; its representation is not.
 			require.NoError(t, j.Close())
-			j, err = OpenJournal(j.Path(), &opts.Journal)
+			j, err = boltjournal.Open(j.Path(), &opts.Journal)
 			require.NoError(t, err)
 			t.Cleanup(func() { j.Close() })
 			tr, _ = transportOn(t, j, opts, rt, clk.Now())
@@ -174,7 +175,7 @@ func TestIdentityLegacyRecords(t *testing.T) {
 	require.NoError(t, j.Close())
 	unbind(t, path, "old-settled", "old-pending")
 
-	j, err = OpenJournal(path, nil)
+	j, err = boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	require.NoError(t, boltDB(j).View(func(tx *bolt.Tx) error {

@@ -21,7 +21,7 @@ import (
 // operation back, unsent), an error matching ErrKeyExpired (not sent:
 // reconcile it), an error from Options.PrepareResume,
 // ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing, or
-// ErrUnknownEncryptionKey or ErrDecrypt (a sealed record that could not be
+// journal.ErrUnknownEncryptionKey or journal.ErrDecrypt (a sealed record that could not be
 // opened: nothing was sent, the operation stays pending until KeyTTL, then
 // expires with ErrKeyExpired joined to the reason; Record may be Sealed,
 // without its request).
@@ -199,7 +199,7 @@ func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 // openErr: the operation stays pending, for the key to be put back. rec is
 // the record as listed (Created is readable in a sealed record).
 func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr error) error {
-	if !errors.Is(openErr, ErrUnknownEncryptionKey) && !errors.Is(openErr, ErrDecrypt) {
+	if !errors.Is(openErr, journal.ErrUnknownEncryptionKey) && !errors.Is(openErr, journal.ErrDecrypt) {
 		return openErr
 	}
 	if !t.keyExpired(rec) {

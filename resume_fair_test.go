@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -68,7 +69,7 @@ func newDeadServer(tb testing.TB) *deadServer {
 
 // writePending journals a pending operation for url that no attempt has
 // reached yet, as a crashed run leaves it.
-func writePending(tb testing.TB, j *Journal, url, ref string, at time.Time) {
+func writePending(tb testing.TB, j *boltjournal.Journal, url, ref string, at time.Time) {
 	tb.Helper()
 	body := []byte(paymentBody(ref, 100))
 	require.NoError(tb, insertRec(j, &Record{Key: "key-" + ref, OperationID: ref + "/charge", Method: http.MethodPost,

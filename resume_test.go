@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -299,7 +300,7 @@ func TestS19_SIGKILLBeforeResponseThenResume(t *testing.T) {
 
 	// The next run: the operation is pending in the journal, written before
 	// the worker sent it.
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	rec := onlyRecordOf(t, j)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/leakcheck"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -76,7 +77,7 @@ func freeAddr(tb testing.TB) string {
 	return addr
 }
 
-func countState(tb testing.TB, j *Journal, s State) int {
+func countState(tb testing.TB, j *boltjournal.Journal, s State) int {
 	tb.Helper()
 	recs, err := j.Records()
 	require.NoError(tb, err)
@@ -368,7 +369,7 @@ func TestCloseWaitsForResumesThenLeavesThemPending(t *testing.T) {
 			require.NoError(t, c.Close())
 			require.Less(t, time.Since(start), 3*time.Second, "Close waits CloseTimeout at most, then cancels")
 
-			j, err := OpenJournalReadOnly(path, 0)
+			j, err := boltjournal.OpenReadOnly(path, 0)
 			require.NoError(t, err)
 			defer j.Close()
 			recs, err := j.Records()

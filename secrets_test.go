@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -42,7 +43,7 @@ const (
 // newKey32 returns a random AES-256 key.
 func newKey32(tb testing.TB) []byte {
 	tb.Helper()
-	k := make([]byte, EncryptionKeySize)
+	k := make([]byte, boltjournal.EncryptionKeySize)
 	_, err := rand.Read(k)
 	require.NoError(tb, err)
 	return k
@@ -131,10 +132,10 @@ func testSecretsAtRest(t *testing.T, encrypted bool) {
 		SensitiveQueryParams: []string{"token"},
 		Logger:               slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if encrypted {
-		opts.Journal.Encryption = &Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
+		opts.Journal.Encryption = &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": newKey32(t)}}
 	}
 	path := filepath.Join(t.TempDir(), "secrets.journal")
-	j, err := OpenJournal(path, &opts.Journal)
+	j, err := boltjournal.Open(path, &opts.Journal)
 	require.NoError(t, err)
 	tr, clk := transportOn(t, j, opts, wire, time.Time{})
 
@@ -175,7 +176,7 @@ func testSecretsAtRest(t *testing.T, encrypted bool) {
 	}
 
 	// A restart. Without the token, Resume sends nothing and keeps it pending.
-	j2, err := OpenJournal(path, &opts.Journal)
+	j2, err := boltjournal.Open(path, &opts.Journal)
 	require.NoError(t, err)
 	t.Cleanup(func() { j2.Close() })
 	noToken := opts

@@ -7,7 +7,7 @@ import (
 )
 
 // These helpers call a journal through the journal.Store contract, as the
-// Transport does, under the short names the tests used for the Journal's
+// Transport does, under the short names the tests used for the boltjournal.Journal's
 // own methods before it moved to journal/boltjournal.
 
 // insertRec writes rec ahead (Store.Create), its key the caller's if callerKey.

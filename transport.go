@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // Transport is an http.RoundTripper that makes non-idempotent requests safe to
@@ -30,7 +31,8 @@ import (
 //  2. takes the caller's idempotency key, or mints a random UUID;
 //  3. commits key, method, URL (without userinfo, fragment and
 //     Options.SensitiveQueryParams), non-sensitive headers and body to the
-//     journal, sealed if Options.Journal.Encryption is set, with fsync, before the
+//     journal, sealed if the journal was opened with encryption at rest
+//     (boltjournal.Options.Encryption; Open takes it as Options.Journal), with fsync, before the
 //     first byte is sent;
 //  4. sends attempts with that key and the journaled bytes until a final
 //     response, retrying as the Classifier, the backoff and the host's
@@ -69,21 +71,27 @@ type Transport struct {
 	crashAt func(point string)
 }
 
-// NewTransport returns a Transport that journals to store, usually the
-// bbolt *Journal that OpenJournal returns. A nil store gives a Transport
-// that retries but refuses (ErrNoJournal) every request that would need
-// journaling. The Transport does not own store; close it after the last
-// call. Sealing records is the journal's alone (JournalOptions.Encryption);
-// NewTransport raises a journal's retention to KeyTTL if it is shorter (a
-// Store with a KeepAtLeast(time.Duration) method: the bbolt and PostgreSQL
-// journals).
+// NewTransport returns a Transport that journals to store: a
+// *boltjournal.Journal (boltjournal.Open), a *pgjournal.Journal, or any
+// journal.Store. A nil store gives a Transport that retries but refuses
+// (ErrNoJournal) every request that would need journaling. The Transport
+// does not own store; close it after the last call. Sealing records is the
+// store's, configured when it was opened (boltjournal.Options.Encryption,
+// pgjournal.Options.Encryption): a non-zero opts.Journal, which only Open
+// reads, is ErrInvalidOptions. NewTransport raises a journal's retention to
+// KeyTTL if it is shorter (a Store with a KeepAtLeast(time.Duration)
+// method: the bbolt and PostgreSQL journals).
 func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
+	if opts != nil && opts.Journal != (boltjournal.Options{}) {
+		return nil, fmt.Errorf("%w: Options.Journal configures the journal Open opens; "+
+			"NewTransport takes one already open (set these when opening it)", ErrInvalidOptions)
+	}
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	if j, ok := store.(*Journal); ok && j == nil {
-		store = nil // a nil *Journal is no journal
+	if j, ok := store.(*boltjournal.Journal); ok && j == nil {
+		store = nil // a nil *boltjournal.Journal is no journal
 	}
 	if r, ok := store.(interface{ KeepAtLeast(time.Duration) }); ok {
 		r.KeepAtLeast(cfg.KeyTTL) // never forget a key the server may still hold
@@ -122,9 +130,9 @@ func (t *Transport) base() http.RoundTripper {
 // RoundTrip implements http.RoundTripper; see the Transport doc. Before
 // anything is written or sent it may fail with ErrInvalidRequest,
 // ErrInvalidKey, ErrBodyTooLarge, ErrKeyReuse, ErrKeyExpired, ErrNoJournal,
-// an *AlreadySettledError, ErrUnknownEncryptionKey or ErrDecrypt (its
+// an *AlreadySettledError, journal.ErrUnknownEncryptionKey or journal.ErrDecrypt (its
 // operation ID names a sealed record the journal cannot open),
-// ErrJournalCorrupt (its record's body does not match its hash), the
+// journal.ErrCorrupt (its record's body does not match its hash), the
 // context's error, or a write-ahead error; for the hop of a redirect, with
 // a *PendingError matching ErrRedirectChanged; after that, with a *PendingError
 // (the operation stays pending; also when the RetryBudget denies re-sending

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -76,7 +78,7 @@ func TestWriteAheadFailureDiskFull(t *testing.T) {
 	t.Log("variant: real (a 1 MiB tmpfs filled up: ENOSPC)")
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	path := filepath.Join(dir, "idem.journal")
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() }) // before the unmount
 	tr, _ := transportOn(t, j, Options{MaxAttempts: 1}, wire, time.Time{})
@@ -127,7 +129,7 @@ func TestWriteAheadFailureReadOnlyFileSystem(t *testing.T) {
 	}
 	srv, wire := startPayments(t, nil), newWireLog(t)
 	path := filepath.Join(dir, "idem.journal")
-	j, err := OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	require.NoError(t, err)
 
 	// Linux refuses to make a file system read-only while a file on it is
@@ -153,14 +155,14 @@ func TestWriteAheadFailureReadOnlyFileSystem(t *testing.T) {
 
 	// A writer cannot open it: the file system's error, naming the path.
 	start := time.Now()
-	_, err = OpenJournal(path, nil)
+	_, err = boltjournal.Open(path, nil)
 	require.ErrorIs(t, err, syscall.EROFS)
 	require.Contains(t, err.Error(), path)
-	require.False(t, errors.Is(err, ErrJournalCorrupt) || errors.Is(err, ErrJournalLocked), "%v", err)
-	require.Less(t, time.Since(start), DefaultOpenTimeout)
+	require.False(t, errors.Is(err, journal.ErrCorrupt) || errors.Is(err, journal.ErrLocked), "%v", err)
+	require.Less(t, time.Since(start), boltjournal.DefaultOpenTimeout)
 
 	// A reader can (idem journal ls), and a Transport over it sends nothing.
-	ro, err := OpenJournalReadOnly(path, 0)
+	ro, err := boltjournal.OpenReadOnly(path, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { ro.Close() })
 	tr, _ := transportOn(t, ro, Options{MaxAttempts: 1}, wire, time.Time{})
@@ -197,15 +199,15 @@ func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
 		j, _ := testJournal(t)
 		tr, _ := transportOn(t, j, Options{}, wire, time.Time{})
 		require.NoError(t, j.Close())
-		send(t, tr, srv, wire, context.Background(), ErrJournalClosed)
-		send(t, tr, srv, wire, WithOperationID(context.Background(), "op-s21"), ErrJournalClosed)
+		send(t, tr, srv, wire, context.Background(), journal.ErrClosed)
+		send(t, tr, srv, wire, WithOperationID(context.Background(), "op-s21"), journal.ErrClosed)
 	})
 
 	t.Run("journal opened read-only", func(t *testing.T) {
 		srv, wire := startPayments(t, nil), newWireLog(t)
 		j, path := testJournal(t)
 		require.NoError(t, j.Close())
-		ro, err := OpenJournalReadOnly(path, 0)
+		ro, err := boltjournal.OpenReadOnly(path, 0)
 		require.NoError(t, err)
 		t.Cleanup(func() { ro.Close() })
 		tr, _ := transportOn(t, ro, Options{}, wire, time.Time{})
@@ -246,7 +248,7 @@ func TestS21_WriteAheadFailureSendsNothing(t *testing.T) {
 		require.Equal(t, 0, srv.Ledger().Requests, "the server saw nothing")
 
 		// The failed commit left the journal intact and without the record.
-		j, err := OpenJournal(path, nil)
+		j, err := boltjournal.Open(path, nil)
 		require.NoError(t, err)
 		defer j.Close()
 		recs, err := j.Records()

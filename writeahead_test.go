@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -42,7 +43,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 			require.Error(t, err)
 			require.Zero(t, seqOf(f), "no trace of a rolled-back insert on the caller's record")
 		}
-		require.ErrorIs(t, insertRec(j, rec("key-b", "op-1"), true), ErrKeyReuse)
+		require.ErrorIs(t, insertRec(j, rec("key-b", "op-1"), true), journal.ErrNameTaken)
 		for _, probe := range []journal.Name{{Key: "key-b"}, {OperationID: "op-2"}, {OperationID: "op-3"}} {
 			got, err := j.Get(context.Background(), probe)
 			require.NoError(t, err)
@@ -133,7 +134,7 @@ func TestS22_RecordExistsOnlyAfterInsertReturned(t *testing.T) {
 
 // recordByKey scans the journal for the record with key: keys idem mints are
 // not indexed.
-func recordByKey(j *Journal, key string) (*Record, error) {
+func recordByKey(j *boltjournal.Journal, key string) (*Record, error) {
 	recs, err := j.Records()
 	for _, r := range recs {
 		if r.Key == key {

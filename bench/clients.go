@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // client is one row of a table.
@@ -183,7 +184,7 @@ func (c journalCounts) since(b journalCounts) journalCounts {
 }
 
 // boltCommits reads the bbolt journal's Stats.
-func boltCommits(j *idem.Journal) func() journalCounts {
+func boltCommits(j *boltjournal.Journal) func() journalCounts {
 	return func() journalCounts {
 		st := j.Stats()
 		return journalCounts{st.Commits, st.WriteAheads, st.PagesWritten, st.CommitTime, st.WriteTime}

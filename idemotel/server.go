@@ -20,7 +20,7 @@ import (
 //
 //	obs, err := idemotel.NewServer(nil) // the global MeterProvider
 //	if err != nil { ... }
-//	mw, err := server.New(server.Options{Store: store, Observer: obs})
+//	mw, err := server.New(&server.Options{Store: store, Observer: obs})
 //
 // The instruments, under the meter ScopeName, each with the attributes http.request.method
 // and, when the middleware runs inside a net/http ServeMux route, http.route (the route's

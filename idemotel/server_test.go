@@ -167,10 +167,10 @@ func TestServerAdapterRecordsWhatTheObserverSaw(t *testing.T) {
 	seen := &serverCounting{conflicts: map[bool]int{}, recoveries: map[string]int{}}
 
 	clk := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	store := &downStore{Store: memstore.New(clk.Now)}
+	store := &downStore{Store: memstore.New(&memstore.Options{Now: clk.Now})}
 	var recoverCalls atomic.Int32
 	const answer = `{"id":"pay_1"}`
-	mw, err := server.New(server.Options{
+	mw, err := server.New(&server.Options{
 		Store: store,
 		Lease: time.Hour, // its heartbeat (every 20 min) never runs: only the clock moves it
 		Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {

@@ -1,5 +1,5 @@
 // This file holds the errors a Store returns, matched with errors.Is. The
-// idem package re-exports them under its own names (idem.ErrJournalLocked
+// idem package re-exports them under its own names (journal.ErrLocked
 // is ErrLocked), so callers may match either.
 
 package journal
@@ -44,9 +44,11 @@ var (
 )
 
 var (
-	// ErrDuplicate is returned by Create when the operation ID or caller
-	// key is already taken.
-	ErrDuplicate = errors.New("idem: operation ID reused with a different request")
+	// ErrNameTaken is returned by Create when the operation ID or caller
+	// key is already in the journal. The caller decides what that means:
+	// the client reads the record there and goes on with it, or refuses a
+	// different request under the same name (idem.ErrKeyReuse).
+	ErrNameTaken = errors.New("idem: operation ID or idempotency key already in the journal")
 
 	// ErrGone is returned by Update when the record it would write is no
 	// longer where it was (pruned meanwhile).

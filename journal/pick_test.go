@@ -16,7 +16,7 @@ import (
 // stops as pick says.
 func TestPickedOverPending(t *testing.T) {
 	ctx := context.Background()
-	s := memjournal.New()
+	s := memjournal.New(nil)
 	var seqs []uint64
 	for i := range 6 {
 		rec := &journal.Record{Key: fmt.Sprint("k", i), Method: http.MethodPost,

@@ -26,7 +26,7 @@ import (
 // COMMIT). Nothing is sent before Create returned.
 type Store interface {
 	// Create writes rec, a new operation in StatePending, durably, and sets
-	// its Ref. It fails with an error matching ErrDuplicate, writing
+	// its Ref. It fails with an error matching ErrNameTaken, writing
 	// nothing, if rec's operation ID, or its key when rec.CallerKey is set,
 	// names an operation already stored. rec.BodySHA256 must be the hash of
 	// rec.Body.

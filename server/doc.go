@@ -4,7 +4,7 @@
 // handler once per key and answers every retry with the stored response. It depends on
 // the standard library only.
 //
-//	mw, err := server.New(server.Options{Store: memstore.New(nil), Identity: accountOf})
+//	mw, err := server.New(&server.Options{Store: memstore.New(nil), Identity: accountOf})
 //	if err != nil { ... }
 //	http.ListenAndServe(addr, mw.Wrap(mux))
 //

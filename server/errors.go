@@ -23,7 +23,7 @@ var (
 	// is no atomic claim, so the middleware refuses to start rather than fail per request.
 	ErrNoStore = errors.New("server: Options.Store is nil")
 
-	// ErrBadOptions is wrapped by New's error for an option out of range (a negative
+	// ErrInvalidOptions is wrapped by New's error for an option out of range (a negative
 	// duration or size, an invalid header name or method).
-	ErrBadOptions = errors.New("server: invalid options")
+	ErrInvalidOptions = errors.New("server: invalid options")
 )

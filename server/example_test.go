@@ -22,7 +22,7 @@ func Example() {
 		fmt.Fprintf(w, `{"id":"pay_%d"}`, payments)
 	})
 
-	mw, err := server.New(server.Options{
+	mw, err := server.New(&server.Options{
 		Store:    memstore.New(nil), // one process; a fleet uses the Redis or PostgreSQL store
 		Identity: func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil },
 		Required: true,

@@ -18,7 +18,10 @@ import (
 // doc: key order, white space and number spelling do not matter), and refused with an
 // error, which the middleware answers with 400, if it is not valid I-JSON (invalid,
 // duplicate member names, not UTF-8). Any other body, an empty one, and one sent with a
-// Content-Encoding (gzip: not JSON text on the wire) are hashed as raw bytes.
+// Content-Encoding (gzip: not JSON text on the wire) are hashed as raw bytes. Which of
+// the two readings was used is hashed too: the same bytes sent once as JSON and once
+// without a JSON Content-Type are different requests, and reusing a key across them gets
+// 422.
 func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
 	kind, canon := "raw", body
 	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) && notEncoded(r) {

@@ -46,14 +46,14 @@ func newService(t *testing.T, opts server.Options, handler func(s *service) http
 	t.Helper()
 	leakcheck.Check(t)
 	s := &service{t: t, clock: servertest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)), obs: &recorder{}}
-	s.store = memstore.New(s.clock.Now)
+	s.store = memstore.New(&memstore.Options{Now: s.clock.Now})
 	if opts.Store == nil {
 		opts.Store = s.store
 	}
 	if opts.Observer == nil {
 		opts.Observer = s.obs
 	}
-	mw, err := server.New(opts)
+	mw, err := server.New(&opts)
 	require.NoError(t, err)
 	s.mw = mw
 	h := http.Handler(http.HandlerFunc(s.pay))

@@ -23,9 +23,13 @@ type Middleware struct {
 	durations durations       // recent handler times, for 409's Retry-After
 }
 
-// New returns a Middleware for o. It returns ErrNoStore if o.Store is nil, and an error
-// wrapping ErrBadOptions for an option out of range.
-func New(o Options) (*Middleware, error) {
+// New returns a Middleware for opts. It returns ErrNoStore if opts or opts.Store is nil,
+// and an error wrapping ErrInvalidOptions for an option out of range.
+func New(opts *Options) (*Middleware, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	c, err := resolve(o)
 	if err != nil {
 		return nil, err

@@ -26,14 +26,15 @@ const (
 	DefaultPolicyURL        = "https://pkg.go.dev/github.com/idem-go/idem/server"
 )
 
-// DefaultMethods are the methods the middleware covers when Options.Methods is nil: the two
-// that RFC 9110 section 9.2.2 does not make idempotent.
-var DefaultMethods = []string{http.MethodPost, http.MethodPatch}
+// DefaultMethods returns the methods the middleware covers when Options.Methods is nil: the
+// two that RFC 9110 section 9.2.2 does not make idempotent. Each call returns a new slice.
+func DefaultMethods() []string { return []string{http.MethodPost, http.MethodPatch} }
 
-// DefaultUnstoredHeaders are the response header fields that are never stored or replayed
+// DefaultUnstoredHeaders returns the response header fields that are never stored or replayed
 // when Options.UnstoredHeaders is nil: a session cookie set for one request must not be
 // handed to whoever replays it.
-var DefaultUnstoredHeaders = []string{"Set-Cookie"}
+// Each call returns a new slice.
+func DefaultUnstoredHeaders() []string { return []string{"Set-Cookie"} }
 
 // Options configures the middleware. Only Store is required; every other zero value picks
 // the documented default. New copies what it needs, so an Options may be reused, but the
@@ -150,7 +151,7 @@ func resolve(o Options) (*config, error) {
 		return nil, ErrNoStore
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrBadOptions}, args...)...)
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
 	}
 	switch {
 	case o.MaxBodyBytes < 0, o.MaxResponseBytes < 0:
@@ -202,7 +203,7 @@ func resolve(o Options) (*config, error) {
 	}
 	methods := c.Methods
 	if methods == nil {
-		methods = DefaultMethods
+		methods = DefaultMethods()
 	}
 	for _, m := range methods {
 		if !validToken(m) {
@@ -212,7 +213,7 @@ func resolve(o Options) (*config, error) {
 	}
 	unstored := c.UnstoredHeaders
 	if unstored == nil {
-		unstored = DefaultUnstoredHeaders
+		unstored = DefaultUnstoredHeaders()
 	}
 	for _, h := range slices.Concat(unstored, hopByHop, []string{replayedHeader, c.PolicyHeader}) {
 		c.unstored[textproto.CanonicalMIMEHeaderKey(h)] = true

@@ -66,7 +66,7 @@ func TestStoreDownAtCompletionIsRepeated(t *testing.T) {
 
 // New refuses a nil Store and out-of-range options, rather than failing per request.
 func TestNewChecksOptions(t *testing.T) {
-	_, err := server.New(server.Options{})
+	_, err := server.New(&server.Options{})
 	assert.ErrorIs(t, err, server.ErrNoStore)
 	for name, o := range map[string]server.Options{
 		"negative lease":  {Lease: -1},
@@ -78,7 +78,7 @@ func TestNewChecksOptions(t *testing.T) {
 		"bad method":      {Methods: []string{"PO ST"}},
 	} {
 		o.Store = &flakyStore{}
-		_, err := server.New(o)
-		assert.ErrorIs(t, err, server.ErrBadOptions, name)
+		_, err := server.New(&o)
+		assert.ErrorIs(t, err, server.ErrInvalidOptions, name)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // newMiddleware returns the idempotency middleware for s's options.
 func (s *Server) newMiddleware() (*server.Middleware, error) {
-	return server.New(server.Options{
+	return server.New(&server.Options{
 		Store:        s.store,
 		KeyHeader:    s.opts.KeyHeader,
 		Methods:      []string{http.MethodPost},
@@ -46,7 +46,8 @@ func (s *Server) newMiddleware() (*server.Middleware, error) {
 // apart; "" is the anonymous identity of each.
 func (s *Server) identity(r *http.Request) (string, error) {
 	if s.opts.Identity != nil {
-		return "id:" + s.opts.Identity(r), nil
+		id, err := s.opts.Identity(r)
+		return "id:" + id, err
 	}
 	return "auth:" + r.Header.Get("Authorization"), nil
 }

@@ -29,7 +29,7 @@ var (
 )
 
 func TestOptionsIdentityScopesKeys(t *testing.T) {
-	s := newTestServer(t, &Options{Identity: func(r *http.Request) string { return r.Header.Get("X-Account") }})
+	s := newTestServer(t, &Options{Identity: func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil }})
 	body := payBody("order-1", 1250)
 
 	first := post(t, s, "K", body, acme...)
@@ -89,7 +89,7 @@ func TestOptionsIdentityKeepsOnlyAHash(t *testing.T) {
 	store := &scopeStore{Store: memstore.New(nil)}
 	s := newTestServer(t, &Options{
 		Store:    store,
-		Identity: func(r *http.Request) string { return r.Header.Get("Authorization") },
+		Identity: func(r *http.Request) (string, error) { return r.Header.Get("Authorization"), nil },
 		Logf: func(format string, args ...any) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -98,7 +98,7 @@ func (st *releaseFails) Release(ctx context.Context, sc server.Scope, token stri
 // the key expires.
 func TestStuckKeyWithoutPaymentReruns(t *testing.T) {
 	clk := newClock()
-	store := &releaseFails{Store: memstore.New(clk.Now)}
+	store := &releaseFails{Store: memstore.New(&memstore.Options{Now: clk.Now})}
 	store.fail.Store(true)
 	s := newTestServer(t, &Options{Store: store, Lease: time.Hour})
 	bad := `{"amount": 0, "currency": "eur", "reference": "r"}`
@@ -135,7 +135,7 @@ func TestStuckKeyRecoveredOnAnotherServer(t *testing.T) {
 		name := map[bool]string{true: "shared Payments", false: "a registry each"}[shared]
 		t.Run(name, func(t *testing.T) {
 			clk := newClock()
-			store := memstore.New(clk.Now)
+			store := memstore.New(&memstore.Options{Now: clk.Now})
 			var payments *Payments
 			if shared {
 				payments = NewPayments()

@@ -87,8 +87,9 @@ type Options struct {
 	// anonymous identity. Then a refreshed token for the same account keeps its keys. nil
 	// scopes by the Authorization header, so a new token is a new client. Only a hash of
 	// what Identity returns reaches the Store, and it is never logged, so returning a
-	// credential is safe. It may be called concurrently.
-	Identity func(r *http.Request) string
+	// credential is safe. An error answers 403 and runs nothing, as server.Options.Identity
+	// does. It may be called concurrently.
+	Identity func(r *http.Request) (string, error)
 }
 
 // Server is a payments API with server-side idempotency and fault injection, listening on a
@@ -191,7 +192,7 @@ func newServer(opts *Options) (*Server, error) {
 	s.SetNow(nil)
 	s.store = s.opts.Store
 	if s.store == nil {
-		s.store = memstore.New(s.now)
+		s.store = memstore.New(&memstore.Options{Now: s.now})
 	}
 	s.track = newTracker()
 	s.payments = s.opts.Payments

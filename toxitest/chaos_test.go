@@ -22,6 +22,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 )
 
@@ -427,7 +428,7 @@ func resume(t *testing.T, client *idem.Client, n *tally) int {
 
 // pendingOps returns how many operations are pending and the earliest time
 // one of them may be sent again.
-func pendingOps(t *testing.T, j *idem.Journal) (next time.Time, n int) {
+func pendingOps(t *testing.T, j *boltjournal.Journal) (next time.Time, n int) {
 	t.Helper()
 	recs, err := j.Records()
 	if err != nil {
@@ -449,7 +450,7 @@ func pendingOps(t *testing.T, j *idem.Journal) (next time.Time, n int) {
 // ops operations, all settled with 201. It returns the attempts they record.
 func checkJournal(t *testing.T, path string, ops int) (attempts int) {
 	t.Helper()
-	j, err := idem.OpenJournalReadOnly(path, time.Second)
+	j, err := boltjournal.OpenReadOnly(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 )
 
@@ -100,11 +100,11 @@ func checkJournalFile(cmd, path string) error {
 // openHint explains an error opening a journal to an operator.
 func openHint(err error) error {
 	switch {
-	case errors.Is(err, idem.ErrJournalLocked):
+	case errors.Is(err, journal.ErrLocked):
 		return fmt.Errorf("%w\n(an application has it open; stop it, inspect a copy, or read the view it serves: idem journal ls http://host:port/debug/idem/journal, see package journalhttp)", err)
 	case errors.Is(err, boltjournal.ErrNotJournal):
 		return err
-	case errors.Is(err, idem.ErrJournalCorrupt):
+	case errors.Is(err, journal.ErrCorrupt):
 		return fmt.Errorf("%w\n(an idem journal, but damaged: see \"The journal file\" in docs/real-world.md)", err)
 	}
 	return err

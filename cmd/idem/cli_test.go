@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
 
@@ -157,7 +157,7 @@ func TestCommandLineConventions(t *testing.T) {
 func corruptJournal(t *testing.T, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "corrupt.journal")
-	j, err := idem.OpenJournal(path, nil)
+	j, err := boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	require.NoError(t, j.Close())
 	data, err := os.ReadFile(path)

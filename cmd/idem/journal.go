@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 const journalUsage = `usage:
@@ -139,7 +140,7 @@ func parseFile(fs *flag.FlagSet, args []string) (string, error) {
 
 // readRecords reads every record of a journal opened read-only, so inspecting
 // never changes it, with bodies if withBody. While an application holds a
-// file it fails with ErrJournalLocked within a second; a PostgreSQL journal
+// file it fails with journal.ErrLocked within a second; a PostgreSQL journal
 // is read while its fleet runs.
 func readRecords(cmd, path string, withBody bool) ([]*idem.Record, error) {
 	if isView(path) {
@@ -160,7 +161,7 @@ func readRecords(cmd, path string, withBody bool) ([]*idem.Record, error) {
 	if err := checkJournalFile(cmd, path); err != nil {
 		return nil, err
 	}
-	j, err := idem.OpenJournalReadOnly(path, time.Second)
+	j, err := boltjournal.OpenReadOnly(path, time.Second)
 	if err != nil {
 		return nil, openHint(err)
 	}
@@ -258,7 +259,7 @@ func journalLs(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOPERATION\tKEY\tREQUEST\tATTEMPTS\tSTATUS\tCREATED\tNEXT ATTEMPT")
 	for _, r := range shown {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\n", idem.RecordID(r), r.State, orDash(r.OperationID), r.Key,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\t%s\n", boltjournal.RecordID(r), r.State, orDash(r.OperationID), r.Key,
 			r.Method, r.URL, attemptsText(r), orDash(statusText(r.Status)), r.Created.UTC().Format(time.RFC3339), orDash(nextAttempt(r)))
 	}
 	if err := tw.Flush(); err != nil {
@@ -306,7 +307,7 @@ type jsonRecord struct {
 }
 
 func recordJSON(r *idem.Record, withBody bool) jsonRecord {
-	out := jsonRecord{ID: idem.RecordID(r), Key: r.Key, OperationID: r.OperationID, Method: r.Method,
+	out := jsonRecord{ID: boltjournal.RecordID(r), Key: r.Key, OperationID: r.OperationID, Method: r.Method,
 		URL: r.URL, Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
 		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
 		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
@@ -337,7 +338,7 @@ func journalShow(args []string) error {
 		return err
 	}
 	for _, r := range recs {
-		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(idem.RecordID(r)) == args[1] {
+		if r.OperationID == args[1] || r.Key == args[1] || fmt.Sprint(boltjournal.RecordID(r)) == args[1] {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
 			enc.SetEscapeHTML(false) // "<encrypted key=ID>" as written, for grep

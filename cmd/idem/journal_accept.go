@@ -1,13 +1,13 @@
 // This file holds "idem journal accept-older": open, on purpose, a journal
 // whose newest meta page is damaged as of the commit before it
-// (idem.AcceptOlderCommit). journal.go dispatches to it.
+// (boltjournal.AcceptOlderCommit). journal.go dispatches to it.
 
 package main
 
 import (
 	"fmt"
 
-	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 func journalAcceptOlder(args []string) error {
@@ -23,7 +23,7 @@ idem journal ls). Needs the file to itself.`)
 	if err := checkJournalFile(fs.Name(), file); err != nil {
 		return err
 	}
-	damage, err := idem.AcceptOlderCommit(file, 0)
+	damage, err := boltjournal.AcceptOlderCommit(file, 0)
 	if err != nil {
 		return openHint(err)
 	}

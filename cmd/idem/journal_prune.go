@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 func journalPrune(args []string) error {
 	fs := newFlags("journal prune", "[-retention D] [-key-ttl T] [-force] FILE", "Deletes settled, failed and expired records last updated more than D ago;\npending records stay. Refuses a file that is not a journal.")
-	retention := fs.Duration("retention", idem.DefaultRetention, "keep records updated more recently than this")
+	retention := fs.Duration("retention", boltjournal.DefaultRetention, "keep records updated more recently than this")
 	keyTTL := fs.Duration("key-ttl", idem.DefaultKeyTTL, "the applications' Options.KeyTTL: how long the server keeps a key")
 	force := fs.Bool("force", false, "prune with -retention below -key-ttl all the same")
 	file, err := parseFile(fs, args)
@@ -46,7 +47,7 @@ func pruneFile(cmd, file string, retention time.Duration) (int, error) {
 	if err := checkJournalFile(cmd, file); err != nil {
 		return 0, err
 	}
-	j, err := idem.OpenJournal(file, &idem.JournalOptions{Retention: retention})
+	j, err := boltjournal.Open(file, &boltjournal.Options{Retention: retention})
 	if err != nil {
 		return 0, openHint(err)
 	}

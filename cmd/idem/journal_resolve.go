@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // refFlags are the -op and -key flags that name one operation.
@@ -24,11 +26,11 @@ func addRefFlags(fs *flag.FlagSet) refFlags {
 	}
 }
 
-func (f refFlags) ref(cmd string) (idem.OperationRef, error) {
+func (f refFlags) ref(cmd string) (journal.Name, error) {
 	if (*f.op == "") == (*f.key == "") {
-		return idem.OperationRef{}, usageError(cmd, "name the operation with -op ID or -key K (one of them)")
+		return journal.Name{}, usageError(cmd, "name the operation with -op ID or -key K (one of them)")
 	}
-	return idem.OperationRef{OperationID: *f.op, Key: *f.key}, nil
+	return journal.Name{OperationID: *f.op, Key: *f.key}, nil
 }
 
 func journalResolve(args []string) error {
@@ -46,7 +48,7 @@ func journalResolve(args []string) error {
 	if *status < 200 || *status > 599 {
 		return usageError(fs.Name(), "-status must be the final status found on the server, 200-599")
 	}
-	return byHand(fs.Name(), file, func(j *idem.Journal) (*idem.Record, error) { return j.Resolve(ref, *status) })
+	return byHand(fs.Name(), file, func(j *boltjournal.Journal) (*idem.Record, error) { return j.Resolve(ref, *status) })
 }
 
 func journalDiscard(args []string) error {
@@ -61,15 +63,15 @@ func journalDiscard(args []string) error {
 	if err != nil {
 		return err
 	}
-	return byHand(fs.Name(), file, func(j *idem.Journal) (*idem.Record, error) { return j.Discard(ref, *reason) })
+	return byHand(fs.Name(), file, func(j *boltjournal.Journal) (*idem.Record, error) { return j.Discard(ref, *reason) })
 }
 
 // byHand opens the journal for writing, applies change and says what it did.
-func byHand(cmd, file string, change func(*idem.Journal) (*idem.Record, error)) error {
+func byHand(cmd, file string, change func(*boltjournal.Journal) (*idem.Record, error)) error {
 	if err := checkJournalFile(cmd, file); err != nil {
 		return err
 	}
-	j, err := idem.OpenJournal(file, &idem.JournalOptions{OpenTimeout: time.Second})
+	j, err := boltjournal.Open(file, &boltjournal.Options{OpenTimeout: time.Second})
 	if err != nil {
 		return openHint(err)
 	}
@@ -78,7 +80,7 @@ func byHand(cmd, file string, change func(*idem.Journal) (*idem.Record, error)) 
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s %s (id %d, key %s)", rec.State, orDash(rec.OperationID), idem.RecordID(rec), rec.Key)
+	fmt.Printf("%s %s (id %d, key %s)", rec.State, orDash(rec.OperationID), boltjournal.RecordID(rec), rec.Key)
 	if rec.Status != 0 && rec.State == idem.StateSettled {
 		fmt.Printf(" with status %d", rec.Status)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -88,7 +89,7 @@ func TestJournalResolveAndDiscard(t *testing.T) {
 	out, err = runIdem(t, bin, 30*time.Second, "journal", "discard", "-nope", path)
 	require.Equal(t, 2, exitCode(t, err), out)
 
-	j, err := idem.OpenJournalReadOnly(path, 0)
+	j, err := boltjournal.OpenReadOnly(path, 0)
 	require.NoError(t, err)
 	defer j.Close()
 	recs, err = j.Records()

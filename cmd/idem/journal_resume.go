@@ -23,6 +23,7 @@ import (
 
 	"github.com/idem-go/idem"
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // headerFlags collects repeated -H 'Name: value' flags. Values are never
@@ -180,7 +181,7 @@ func listPending(recs []*idem.Record, now time.Time) (int, time.Time, map[uint64
 				next = r.NextAttempt
 			}
 		default:
-			due[idem.RecordID(r)] = true
+			due[boltjournal.RecordID(r)] = true
 		}
 	}
 	return n, next, due
@@ -214,7 +215,7 @@ func openForResume(cmd, arg string) (*resumable, error) {
 	if err := checkJournalFile(cmd, arg); err != nil {
 		return nil, err
 	}
-	j, err := idem.OpenJournal(arg, &idem.JournalOptions{OpenTimeout: time.Second})
+	j, err := boltjournal.Open(arg, &boltjournal.Options{OpenTimeout: time.Second})
 	if err != nil {
 		return nil, openHint(err)
 	}
@@ -222,7 +223,7 @@ func openForResume(cmd, arg string) (*resumable, error) {
 }
 
 func outcomeLine(o idem.Outcome) resumeLine {
-	line := resumeLine{ID: idem.RecordID(o.Record), OperationID: o.Record.OperationID, Key: o.Record.Key}
+	line := resumeLine{ID: boltjournal.RecordID(o.Record), OperationID: o.Record.OperationID, Key: o.Record.Key}
 	var pe *idem.PendingError
 	switch {
 	case o.Response != nil:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -24,9 +25,9 @@ func TestJournalShowSealed(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.Script(testserver.Fault{}, testserver.Fault{Kind: testserver.FaultStatus, Status: 503})
 	path := filepath.Join(t.TempDir(), "sealed.journal")
-	key := make([]byte, idem.EncryptionKeySize)
+	key := make([]byte, boltjournal.EncryptionKeySize)
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1,
-		Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}}})
+		Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}}})
 	require.NoError(t, err)
 	for _, op := range []string{"sealed-1", "sealed-2"} {
 		req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), op), http.MethodPost,
@@ -67,7 +68,7 @@ func TestJournalResumeAndPruneSealed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sealed.journal")
 	soon := time.Millisecond // the next attempt is due at once
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
-		Journal: idem.JournalOptions{Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, idem.EncryptionKeySize)}}}})
+		Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}}})
 	require.NoError(t, err)
 	req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), "sealed-p"), http.MethodPost,
 		srv.URL+"/payments", strings.NewReader(`{"amount":5,"currency":"eur","reference":"sealed-p"}`))

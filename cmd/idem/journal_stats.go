@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 )
 
 // journalSummary is what stats prints; its JSON form is the -json output.
@@ -48,7 +49,7 @@ func summarize(path string, size int64, recs []*idem.Record, now time.Time) jour
 			continue
 		}
 		if s.OldestPending == nil || r.Created.Before(s.OldestPending.Created) {
-			s.OldestPending = &pendingSummary{ID: idem.RecordID(r), OperationID: r.OperationID, Key: r.Key,
+			s.OldestPending = &pendingSummary{ID: boltjournal.RecordID(r), OperationID: r.OperationID, Key: r.Key,
 				Created: r.Created.UTC(), AgeSeconds: now.Sub(r.Created).Seconds()}
 		}
 		if r.NextAttempt.After(now) && (s.NextAttempt.IsZero() || r.NextAttempt.Before(s.NextAttempt)) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -122,7 +123,7 @@ func TestJournalCommands(t *testing.T) {
 	out, err = runIdem(t, bin, 30*time.Second, "journal", "prune", "-retention", "1ns", "-force", path)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "pruned 1 record(s)")
-	j, err := idem.OpenJournalReadOnly(path, 0)
+	j, err := boltjournal.OpenReadOnly(path, 0)
 	require.NoError(t, err)
 	defer j.Close()
 	recs, err := j.Records()

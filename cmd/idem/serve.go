@@ -49,7 +49,7 @@ func runServe(args []string) error {
 	opts := &testserver.Options{RequireKey: *requireKey, IgnoreKeys: *ignoreKeys, KeyTTL: *ttl}
 	if *identityHeader != "" {
 		name := *identityHeader
-		opts.Identity = func(r *http.Request) string { return r.Header.Get(name) }
+		opts.Identity = func(r *http.Request) (string, error) { return r.Header.Get(name), nil }
 	}
 	if len(plan.Rates) > 0 {
 		opts.Plan = plan

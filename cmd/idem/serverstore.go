@@ -124,7 +124,7 @@ func (ss *serverStore) openRedis(rawURL string, n int) error {
 		o.ReadTimeout = cmp.Or(o.ReadTimeout, storeReadTimeout)
 		client := redis.NewClient(&o)
 		ss.close = append(ss.close, func() { client.Close() })
-		store, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
+		store, err := redisstore.Open(ctx, client, &redisstore.Options{Prefix: prefix})
 		if err != nil {
 			return fmt.Errorf("-server-store: %w", err)
 		}

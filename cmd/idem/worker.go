@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/journal/pgjournal"
 )
 
@@ -214,7 +215,7 @@ func (w *worker) send(ctx context.Context, i int) {
 	}
 }
 
-func pendingCount(j *idem.Journal) (int, error) {
+func pendingCount(j *boltjournal.Journal) (int, error) {
 	recs, err := j.Records()
 	n := 0
 	for _, r := range recs {

@@ -89,7 +89,7 @@ func (c *committer) init() {
 }
 
 // insert writes a new pending record and returns once the commit, fsync
-// included, has returned. It fails with journal.ErrDuplicate if the operation ID, or a
+// included, has returned. It fails with journal.ErrNameTaken if the operation ID, or a
 // caller-chosen key (callerKey), is already taken. seqOf(rec) is set only once the
 // commit has returned: a failed insert leaves no trace, in the file or on rec.
 // With a Keyring, the record is sealed under its Current key, here, before
@@ -134,7 +134,7 @@ func (j *Journal) insert(rec *Record, callerKey bool) error {
 		return err
 	}
 	if err := j.submit(w); err != nil {
-		if w.staged != 0 && !errors.Is(err, journal.ErrDuplicate) { // that one dropped it
+		if w.staged != 0 && !errors.Is(err, journal.ErrNameTaken) { // that one dropped it
 			j.unstage(idKey(w.staged)) // else the next open drops it
 		}
 		return err

@@ -74,7 +74,7 @@ func TestGroupCommitKeyReuseFailsAlone(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		if i%4 == 0 {
-			require.ErrorIs(t, err, journal.ErrDuplicate)
+			require.ErrorIs(t, err, journal.ErrNameTaken)
 		} else {
 			require.NoError(t, err)
 		}

@@ -89,7 +89,7 @@ func (j *Journal) commitBatch(batch []*write, settles, owed map[uint64]*deferred
 				index = tx.Bucket(bucketIndex)
 			}
 			if taken := takenKey(index, keys); taken != nil {
-				w.err = fmt.Errorf("%w: %q is already in the journal", journal.ErrDuplicate, taken[2:])
+				w.err = fmt.Errorf("%w: %q is already in the journal", journal.ErrNameTaken, taken[2:])
 				if w.staged != 0 {
 					if err := dropStagedTx(tx, idKey(w.staged)); err != nil {
 						return err

@@ -6,8 +6,10 @@
 // commit or a flush within tens of milliseconds (deferred.go). Large bodies
 // are stored in chunks and staged ahead of their record (body.go), sealed
 // with AES-256-GCM under a Keyring if asked (package seal, record_seal.go).
-// It is the only package of idem that imports go.etcd.io/bbolt; the idem
-// package opens it with idem.Open and idem.OpenJournal.
+// It is the only package of idem that imports go.etcd.io/bbolt. idem.Open
+// opens one for a Client; Open here gives one for idem.NewTransport, and
+// OpenReadOnly, AcceptOlderCommit and Journal's Resolve, Discard, Lookup
+// and Records serve inspection and repair (the idem journal command).
 //
 // Layout (all keys of records are 8-byte big-endian sequence numbers, so
 // inserts append):

@@ -129,7 +129,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 // OpenReadOnly opens an existing journal for inspection. It shares the
 // file with other readers but not with a writer: while an application holds
 // the journal it returns journal.ErrLocked after timeout (0 means
-// DefaultOpenTimeout), and journal.ErrCorrupt as OpenJournal does. It has no
+// DefaultOpenTimeout), and journal.ErrCorrupt as Open does. It has no
 // Keyring: sealed records are listed with Record.Sealed set, and Lookup of
 // one returns journal.ErrUnknownEncryptionKey.
 func OpenReadOnly(path string, timeout time.Duration) (*Journal, error) {

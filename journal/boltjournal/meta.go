@@ -32,7 +32,7 @@ import (
 )
 
 // MetaPageError is returned, matching journal.ErrCorrupt, by Open,
-// OpenJournal and OpenJournalReadOnly when one of the journal file's two
+// Open and OpenReadOnly when one of the journal file's two
 // bbolt meta pages is damaged and the other is intact. bbolt would open the
 // intact one: the file as of commit Commit, which may be one commit older
 // than the newest, and that commit may have written ahead an operation the

@@ -26,7 +26,7 @@ type Options struct {
 
 	// Retention is how long settled, failed and expired records are kept
 	// before pruning. Pending records are never pruned. 0 means
-	// DefaultRetention. (idem.OpenJournal raises it to KeyTTL at least.)
+	// DefaultRetention. (idem.Open raises it to KeyTTL at least.)
 	Retention time.Duration
 
 	// OpenTimeout bounds the wait for the file lock. 0 means

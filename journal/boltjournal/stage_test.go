@@ -1,6 +1,6 @@
 // Bodies of stageMin bytes or more are staged: written ahead of their record
 // in transactions of their own (stageBody); journal_body_test.go checks
-// their layout. These tests check that a record refused (journal.ErrDuplicate) leaves
+// their layout. These tests check that a record refused (journal.ErrNameTaken) leaves
 // no body behind, and that a crash, or a Close, between staging and the
 // record's commit leaves nothing behind once the journal is reopened: in
 // this process, and in a child killed with SIGKILL.
@@ -69,7 +69,7 @@ func TestStagedBodyOfRefusedRecordIsDropped(t *testing.T) {
 	require.NoError(t, j.insert(first, true))
 	again := &Record{Key: "k2", OperationID: "op", Method: http.MethodPost,
 		URL: "http://127.0.0.1/payments", Body: stagedBody("op", 2*stageStep), State: StatePending}
-	require.ErrorIs(t, j.insert(again, true), journal.ErrDuplicate)
+	require.ErrorIs(t, j.insert(again, true), journal.ErrNameTaken)
 	require.Empty(t, bodyKeys(t, j), "the first body is inline (inline.go), the staged one dropped")
 	require.Empty(t, stagedMarks(t, j))
 }

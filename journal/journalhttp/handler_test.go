@@ -20,6 +20,7 @@ import (
 
 	"github.com/idem-go/idem"
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/journal/journalhttp"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
@@ -64,7 +65,7 @@ func bodySum(op string) string {
 // live is a bbolt journal held open by a Transport, with the view mounted
 // on a mux of its own.
 type live struct {
-	j    *idem.Journal
+	j    *boltjournal.Journal
 	srv  *testserver.Server
 	http *http.Client // through the Transport
 	view *httptest.Server
@@ -72,10 +73,10 @@ type live struct {
 
 func newLive(t *testing.T) *live {
 	t.Helper()
-	key := make([]byte, idem.EncryptionKeySize)
+	key := make([]byte, boltjournal.EncryptionKeySize)
 	rand.Read(key)
-	j, err := idem.OpenJournal(filepath.Join(t.TempDir(), "live.journal"),
-		&idem.JournalOptions{Encryption: &idem.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}})
+	j, err := boltjournal.Open(filepath.Join(t.TempDir(), "live.journal"),
+		&boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
 	srv := testserver.NewServer(nil)
@@ -128,7 +129,7 @@ func noSecrets(t *testing.T, what string, raw []byte, sums ...string) {
 
 // journaled checks that the journal holds op's journaled secrets (the view
 // has them to leave out) and not those idem never journals.
-func journaled(t *testing.T, j *idem.Journal, op string) {
+func journaled(t *testing.T, j *boltjournal.Journal, op string) {
 	t.Helper()
 	rec, err := j.Lookup(op)
 	require.NoError(t, err)

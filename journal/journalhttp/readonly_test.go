@@ -15,8 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idem-go/idem"
 	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/journal/journalhttp"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
@@ -24,7 +24,7 @@ import (
 
 // snapshot is everything the journal holds and reports, bodies included,
 // and the file's bytes: equal snapshots mean nothing changed.
-func snapshot(t *testing.T, j *idem.Journal) string {
+func snapshot(t *testing.T, j *boltjournal.Journal) string {
 	t.Helper()
 	var b strings.Builder
 	for rec, err := range j.All(context.Background()) {

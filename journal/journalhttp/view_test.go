@@ -22,7 +22,7 @@ import (
 // odd ones settled, op-2 expired and op-4 failed.
 func memWith(t *testing.T, n int) *memjournal.Store {
 	t.Helper()
-	s := memjournal.New()
+	s := memjournal.New(nil)
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	at := time.Now().Add(-time.Hour)

@@ -79,8 +79,8 @@ func testSeqOrder(t *testing.T, c *Config) {
 func checkRefused(t *testing.T, s journal.Store, dup *journal.Record, wantPending int) {
 	t.Helper()
 	err := s.Create(ctx, dup)
-	if !errors.Is(err, journal.ErrDuplicate) {
-		t.Fatalf("Create of a duplicate (%s): %v, want an error matching journal.ErrDuplicate", journal.NameOf(dup), err)
+	if !errors.Is(err, journal.ErrNameTaken) {
+		t.Fatalf("Create of a duplicate (%s): %v, want an error matching journal.ErrNameTaken", journal.NameOf(dup), err)
 	}
 	if seq := journal.RefOf(dup).Seq; seq != 0 {
 		t.Errorf("a refused Create set Ref.Seq %d", seq)
@@ -191,8 +191,8 @@ func testConcurrentSame(t *testing.T, c *Config) {
 			t.Fatalf("concurrent Creates of one operation ID: both %d and %d won", winner, i)
 		case err == nil:
 			winner = i
-		case !errors.Is(err, journal.ErrDuplicate):
-			t.Fatalf("concurrent Create %d: %v, want nil or journal.ErrDuplicate", i, err)
+		case !errors.Is(err, journal.ErrNameTaken):
+			t.Fatalf("concurrent Create %d: %v, want nil or journal.ErrNameTaken", i, err)
 		}
 	}
 	if winner < 0 {

@@ -5,7 +5,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		journaltest.Run(t, journaltest.Config{
-//			Open: func(t *testing.T) journal.Store { return memjournal.New() },
+//			Open: func(t *testing.T) journal.Store { return memjournal.New(nil) },
 //		})
 //	}
 //

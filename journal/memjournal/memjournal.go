@@ -49,13 +49,23 @@ var (
 	_ journal.Lister = (*Store)(nil)
 )
 
-// New returns an empty Store with a new random identity key.
-func New() *Store {
+// Options configures a Store. The zero value, like a nil *Options, uses the real clock.
+type Options struct {
+	// Now is Prune's clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns an empty Store with a new random identity key. opts may be nil.
+func New(opts *Options) *Store {
 	key := make([]byte, 32)
 	rand.Read(key) // never fails (crypto/rand)
+	now := time.Now
+	if opts != nil && opts.Now != nil {
+		now = opts.Now
+	}
 	return &Store{
 		identityKey: key,
-		now:         time.Now,
+		now:         now,
 		recs:        make(map[uint64]*journal.Record),
 		names:       make(map[journal.Name]uint64),
 	}
@@ -75,7 +85,7 @@ func namesOf(rec *journal.Record) []journal.Name {
 }
 
 // Create stores a copy of rec, a new pending operation, and sets its Ref
-// (journal.Store). It fails with an error matching journal.ErrDuplicate if
+// (journal.Store). It fails with an error matching journal.ErrNameTaken if
 // one of rec's names is taken.
 func (s *Store) Create(_ context.Context, rec *journal.Record) error {
 	s.mu.Lock()
@@ -86,7 +96,7 @@ func (s *Store) Create(_ context.Context, rec *journal.Record) error {
 	names := namesOf(rec)
 	for _, n := range names {
 		if _, taken := s.names[n]; taken {
-			return fmt.Errorf("%w: %s", journal.ErrDuplicate, n)
+			return fmt.Errorf("%w: %s", journal.ErrNameTaken, n)
 		}
 	}
 	s.seq++

@@ -12,7 +12,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	journaltest.Run(t, journaltest.Config{
-		Open: func(*testing.T) journal.Store { return New() },
+		Open: func(*testing.T) journal.Store { return New(nil) },
 		Damage: func(t *testing.T, st journal.Store, rec *journal.Record) journal.Store {
 			s := st.(*Store)
 			s.mu.Lock()

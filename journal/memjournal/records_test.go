@@ -14,7 +14,7 @@ import (
 
 func TestRecordsPendingFirst(t *testing.T) {
 	ctx := context.Background()
-	s := New()
+	s := New(nil)
 	defer s.Close()
 	states := []journal.State{journal.StateSettled, journal.StatePending, journal.StateFailed,
 		journal.StateExpired, journal.StatePending, journal.StateSettled, journal.StatePending}

@@ -67,7 +67,7 @@ func (j *Journal) writeCreates() {
 }
 
 // insert writes batch in one statement and tells each Create its outcome:
-// its Ref and lease, journal.ErrDuplicate for a row a unique index refused,
+// its Ref and lease, journal.ErrNameTaken for a row a unique index refused,
 // or the statement's error. A Journal without Options.Encryption writes
 // nothing in a namespace another instance has marked sealed since this one
 // opened it: the statement checks the mark, and those Creates are refused
@@ -124,7 +124,7 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		j.stats.commits.Add(1)
 		j.stats.writeAheads.Add(uint64(len(written)))
 	}
-	refused := journal.ErrDuplicate
+	refused := journal.ErrNameTaken
 	if err == nil && len(written) == 0 && j.ring == nil && j.markedSealed(ctx) { // the mark refuses all or none
 		refused = j.errNeedsKeyring()
 	}

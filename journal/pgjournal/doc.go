@@ -55,7 +55,7 @@
 // # Encryption at rest
 //
 // Sensitive headers and query parameters are never written. With
-// Options.Encryption, a seal.Keyring (idem.Keyring: the bbolt journal's
+// Options.Encryption, a seal.Keyring (boltjournal.Keyring: the bbolt journal's
 // type and rules, package seal), what a row keeps of its request is sealed
 // with AES-256-GCM under the Keyring's Current key: the body (in the body
 // column), and the headers, the URL's query, the body's SHA-256, the

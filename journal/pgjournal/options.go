@@ -55,7 +55,7 @@ type Options struct {
 	// (body, headers, URL query, body hash, identity, representation
 	// headers) under its Current key with AES-256-GCM, and opens rows
 	// sealed under any of its Keys: the same seal.Keyring, with the same
-	// rules, as the bbolt journal's Options.Encryption (idem.Keyring is
+	// rules, as the bbolt journal's Options.Encryption (boltjournal.Keyring is
 	// that type). A row keeps the key it was first sealed under; one whose
 	// key this Keyring lacks is listed (Record.Sealed) but not read
 	// (journal.ErrUnknownEncryptionKey), so never sent. Once a Journal

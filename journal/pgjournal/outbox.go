@@ -50,7 +50,7 @@ func NewOutbox(j *Journal, p Preparer) *Outbox { return &Outbox{j: j, p: p} }
 // operation ID the journal holds with the same request (method, URL, body,
 // and the caller's idempotency key, if it sets one) returns the stored
 // record and adds nothing; with another request it fails with
-// journal.ErrDuplicate. Other errors: ErrNoOperationID, the
+// journal.ErrNameTaken. Other errors: ErrNoOperationID, the
 // Preparer's (for idem: ErrInvalidRequest, ErrInvalidKey,
 // ErrBodyTooLarge), or the database's; tx is then the caller's to roll
 // back. The outcome is read afterwards with Journal.Get by the operation
@@ -132,7 +132,7 @@ func (o *Outbox) enqueue(ctx context.Context, query queryRow, req *http.Request)
 	// ErrKeyReuse): the stored operation is sent under its own key.
 	if stored.OperationID != rec.OperationID || stored.Fingerprint() != rec.Fingerprint() ||
 		rec.CallerKey && stored.Key != rec.Key {
-		return nil, fmt.Errorf("%w: %s is already in the journal for another request", journal.ErrDuplicate, journal.NameOf(rec))
+		return nil, fmt.Errorf("%w: %s is already in the journal for another request", journal.ErrNameTaken, journal.NameOf(rec))
 	}
 	return stored, nil
 }

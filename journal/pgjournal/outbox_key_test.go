@@ -42,11 +42,11 @@ func TestOutboxEnqueueAgainWithAnotherKey(t *testing.T) {
 		t.Fatalf("again without a key: %+v, %v; want the stored record", got, err)
 	}
 	got, err := in.ob.EnqueueTx(ctx, tx, keyed("order-k", "key-2"))
-	if !errors.Is(err, journal.ErrDuplicate) {
-		t.Fatalf("again with another key: %+v, %v; want journal.ErrDuplicate", got, err)
+	if !errors.Is(err, journal.ErrNameTaken) {
+		t.Fatalf("again with another key: %+v, %v; want journal.ErrNameTaken", got, err)
 	}
-	if _, err := in.ob.EnqueueTx(ctx, tx, keyed("order-other", "key-1")); !errors.Is(err, journal.ErrDuplicate) {
-		t.Fatalf("key-1 under another operation ID: %v; want journal.ErrDuplicate", err)
+	if _, err := in.ob.EnqueueTx(ctx, tx, keyed("order-other", "key-1")); !errors.Is(err, journal.ErrNameTaken) {
+		t.Fatalf("key-1 under another operation ID: %v; want journal.ErrNameTaken", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)

@@ -140,7 +140,7 @@ func TestS28OutboxSendsIfAndOnlyIfCommitted(t *testing.T) {
 }
 
 // Enqueueing an operation ID again with the same request returns the
-// stored record; with another, journal.ErrDuplicate, and the transaction
+// stored record; with another, journal.ErrNameTaken, and the transaction
 // stays usable. Without an operation ID: ErrNoOperationID.
 func TestOutboxEnqueueAgain(t *testing.T) {
 	pool, schema := fleetPool(t)
@@ -159,8 +159,8 @@ func TestOutboxEnqueueAgain(t *testing.T) {
 	if err != nil || again.Key != first.Key {
 		t.Fatalf("enqueue again, same request: key %v, %v; want the stored key %s", again, err, first.Key)
 	}
-	if _, err := in.ob.EnqueueTx(ctx, tx, chargeRequest(t, "http://127.0.0.1:1", "order-1", "999")); !errors.Is(err, journal.ErrDuplicate) {
-		t.Fatalf("enqueue again, other body: %v, want journal.ErrDuplicate", err)
+	if _, err := in.ob.EnqueueTx(ctx, tx, chargeRequest(t, "http://127.0.0.1:1", "order-1", "999")); !errors.Is(err, journal.ErrNameTaken) {
+		t.Fatalf("enqueue again, other body: %v, want journal.ErrNameTaken", err)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/payments", strings.NewReader("{}"))
 	if _, err := in.ob.EnqueueTx(ctx, tx, req); !errors.Is(err, pgjournal.ErrNoOperationID) {

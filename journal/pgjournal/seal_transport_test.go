@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -66,7 +68,7 @@ func (s *failingServer) arrivals() []arrival {
 // Transport over it that makes one attempt per call and waits a
 // millisecond before a resume may send again. The Journal closes with the
 // test, or earlier by the caller.
-func sealedInstance(t *testing.T, pool *pgxpool.Pool, schema string, kr *idem.Keyring) (*pgjournal.Journal, *idem.Transport) {
+func sealedInstance(t *testing.T, pool *pgxpool.Pool, schema string, kr *boltjournal.Keyring) (*pgjournal.Journal, *idem.Transport) {
 	t.Helper()
 	j, err := pgjournal.Open(context.Background(), pool, &pgjournal.Options{Schema: schema, Namespace: "sealed", Encryption: kr})
 	if err != nil {
@@ -114,10 +116,10 @@ func resumeOutcomes(t *testing.T, tr *idem.Transport) map[string]idem.Outcome {
 func TestSealedKeyRotationThroughTransport(t *testing.T) {
 	pool, schema := fleetPool(t)
 	srv := newFailingServer(t)
-	ka, kb := bytes.Repeat([]byte{0xa}, idem.EncryptionKeySize), bytes.Repeat([]byte{0xb}, idem.EncryptionKeySize)
-	onlyA := &idem.Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
-	rotated := &idem.Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}
-	onlyB := &idem.Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
+	ka, kb := bytes.Repeat([]byte{0xa}, boltjournal.EncryptionKeySize), bytes.Repeat([]byte{0xb}, boltjournal.EncryptionKeySize)
+	onlyA := &boltjournal.Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
+	rotated := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}
+	onlyB := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
 	var pe *idem.PendingError
 
 	j, tr := sealedInstance(t, pool, schema, onlyA)
@@ -162,7 +164,7 @@ func TestSealedKeyRotationThroughTransport(t *testing.T) {
 	sent := len(srv.arrivals())
 	j, tr = sealedInstance(t, pool, schema, onlyB)
 	outs := resumeOutcomes(t, tr)
-	if err := outs["rot-a"].Err; !errors.Is(err, idem.ErrUnknownEncryptionKey) || !strings.Contains(err.Error(), `"A"`) || outs["rot-a"].Response != nil {
+	if err := outs["rot-a"].Err; !errors.Is(err, journal.ErrUnknownEncryptionKey) || !strings.Contains(err.Error(), `"A"`) || outs["rot-a"].Response != nil {
 		t.Fatalf("resume of rot-a under a Keyring without A: %v, want ErrUnknownEncryptionKey naming \"A\", no response", err)
 	}
 	for _, op := range []string{"rot-b", "rot-c"} {
@@ -173,7 +175,7 @@ func TestSealedKeyRotationThroughTransport(t *testing.T) {
 	if got := srv.arrivals(); len(got) != sent+2 {
 		t.Fatalf("the server got %d requests, want %d: rot-b and rot-c only", len(got), sent+2)
 	}
-	if _, err := tr.RoundTrip(cardPayment(t, srv.URL, "rot-a")); !errors.Is(err, idem.ErrUnknownEncryptionKey) {
+	if _, err := tr.RoundTrip(cardPayment(t, srv.URL, "rot-a")); !errors.Is(err, journal.ErrUnknownEncryptionKey) {
 		t.Fatalf("a call with rot-a's operation ID = %v, want ErrUnknownEncryptionKey", err)
 	}
 	j.Close()
@@ -181,7 +183,7 @@ func TestSealedKeyRotationThroughTransport(t *testing.T) {
 	// No Keyring at all: rot-a is reported the same, and a new call is
 	// refused rather than journaled in plaintext.
 	j, tr = sealedInstance(t, pool, schema, nil)
-	if err := resumeOutcomes(t, tr)["rot-a"].Err; !errors.Is(err, idem.ErrUnknownEncryptionKey) {
+	if err := resumeOutcomes(t, tr)["rot-a"].Err; !errors.Is(err, journal.ErrUnknownEncryptionKey) {
 		t.Fatalf("resume of rot-a without a Keyring: %v, want ErrUnknownEncryptionKey", err)
 	}
 	if _, err := tr.RoundTrip(cardPayment(t, srv.URL, "plain")); !errors.Is(err, idem.ErrInvalidOptions) {

@@ -48,8 +48,8 @@ func (j *Journal) Create(_ context.Context, rec *journal.Record) error {
 		return err
 	}
 	if err := j.create(p); err != nil {
-		if err == journal.ErrDuplicate {
-			return fmt.Errorf("%w: %s is already in the journal", journal.ErrDuplicate, journal.NameOf(rec))
+		if err == journal.ErrNameTaken {
+			return fmt.Errorf("%w: %s is already in the journal", journal.ErrNameTaken, journal.NameOf(rec))
 		}
 		return err
 	}

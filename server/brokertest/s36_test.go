@@ -197,7 +197,7 @@ func consume(ctx context.Context, ch *amqp.Channel, r run, pool *pgxpool.Pool, s
 		return err
 	}
 	defer ch.Cancel(tag, false)
-	p, err := consumer.New(consumer.Options{Store: store, Group: "s36", Lease: lease, RerunAbandoned: true})
+	p, err := consumer.New(&consumer.Options{Store: store, Group: "s36", Lease: lease, RerunAbandoned: true})
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,8 @@ const maxIDBytes = 1024
 var (
 	// ErrNoStore is returned by New when Options.Store is nil.
 	ErrNoStore = errors.New("consumer: Options.Store is nil")
-	// ErrBadOptions is wrapped by New's error for an option out of range.
-	ErrBadOptions = errors.New("consumer: invalid options")
+	// ErrInvalidOptions is wrapped by New's error for an option out of range.
+	ErrInvalidOptions = errors.New("consumer: invalid options")
 	// ErrBadMessage is returned by Process, which then does nothing, for an empty or
 	// oversized (over 1,024 bytes) queue name or message ID.
 	ErrBadMessage = errors.New("consumer: invalid queue name or message ID")
@@ -82,7 +82,7 @@ type Options struct {
 	// different groups. "" is a group of its own.
 	Group string
 	// Lease is how long a claim holds without renewal; a running handler's claim is
-	// renewed every Lease/3. 0 means DefaultLease; below 10 ms is ErrBadOptions.
+	// renewed every Lease/3. 0 means DefaultLease; below 10 ms is ErrInvalidOptions.
 	Lease time.Duration
 	// TTL is how long a done mark is kept: at least as long as the broker may redeliver a
 	// message. 0 means DefaultTTL.
@@ -95,7 +95,7 @@ type Options struct {
 	RerunAbandoned bool
 	// StoreTimeout bounds every call to the Store; a call that takes longer has an
 	// unknown outcome and is repeated with the same token (see the package doc). 0 means
-	// DefaultStoreTimeout, or Lease/4 if shorter; more than Lease/4 is ErrBadOptions.
+	// DefaultStoreTimeout, or Lease/4 if shorter; more than Lease/4 is ErrInvalidOptions.
 	StoreTimeout time.Duration
 	// Logger gets warnings (a lost lease, a release that failed); nil means quiet.
 	Logger *slog.Logger
@@ -108,14 +108,18 @@ type Processor struct {
 	repeats *lease.Repeater
 }
 
-// New returns a Processor for opts.
-func New(opts Options) (*Processor, error) {
-	o := opts
+// New returns a Processor for opts. It returns ErrNoStore if opts or opts.Store is nil,
+// and an error wrapping ErrInvalidOptions for an option out of range.
+func New(opts *Options) (*Processor, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	switch {
 	case o.Store == nil:
 		return nil, ErrNoStore
 	case o.Lease < 0 || o.Lease > 0 && o.Lease < 10*time.Millisecond || o.TTL < 0 || o.StoreTimeout < 0:
-		return nil, fmt.Errorf("%w: Lease %v, TTL %v, StoreTimeout %v", ErrBadOptions, o.Lease, o.TTL, o.StoreTimeout)
+		return nil, fmt.Errorf("%w: Lease %v, TTL %v, StoreTimeout %v", ErrInvalidOptions, o.Lease, o.TTL, o.StoreTimeout)
 	}
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
@@ -124,13 +128,13 @@ func New(opts Options) (*Processor, error) {
 		o.StoreTimeout = min(DefaultStoreTimeout, o.Lease/4)
 	}
 	if o.StoreTimeout > o.Lease/4 {
-		return nil, fmt.Errorf("%w: StoreTimeout %v is longer than a quarter of Lease %v", ErrBadOptions, o.StoreTimeout, o.Lease)
+		return nil, fmt.Errorf("%w: StoreTimeout %v is longer than a quarter of Lease %v", ErrInvalidOptions, o.StoreTimeout, o.Lease)
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
 	if o.TTL < o.Lease {
-		return nil, fmt.Errorf("%w: TTL %v is shorter than Lease %v", ErrBadOptions, o.TTL, o.Lease)
+		return nil, fmt.Errorf("%w: TTL %v is shorter than Lease %v", ErrInvalidOptions, o.TTL, o.Lease)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -18,14 +18,14 @@ import (
 
 func newStore() (*memstore.Store, *servertest.Clock) {
 	clk := servertest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
-	return memstore.New(clk.Now), clk
+	return memstore.New(&memstore.Options{Now: clk.Now}), clk
 }
 
 // newProcessor builds a Processor; the test then checks it leaves no goroutine behind.
 func newProcessor(t *testing.T, opts consumer.Options) *consumer.Processor {
 	t.Helper()
 	leakcheck.Check(t)
-	p, err := consumer.New(opts)
+	p, err := consumer.New(&opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { shutdown(p.Shutdown) })
 	return p
@@ -245,19 +245,19 @@ func (downStore) Claim(context.Context, server.Scope, string, string, time.Durat
 
 // Bad input and a store outage: an error, the handler not run, nothing stored.
 func TestBadInputAndOutage(t *testing.T) {
-	_, err := consumer.New(consumer.Options{})
+	_, err := consumer.New(&consumer.Options{})
 	require.ErrorIs(t, err, consumer.ErrNoStore)
 	store, _ := newStore()
 	for _, lease := range []time.Duration{-time.Second, time.Millisecond} {
-		_, err = consumer.New(consumer.Options{Store: store, Lease: lease})
-		require.ErrorIs(t, err, consumer.ErrBadOptions)
+		_, err = consumer.New(&consumer.Options{Store: store, Lease: lease})
+		require.ErrorIs(t, err, consumer.ErrInvalidOptions)
 	}
 	for _, o := range []consumer.Options{
 		{Store: store, Lease: time.Hour, TTL: time.Minute},                       // done marks gone before a lease
 		{Store: store, Lease: time.Second, StoreTimeout: 500 * time.Millisecond}, // more than a quarter lease
 	} {
-		_, err = consumer.New(o)
-		require.ErrorIs(t, err, consumer.ErrBadOptions)
+		_, err = consumer.New(&o)
+		require.ErrorIs(t, err, consumer.ErrInvalidOptions)
 	}
 	p := newProcessor(t, consumer.Options{Store: store})
 	never := func(context.Context) error { t.Error("handler ran"); return nil }

@@ -37,10 +37,17 @@ type record struct {
 // process does not grow without bound.
 const sweepEvery = 1024
 
-// New returns an empty Store whose clock is now; nil means time.Now.
-func New(now func() time.Time) *Store {
-	if now == nil {
-		now = time.Now
+// Options configures a Store. The zero value, like a nil *Options, uses the real clock.
+type Options struct {
+	// Now is the Store's clock, for leases and expiry. Nil means time.Now.
+	Now func() time.Time
+}
+
+// New returns an empty Store. opts may be nil.
+func New(opts *Options) *Store {
+	now := time.Now
+	if opts != nil && opts.Now != nil {
+		now = opts.Now
 	}
 	return &Store{now: now, records: make(map[server.Scope]*record), released: make(map[server.Scope]map[string]time.Time)}
 }

@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 	servertest.Run(t, servertest.Config{
 		Open: func(testing.TB) server.Store {
 			c := servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			s := memstore.New(c.Now)
+			s := memstore.New(&memstore.Options{Now: c.Now})
 			clocks.Store(s, c)
 			return s
 		},

@@ -7,7 +7,7 @@
 //	store, err := pgstore.Open(ctx, pool, nil) // the service's own *pgxpool.Pool
 //	if err != nil { ... }
 //	defer store.Close()
-//	mw, err := server.New(server.Options{Store: store, Identity: accountOf})
+//	mw, err := server.New(&server.Options{Store: store, Identity: accountOf})
 //
 // # Table
 //

@@ -26,7 +26,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	mw, err := server.New(server.Options{Store: store})
+	mw, err := server.New(&server.Options{Store: store})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -198,7 +198,7 @@ func s32Child(t *testing.T, schema string) {
 		fmt.Println("S32CHILD effect")
 		select {} // the process dies here
 	})
-	mw, err := server.New(server.Options{Store: s, Lease: s32Lease})
+	mw, err := server.New(&server.Options{Store: s, Lease: s32Lease})
 	if err != nil {
 		t.Fatalf("child: %v", err)
 	}

@@ -139,7 +139,7 @@ func newInstance(t *testing.T, opts server.Options, h http.Handler) *instance {
 	t.Helper()
 	in := &instance{t: t, obs: &recorder{}}
 	opts.Observer = in.obs
-	mw, err := server.New(opts)
+	mw, err := server.New(&opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -59,6 +59,15 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	return s, nil
 }
 
+// Ping checks that PostgreSQL answers within ctx, for a service's readiness probe (Open
+// has checked it already, migrating the schema).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pgstore: PostgreSQL does not answer: %w", err)
+	}
+	return nil
+}
+
 // Close stops the background pruning and waits for a Prune in flight to end. It does not
 // close the pool. The Store's methods still work after Close; only the pruning stops.
 // Calling Close again does nothing.

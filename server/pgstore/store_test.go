@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,6 +36,22 @@ func TestOpenChecksOptions(t *testing.T) {
 	}
 	_, err := pgstore.Open(ctx, nil, nil)
 	assert.ErrorIs(t, err, pgstore.ErrInvalidOptions, "nil pool")
+}
+
+// A Store pointed at a closed port is refused at start-up, not found out by every
+// request answering 503; Ping answers for a live one.
+func TestOpenNeedsTheDatabase(t *testing.T) {
+	ctx := context.Background()
+	closed, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
+	require.NoError(t, err)
+	defer closed.Close()
+	s, err := pgstore.Open(ctx, closed, nil)
+	require.Error(t, err)
+	require.Nil(t, s)
+
+	pool := testPool(t)
+	live := openStore(t, pool, pgstore.Options{Schema: testSchema(t, pool)})
+	require.NoError(t, live.Ping(ctx))
 }
 
 // Many instances migrating one fresh schema at once take turns: one creates the table, the

@@ -37,7 +37,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) {
 		servertest.Run(t, servertest.Config{
 			Open: func(t testing.TB) server.Store {
-				s, err := redisstore.New(cc, &redisstore.Options{Prefix: "idemtest:" + rand.Text() + ":"})
+				s, err := redisstore.Open(context.Background(), cc, &redisstore.Options{Prefix: "idemtest:" + rand.Text() + ":"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func TestCluster(t *testing.T) {
 // Records of different Scopes land on different masters: the hash tag is the Scope's,
 // not the prefix's. It runs first, on an empty cluster.
 func testClusterSpread(t *testing.T, cc *redis.ClusterClient) {
-	s, err := redisstore.New(cc, nil)
+	s, err := redisstore.Open(context.Background(), cc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

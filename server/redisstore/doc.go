@@ -6,9 +6,9 @@
 // dials one itself.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
-//	store, err := redisstore.New(rdb, nil)
+//	store, err := redisstore.Open(ctx, rdb, nil)
 //	if err != nil { ... }
-//	mw, err := server.New(server.Options{Store: store, Identity: accountOf})
+//	mw, err := server.New(&server.Options{Store: store, Identity: accountOf})
 //
 // # Key layout
 //

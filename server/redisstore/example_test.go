@@ -4,6 +4,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"log"
 	"net/http"
 
@@ -17,12 +18,13 @@ func Example() {
 	mux := http.NewServeMux()
 	accountID := func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil }
 
+	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true}) // or redis.NewClusterClient
-	store, err := redisstore.New(rdb, &redisstore.Options{Prefix: "payments:idem:"})
+	store, err := redisstore.Open(ctx, rdb, &redisstore.Options{Prefix: "payments:idem:"})      // fails unless Redis answers PING
 	if err != nil {
 		log.Fatal(err)
 	}
-	mw, err := server.New(server.Options{Store: store, Identity: accountID})
+	mw, err := server.New(&server.Options{Store: store, Identity: accountID})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func deleteKeys(t testing.TB, c *redis.Client, prefix string) {
 // newStore returns a Store on c under a prefix of t's own.
 func newStore(t testing.TB, c *redis.Client) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(c, &redisstore.Options{Prefix: newPrefix(t, c)})
+	s, err := redisstore.Open(context.Background(), c, &redisstore.Options{Prefix: newPrefix(t, c)})
 	if err != nil {
 		t.Fatalf("redisstore.New: %v", err)
 	}

@@ -57,11 +57,11 @@ func TestMain(m *testing.M) {
 // reference to dir/effect-<key>, then blocks until the process is killed.
 func s32Child(dir, prefix string) error {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr(), ContextTimeoutEnabled: true})
-	store, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
+	store, err := redisstore.Open(context.Background(), client, &redisstore.Options{Prefix: prefix})
 	if err != nil {
 		return err
 	}
-	mw, err := server.New(server.Options{Store: store, Lease: s32Lease, TTL: s32TTL})
+	mw, err := server.New(&server.Options{Store: store, Lease: s32Lease, TTL: s32TTL})
 	if err != nil {
 		return err
 	}

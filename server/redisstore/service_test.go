@@ -36,7 +36,7 @@ func newInstance(t *testing.T, client *redis.Client, prefix string, opts server.
 	if opts.Store == nil {
 		opts.Store = storeOn(t, client, prefix)
 	}
-	mw, err := server.New(opts)
+	mw, err := server.New(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func newInstance(t *testing.T, client *redis.Client, prefix string, opts server.
 // storeOn returns a Store on client under prefix.
 func storeOn(t testing.TB, client redis.UniversalClient, prefix string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
+	s, err := redisstore.Open(context.Background(), client, &redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,13 +37,15 @@ type Store struct {
 	prefix string
 }
 
-// New returns a Store keeping its records through client: a *redis.Client, a
+// Open returns a Store keeping its records through client: a *redis.Client, a
 // *redis.ClusterClient, a failover client, or any other redis.UniversalClient the service
 // already has, with ContextTimeoutEnabled set in its options, so that the middleware's
-// deadline bounds every call. New does not contact Redis. It returns ErrNoClient for a
-// nil client, ErrBadPrefix for a prefix with a brace, and ErrNoContextTimeout for a client
-// that would ignore deadlines; opts may be nil.
-func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+// deadline bounds every call. It checks, within ctx, that Redis answers a PING: a Store
+// that cannot reach Redis fails every request closed (503), which a service should learn
+// when it starts, not from its users. It returns ErrNoClient for a nil client, an error
+// wrapping ErrInvalidOptions for a prefix with a brace, ErrNoContextTimeout for a client
+// that would ignore deadlines, or the PING's error; opts may be nil.
+func Open(ctx context.Context, client redis.UniversalClient, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, ErrNoClient
 	}
@@ -58,12 +60,25 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 		o.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		return nil, ErrBadPrefix
+		return nil, fmt.Errorf("%w: Prefix %q must not contain '{' or '}'", ErrInvalidOptions, o.Prefix)
 	}
 	if !contextTimeout(client) {
 		return nil, ErrNoContextTimeout
 	}
-	return &Store{client: client, prefix: o.Prefix}, nil
+	s := &Store{client: client, prefix: o.Prefix}
+	if err := s.Ping(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ping checks that Redis answers a PING within ctx: Open's start-up check, and a
+// service's readiness probe.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisstore: Redis does not answer PING: %w", err)
+	}
+	return nil
 }
 
 // contextTimeout reports whether client honours a context's deadline on an open

@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 func TestKeyLayout(t *testing.T) {
 	c := newClient(t)
 	prefix := newPrefix(t, c)
-	s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
+	s, err := redisstore.Open(context.Background(), c, &redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,32 +74,43 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
-// The default prefix is "idem:"; a prefix with a brace, a nil client, and a client that
-// ignores context deadlines are refused.
-func TestNew(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // never dialled
-	defer c.Close()
-	s, err := redisstore.New(c, nil)
+// Open checks that Redis answers before it returns a Store: a Store pointed at a closed
+// port is refused at start-up, not found out by every request answering 503. The
+// default prefix is "idem:"; a prefix with a brace, a nil client, and a client that
+// ignores context deadlines are refused before anything is sent.
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	closed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer closed.Close()
+	if s, err := redisstore.Open(context.Background(), closed, nil); s != nil || err == nil || !strings.Contains(err.Error(), "PING") {
+		t.Errorf("Open on a closed port: %v, %v; want the PING's error", s, err)
+	}
+
+	c := newClient(t)
+	s, err := redisstore.Open(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k := s.Key(server.Scope{}); !strings.HasPrefix(k, "idem:{") {
 		t.Errorf("Key with the default prefix = %q", k)
 	}
-	if _, err := redisstore.New(c, &redisstore.Options{Prefix: "a{b}:"}); !errors.Is(err, redisstore.ErrBadPrefix) {
-		t.Errorf("New with a braced prefix: %v, want ErrBadPrefix", err)
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping: %v", err)
 	}
-	if _, err := redisstore.New(nil, nil); !errors.Is(err, redisstore.ErrNoClient) {
-		t.Errorf("New(nil): %v, want ErrNoClient", err)
+	if _, err := redisstore.Open(context.Background(), c, &redisstore.Options{Prefix: "a{b}:"}); !errors.Is(err, redisstore.ErrInvalidOptions) {
+		t.Errorf("Open with a braced prefix: %v, want ErrInvalidOptions", err)
+	}
+	if _, err := redisstore.Open(context.Background(), nil, nil); !errors.Is(err, redisstore.ErrNoClient) {
+		t.Errorf("Open(nil): %v, want ErrNoClient", err)
 	}
 	var none *redis.Client
-	if _, err := redisstore.New(none, nil); !errors.Is(err, redisstore.ErrNoClient) {
-		t.Errorf("New of a nil *redis.Client: %v, want ErrNoClient", err)
+	if _, err := redisstore.Open(context.Background(), none, nil); !errors.Is(err, redisstore.ErrNoClient) {
+		t.Errorf("Open of a nil *redis.Client: %v, want ErrNoClient", err)
 	}
-	deaf := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	deaf := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	defer deaf.Close()
-	if _, err := redisstore.New(deaf, nil); !errors.Is(err, redisstore.ErrNoContextTimeout) {
-		t.Errorf("New of a client without ContextTimeoutEnabled: %v, want ErrNoContextTimeout", err)
+	if _, err := redisstore.Open(context.Background(), deaf, nil); !errors.Is(err, redisstore.ErrNoContextTimeout) {
+		t.Errorf("Open of a client without ContextTimeoutEnabled: %v, want ErrNoContextTimeout", err)
 	}
 }
 
@@ -136,7 +147,7 @@ func TestLeaseOnRedisClock(t *testing.T) {
 func TestRedisErrorWrapped(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	defer c.Close()
-	s, err := redisstore.New(c, nil)
+	s, err := redisstore.Open(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func wantLost(t *testing.T, what string, err error) {
 	}
 }
 
-// Clock is a settable clock for a Store under test (memstore.New(clock.Now)) and the
+// Clock is a settable clock for a Store under test (memstore.Options.Now) and the
 // Config.Advance that moves it. It is safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex

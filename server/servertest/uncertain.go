@@ -115,7 +115,7 @@ type service struct {
 
 func newService(t *testing.T, o server.Options, h http.HandlerFunc) *service {
 	t.Helper()
-	mw, err := server.New(o)
+	mw, err := server.New(&o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func s38ReleaseLost(t *testing.T, c *Config) {
 // newProcessor returns a Processor on store for the scenarios.
 func newProcessor(t *testing.T, store server.Store, lease time.Duration) *consumer.Processor {
 	t.Helper()
-	p, err := consumer.New(consumer.Options{Store: store, Lease: lease, Group: t.Name()})
+	p, err := consumer.New(&consumer.Options{Store: store, Lease: lease, Group: t.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
