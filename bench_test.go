@@ -181,7 +181,7 @@ func BenchmarkLargeBody(b *testing.B) {
 	}
 	// With Options.Journal.Encryption the body is sealed whole before it is staged:
 	// the ciphertext is a second copy.
-	key := bytes.Repeat([]byte{7}, boltjournal.EncryptionKeySize)
+	key := bytes.Repeat([]byte{7}, boltjournal.KeySize)
 	b.Run("journaled=8MiB/pending=0/sealed", func(b *testing.B) {
 		largeBody(b, srv, body, 0, &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": key}})
 	})

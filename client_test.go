@@ -92,7 +92,7 @@ func TestOpenRejectsInvalidOptions(t *testing.T) {
 		{"KeyHeader not a token", idem.Options{KeyHeader: "Idempotency Key"}, "KeyHeader"},
 		{"empty SensitiveQueryParams name", idem.Options{SensitiveQueryParams: []string{"token", ""}}, "SensitiveQueryParams"},
 		{"Keyring without its Current key", idem.Options{Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k2",
-			Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}}}, "k2"},
+			Keys: map[string][]byte{"k1": make([]byte, boltjournal.KeySize)}}}}, "k2"},
 		{"Keyring key of the wrong size", idem.Options{Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1",
 			Keys: map[string][]byte{"k1": make([]byte, 16)}}}}, "k1"},
 	}
@@ -139,7 +139,7 @@ func TestOpenRejectsWhatIsNotAJournal(t *testing.T) {
 func TestOpenSealedJournalNeedsItsKeyring(t *testing.T) {
 	t.Parallel()
 	path := newJournalPath(t)
-	keys := &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}
+	keys := &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.KeySize)}}
 	c, err := idem.Open(path, &idem.Options{Journal: boltjournal.Options{Encryption: keys}})
 	require.NoError(t, err)
 	require.NoError(t, c.Close())

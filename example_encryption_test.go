@@ -25,7 +25,7 @@ func ExampleKeyring() {
 	path, cleanup := journalPath()
 	defer cleanup()
 	newKey := func() []byte {
-		k := make([]byte, boltjournal.EncryptionKeySize) // in production: from your secret store
+		k := make([]byte, boltjournal.KeySize) // in production: from your secret store
 		rand.Read(k)
 		return k
 	}

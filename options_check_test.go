@@ -102,7 +102,7 @@ func TestReviewEmptySensitiveQueryParamRefused(t *testing.T) {
 // refuses it rather than leave an Encryption keyring silently unused, which
 // would write the request in clear while its caller believes it sealed.
 func TestNewTransportRefusesJournalOptions(t *testing.T) {
-	keys := &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}
+	keys := &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.KeySize)}}
 	for name, jopts := range map[string]boltjournal.Options{
 		"Encryption":  {Encryption: keys},
 		"Retention":   {Retention: time.Hour},

@@ -43,7 +43,7 @@ const (
 // newKey32 returns a random AES-256 key.
 func newKey32(tb testing.TB) []byte {
 	tb.Helper()
-	k := make([]byte, boltjournal.EncryptionKeySize)
+	k := make([]byte, boltjournal.KeySize)
 	_, err := rand.Read(k)
 	require.NoError(tb, err)
 	return k

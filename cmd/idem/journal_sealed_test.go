@@ -25,7 +25,7 @@ func TestJournalShowSealed(t *testing.T) {
 	t.Cleanup(srv.Close)
 	srv.Script(testserver.Fault{}, testserver.Fault{Kind: testserver.FaultStatus, Status: 503})
 	path := filepath.Join(t.TempDir(), "sealed.journal")
-	key := make([]byte, boltjournal.EncryptionKeySize)
+	key := make([]byte, boltjournal.KeySize)
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1,
 		Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}}})
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestJournalResumeAndPruneSealed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sealed.journal")
 	soon := time.Millisecond // the next attempt is due at once
 	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1, InitialInterval: soon, MaxInterval: soon,
-		Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.EncryptionKeySize)}}}})
+		Journal: boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": make([]byte, boltjournal.KeySize)}}}})
 	require.NoError(t, err)
 	req, err := http.NewRequestWithContext(idem.WithOperationID(context.Background(), "sealed-p"), http.MethodPost,
 		srv.URL+"/payments", strings.NewReader(`{"amount":5,"currency":"eur","reference":"sealed-p"}`))

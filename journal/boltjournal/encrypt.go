@@ -6,8 +6,8 @@ package boltjournal
 
 import "github.com/idem-go/idem/journal/seal"
 
-// EncryptionKeySize is the length, in bytes, of every key in a Keyring: AES-256.
-const EncryptionKeySize = seal.KeySize
+// KeySize is the length, in bytes, of every key in a Keyring: AES-256 (seal.KeySize).
+const KeySize = seal.KeySize
 
 // Keyring holds the keys that seal what the journal stores of each request
 // (Options.Encryption): seal.Keyring, the type every idem journal takes.

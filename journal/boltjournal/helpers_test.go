@@ -61,7 +61,7 @@ func fastJournal(tb testing.TB) *Journal {
 // newKey32 returns a random AES-256 key.
 func newKey32(tb testing.TB) []byte {
 	tb.Helper()
-	k := make([]byte, EncryptionKeySize)
+	k := make([]byte, KeySize)
 	_, err := rand.Read(k)
 	require.NoError(tb, err)
 	return k

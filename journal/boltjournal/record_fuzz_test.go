@@ -24,7 +24,7 @@ import (
 // corpus open in every run, and a second, "other", for rotation.
 func fuzzKeyring(tb testing.TB) *keyring {
 	tb.Helper()
-	key, other := make([]byte, EncryptionKeySize), make([]byte, EncryptionKeySize)
+	key, other := make([]byte, KeySize), make([]byte, KeySize)
 	for i := range key {
 		key[i], other[i] = byte(i), byte(0xff-i)
 	}

@@ -311,7 +311,7 @@ func TestStagedMarkThatIsABucketIsIgnored(t *testing.T) {
 // sealedJournal opens a journal at path with one encryption key.
 func sealedJournal(t *testing.T, path string) *Journal {
 	t.Helper()
-	key := bytes.Repeat([]byte{9}, EncryptionKeySize)
+	key := bytes.Repeat([]byte{9}, KeySize)
 	j, err := Open(path, &Options{Encryption: &Keyring{Current: "k", Keys: map[string][]byte{"k": key}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })

@@ -73,7 +73,7 @@ type live struct {
 
 func newLive(t *testing.T) *live {
 	t.Helper()
-	key := make([]byte, boltjournal.EncryptionKeySize)
+	key := make([]byte, boltjournal.KeySize)
 	rand.Read(key)
 	j, err := boltjournal.Open(filepath.Join(t.TempDir(), "live.journal"),
 		&boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "k1", Keys: map[string][]byte{"k1": key}}})

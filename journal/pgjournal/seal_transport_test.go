@@ -116,7 +116,7 @@ func resumeOutcomes(t *testing.T, tr *idem.Transport) map[string]idem.Outcome {
 func TestSealedKeyRotationThroughTransport(t *testing.T) {
 	pool, schema := fleetPool(t)
 	srv := newFailingServer(t)
-	ka, kb := bytes.Repeat([]byte{0xa}, boltjournal.EncryptionKeySize), bytes.Repeat([]byte{0xb}, boltjournal.EncryptionKeySize)
+	ka, kb := bytes.Repeat([]byte{0xa}, boltjournal.KeySize), bytes.Repeat([]byte{0xb}, boltjournal.KeySize)
 	onlyA := &boltjournal.Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
 	rotated := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}
 	onlyB := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}

@@ -42,8 +42,8 @@ func wantFresh(t *testing.T, in *instance, key string) {
 	checkReplay(t, first, in.post(key, s37Body))
 }
 
-// A client of a Redis that is not there: 503, the handler not run, nothing written; then
-// an instance on the real Redis takes the same key normally.
+// A Store whose Redis went away after Open (which checks it answers): 503, the handler not
+// run, nothing written; then an instance on the real Redis takes the same key normally.
 func TestS37RedisDown(t *testing.T) {
 	leakcheck.Check(t)
 	rdb := newClient(t)
@@ -51,9 +51,11 @@ func TestS37RedisDown(t *testing.T) {
 	h := &payments{}
 	obs := &observer{}
 
-	gone := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	p := newProxy(t, redisAddr())
+	gone := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { gone.Close() })
 	down := newInstance(t, gone, prefix, server.Options{Observer: obs}, h)
+	p.down()
 	for range 2 {
 		wantUnavailable(t, down.post("k-s37", s37Body))
 	}

@@ -80,7 +80,7 @@ func TestKeyLayout(t *testing.T) {
 // ignores context deadlines are refused before anything is sent.
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
-	closed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	closed := redis.NewClient(&redis.Options{Addr: closedAddr(t), ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer closed.Close()
 	if s, err := redisstore.Open(context.Background(), closed, nil); s != nil || err == nil || !strings.Contains(err.Error(), "PING") {
 		t.Errorf("Open on a closed port: %v, %v; want the PING's error", s, err)
@@ -145,12 +145,14 @@ func TestLeaseOnRedisClock(t *testing.T) {
 
 // Any Redis error is returned wrapped, never as ErrLeaseLost: the middleware fails closed.
 func TestRedisErrorWrapped(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
+	p := newProxy(t, redisAddr())
+	c := redis.NewClient(&redis.Options{Addr: p.addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	defer c.Close()
 	s, err := redisstore.Open(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.down() // Redis goes away after Open's check
 	ctx := context.Background()
 	sc := server.Scope{Key: "k"}
 	_, err = s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
