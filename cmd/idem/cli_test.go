@@ -78,6 +78,9 @@ func TestCommandLineConventions(t *testing.T) {
 		{[]string{"help", "journal"}, 0, out, "idem journal ls"},
 		{[]string{"nope"}, 2, errs, `unknown command "nope"`},
 		{[]string{"version"}, 0, out, "idem "},
+		{[]string{"-v"}, 0, out, "idem "},
+		{[]string{"-version"}, 0, out, "idem "},
+		{[]string{"--version"}, 0, out, "idem "},
 		{[]string{"-bogus"}, 2, errs, "flag provided but not defined: -bogus"},
 		{[]string{"version", "-h"}, 0, out, "usage: idem version"},
 		{[]string{"version", "x"}, 2, errs, "unexpected arguments"},
@@ -179,8 +182,9 @@ func commandPath(args []string) string {
 	return path
 }
 
-// A usage error prints exactly its message and where the usage is.
-func TestUsageErrors(t *testing.T) {
+// A usage error prints exactly its message and where the usage is, and
+// -v, -version and --version print what idem version prints.
+func TestUsageErrorsAndVersionFlags(t *testing.T) {
 	bin := idemBinary(t)
 	for _, tc := range []struct {
 		args   []string
@@ -192,13 +196,26 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-bogus"}, "idem: flag provided but not defined: -bogus\nrun 'idem -h' for usage\n"},
 		{[]string{"journal", "bogus"}, "idem journal: unknown subcommand \"bogus\"\nrun 'idem journal -h' for usage\n"},
 		{[]string{"demo", "-n", "x"}, "idem demo: invalid value \"x\" for flag -n: parse error\nrun 'idem demo -h' for usage\n"},
-		{[]string{"version", "x"}, "idem version: unexpected arguments [\"x\"]\nrun 'idem version -h' for usage\n"},
+		{[]string{"-v", "x"}, "idem version: unexpected arguments [\"x\"]\nrun 'idem version -h' for usage\n"},
 	} {
 		stdout, stderr, code := runStreams(t, bin, tc.args...)
 		require.Equal(t, 2, code, "idem %v", tc.args)
 		require.Equal(t, tc.stderr, stderr, "idem %v", tc.args)
 		require.Empty(t, stdout, "idem %v", tc.args)
 	}
+
+	version, stderr, code := runStreams(t, bin, "version")
+	require.Zero(t, code, stderr)
+	require.Regexp(t, `^idem \S+ .*go1\.\S+ \S+/\S+\n$`, version)
+	for _, flag := range []string{"-v", "-version", "--version"} {
+		stdout, stderr, code := runStreams(t, bin, flag)
+		require.Zero(t, code, stderr)
+		require.Empty(t, stderr)
+		require.Equal(t, version, stdout, "idem %s prints what idem version prints", flag)
+	}
+	stdout, _, code := runStreams(t, bin, "-v", "-h")
+	require.Zero(t, code)
+	require.Equal(t, "usage: idem version\n", strings.SplitAfter(stdout, "\n")[0])
 }
 
 // corruptJournal writes a journal whose two meta pages both fail their checksums.

@@ -5,7 +5,7 @@
 //	idem chaos   [flags]            exactly-once at scale: 2,000 payments, 30 SIGKILLs (chaos.go)
 //	idem serve   [flags]            run the fake payments server on a loopback address (serve.go)
 //	idem journal SUBCOMMAND FILE    inspect a journal file, push its pending work, or end it by hand
-//	idem version                    the version this binary was built from
+//	idem version                    the version this binary was built from (also -version, --version, -v)
 //
 // Like the go command, it exits 2 for a usage error, 1 for a failure, 0 for
 // -h and help (printed to stdout), and 130 after Ctrl-C in the demo; every
@@ -34,7 +34,7 @@ commands:
   serve [flags]                run the fake flaky payments server until Ctrl-C or SIGTERM
   journal SUBCOMMAND FILE      inspect a journal, push its pending work, or end it by hand
                                (ls, show, stats, resume, resolve, discard, prune, accept-older)
-  version                      print the version this binary was built from
+  version                      print the version this binary was built from (also -v)
   help [COMMAND]               print this, or a command's usage
 
 "idem COMMAND -h" prints a command's usage and flags.
@@ -62,7 +62,7 @@ func run(args []string) int {
 		err = inCommand("idem serve", runServe(rest))
 	case "journal":
 		err = inCommand("idem journal", runJournal(rest))
-	case "version":
+	case "version", "-version", "--version", "-v":
 		err = inCommand("idem version", runVersion(rest))
 	case "help":
 		if len(rest) == 0 {
