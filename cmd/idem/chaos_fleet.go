@@ -118,9 +118,9 @@ func runFleetChaos(cfg fleetConfig) error {
 	case sigCtx.Err() != nil:
 		return errInterrupted
 	case ctx.Err() != nil && firstErr == nil:
-		return fmt.Errorf("chaos: gave up after %v (-timeout)", cfg.budget)
+		return fmt.Errorf("gave up after %v (-timeout)", cfg.budget)
 	case firstErr != nil:
-		return fmt.Errorf("chaos: %w", firstErr)
+		return firstErr
 	}
 	f.srv.settleStore(ctx)
 	return f.report(wall)

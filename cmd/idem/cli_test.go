@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,6 +78,10 @@ func TestCommandLineConventions(t *testing.T) {
 		{[]string{"help", "journal"}, 0, out, "idem journal ls"},
 		{[]string{"nope"}, 2, errs, `unknown command "nope"`},
 		{[]string{"version"}, 0, out, "idem "},
+		{[]string{"-v"}, 0, out, "idem "},
+		{[]string{"-version"}, 0, out, "idem "},
+		{[]string{"--version"}, 0, out, "idem "},
+		{[]string{"-bogus"}, 2, errs, "flag provided but not defined: -bogus"},
 		{[]string{"version", "-h"}, 0, out, "usage: idem version"},
 		{[]string{"version", "x"}, 2, errs, "unexpected arguments"},
 		{[]string{"demo", "-h"}, 0, out, "-compare"},
@@ -93,6 +98,8 @@ func TestCommandLineConventions(t *testing.T) {
 		{[]string{"journal", "-h"}, 0, out, "idem journal ls"},
 		{[]string{"journal", "help", "show"}, 0, out, "usage: idem journal show FILE ID|OPID|KEY"},
 		{[]string{"journal", "nope"}, 2, errs, `unknown subcommand "nope"`},
+		{[]string{"journal", "-bogus"}, 2, errs, "flag provided but not defined: -bogus"},
+		{[]string{"journal", "ls", "-help"}, 0, out, "usage: idem journal ls"},
 		{[]string{"journal", "ls", "-h"}, 0, out, "usage: idem journal ls [-state S] [-older-than D] [-op ID] [-json] FILE"},
 		{[]string{"journal", "show", "-h"}, 0, out, "usage: idem journal show FILE ID|OPID|KEY"},
 		{[]string{"journal", "stats", "-h"}, 0, out, "usage: idem journal stats [-json] FILE"},
@@ -106,6 +113,8 @@ func TestCommandLineConventions(t *testing.T) {
 		{[]string{"journal", "ls"}, 2, errs, "want one FILE"},
 		{[]string{"journal", "ls", "-state", "done", journal}, 2, errs, `unknown state "done"`},
 		{[]string{"journal", "ls", "-bogus", journal}, 2, errs, "flag provided but not defined: -bogus"},
+		{[]string{"journal", "stats", journal, "-json=maybe"}, 2, errs, `invalid boolean value "maybe" for -json`},
+		{[]string{"serve", "-addr"}, 2, errs, "flag needs an argument: -addr"},
 		{[]string{"journal", "show", journal}, 2, errs, "want FILE and an ID"},
 		{[]string{"journal", "show", journal, "order-9/charge"}, 1, errs, `no operation "order-9/charge"`},
 		{[]string{"journal", "ls", missing}, 1, errs, missing + ": no such file"},
@@ -130,11 +139,17 @@ func TestCommandLineConventions(t *testing.T) {
 			} else {
 				require.Contains(t, stderr, tc.says)
 				require.Empty(t, stdout)
-				if tc.code == 2 && len(tc.args) > 0 {
-					require.Regexp(t, `usage|-h`, stderr, "a usage error says where the usage is")
+				if len(tc.args) == 0 || strings.Join(tc.args, " ") == "journal" {
+					return // a missing command prints the full usage
+				}
+				path := commandPath(tc.args)
+				require.True(t, strings.HasPrefix(stderr, path+": "), "an error starts with the command path %q: %s", path, stderr)
+				require.NotContains(t, stderr, ": idem: ", "one prefix, not the library's too")
+				if tc.code == 2 {
+					require.Equal(t, []string{"run '" + path + " -h' for usage", ""}, strings.Split(stderr, "\n")[1:],
+						"a usage error is one line and a pointer to the usage")
 				}
 				if tc.code == 1 {
-					require.True(t, strings.HasPrefix(stderr, "idem"), "an error names the command: %s", stderr)
 					if strings.Contains(tc.says, "not an idem journal") {
 						require.NotContains(t, stderr, "corrupt", "a file that is not a journal is not a corrupt journal")
 					}
@@ -151,6 +166,56 @@ func TestCommandLineConventions(t *testing.T) {
 	}
 	_, err := os.Stat(missing)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// commandPath is the command path, as typed, that an error of "idem args..."
+// starts with: "idem", "idem demo", "idem journal ls".
+func commandPath(args []string) string {
+	if len(args) == 0 || !slices.Contains([]string{"demo", "chaos", "serve", "journal", "version"}, args[0]) {
+		return "idem"
+	}
+	path := "idem " + args[0]
+	subs := []string{"ls", "show", "stats", "resume", "resolve", "discard", "prune", "accept-older"}
+	if args[0] == "journal" && len(args) > 1 && slices.Contains(subs, args[1]) {
+		path += " " + args[1]
+	}
+	return path
+}
+
+// A usage error prints exactly its message and where the usage is, and
+// -v, -version and --version print what idem version prints.
+func TestUsageErrorsAndVersionFlags(t *testing.T) {
+	bin := idemBinary(t)
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"journal", "ls", "-bogus"}, "idem journal ls: flag provided but not defined: -bogus\nrun 'idem journal ls -h' for usage\n"},
+		{[]string{"journal", "ls", "-bogus", "-h"}, "idem journal ls: flag provided but not defined: -bogus\nrun 'idem journal ls -h' for usage\n"},
+		{[]string{"bogus"}, "idem: unknown command \"bogus\"\nrun 'idem -h' for usage\n"},
+		{[]string{"-bogus"}, "idem: flag provided but not defined: -bogus\nrun 'idem -h' for usage\n"},
+		{[]string{"journal", "bogus"}, "idem journal: unknown subcommand \"bogus\"\nrun 'idem journal -h' for usage\n"},
+		{[]string{"demo", "-n", "x"}, "idem demo: invalid value \"x\" for flag -n: parse error\nrun 'idem demo -h' for usage\n"},
+		{[]string{"-v", "x"}, "idem version: unexpected arguments [\"x\"]\nrun 'idem version -h' for usage\n"},
+	} {
+		stdout, stderr, code := runStreams(t, bin, tc.args...)
+		require.Equal(t, 2, code, "idem %v", tc.args)
+		require.Equal(t, tc.stderr, stderr, "idem %v", tc.args)
+		require.Empty(t, stdout, "idem %v", tc.args)
+	}
+
+	version, stderr, code := runStreams(t, bin, "version")
+	require.Zero(t, code, stderr)
+	require.Regexp(t, `^idem \S+ .*go1\.\S+ \S+/\S+\n$`, version)
+	for _, flag := range []string{"-v", "-version", "--version"} {
+		stdout, stderr, code := runStreams(t, bin, flag)
+		require.Zero(t, code, stderr)
+		require.Empty(t, stderr)
+		require.Equal(t, version, stdout, "idem %s prints what idem version prints", flag)
+	}
+	stdout, _, code := runStreams(t, bin, "-v", "-h")
+	require.Zero(t, code)
+	require.Equal(t, "usage: idem version\n", strings.SplitAfter(stdout, "\n")[0])
 }
 
 // corruptJournal writes a journal whose two meta pages both fail their checksums.

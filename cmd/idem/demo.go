@@ -153,7 +153,7 @@ func runProof(name string, cfg demoConfig) error {
 	for i, p := range plans {
 		s, err := newSide(p.label, p.plain, p.reconcile, p.state, cfg)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return err
 		}
 		sides = append(sides, s)
 		fmt.Printf("\n[%d/%d] %s: %s\n", i+1, len(plans), p.label, s.describe(cfg))
@@ -167,17 +167,17 @@ func runProof(name string, cfg demoConfig) error {
 			report(cfg, sides, false)
 			return errInterrupted
 		case ctx.Err() != nil:
-			return fmt.Errorf("%s: gave up after %v (-timeout)", name, cfg.budget)
+			return fmt.Errorf("gave up after %v (-timeout)", cfg.budget)
 		case err != nil:
-			return fmt.Errorf("%s: %s: %w", name, p.label, err)
+			return fmt.Errorf("%s: %w", p.label, err)
 		}
 		s.srv.settleStore(ctx)
 	}
 	if err := report(cfg, sides, true); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return err
 	}
 	if last := sides[len(sides)-1]; cfg.allKills && last.kills < cfg.kills {
-		return fmt.Errorf("%s: only %d of %d kills happened before the work was done; lower -kill-within or raise -n", name, last.kills, cfg.kills)
+		return fmt.Errorf("only %d of %d kills happened before the work was done; lower -kill-within or raise -n", last.kills, cfg.kills)
 	}
 	return nil
 }

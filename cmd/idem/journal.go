@@ -85,7 +85,12 @@ func runJournal(args []string) error {
 	if len(args) == 2 && args[0] == "help" { // idem journal help ls
 		args = []string{args[1], "-h"}
 	}
-	switch sub, rest := args[0], args[1:]; sub {
+	return inCommand("idem journal "+args[0], journalSubcommand(args[0], args[1:]))
+}
+
+// journalSubcommand runs "idem journal sub rest...".
+func journalSubcommand(sub string, rest []string) error {
+	switch sub {
 	case "ls":
 		return journalLs(rest)
 	case "show":
@@ -106,6 +111,9 @@ func runJournal(args []string) error {
 		fmt.Print(journalUsage)
 		return flag.ErrHelp
 	default:
+		if strings.HasPrefix(sub, "-") { // worded as the flag package words it
+			return usageError("idem journal", "flag provided but not defined: %s", sub)
+		}
 		return usageError("idem journal", "unknown subcommand %q", sub)
 	}
 }
@@ -345,7 +353,7 @@ func journalShow(args []string) error {
 			return enc.Encode(recordJSON(r, true))
 		}
 	}
-	return fmt.Errorf("journal show: no operation %q in %s", args[1], args[0])
+	return fmt.Errorf("no operation %q in %s", args[1], args[0])
 }
 
 // attemptsText is the ATTEMPTS column: the attempts recorded, then "+?"

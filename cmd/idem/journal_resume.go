@@ -162,7 +162,7 @@ func journalResume(args []string) error {
 		}
 	}
 	if left := counts["pending"] + counts["expired"] + counts["not sent"] + len(due) + notDue; left > 0 {
-		return fmt.Errorf("journal resume: %d operation(s) not settled; see above", left)
+		return fmt.Errorf("%d operation(s) not settled; see above", left)
 	}
 	return nil
 }

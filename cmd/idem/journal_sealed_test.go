@@ -133,5 +133,5 @@ func TestJournalResumeCountsHeldBack(t *testing.T) {
 	out, err := runIdem(t, bin, time.Minute, "journal", "resume", "-max-attempts", "1", path)
 	require.Error(t, err, out)
 	require.Contains(t, out, "not tried: ")
-	require.Contains(t, out, fmt.Sprintf("journal resume: %d operation(s) not settled", n))
+	require.Contains(t, out, fmt.Sprintf("idem journal resume: %d operation(s) not settled", n))
 }

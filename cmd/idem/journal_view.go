@@ -103,7 +103,7 @@ func viewSummary(arg string, v *journalhttp.View) journalSummary {
 // match, its limit (journalhttp.Options.Limit) reached.
 func truncatedNote(cmd string, v *journalhttp.View) {
 	if v.Truncated {
-		fmt.Fprintf(os.Stderr, "idem: %s: the view lists %d of the %d operations that match (its limit); narrow with -state or -op\n",
+		fmt.Fprintf(os.Stderr, "%s: the view lists %d of the %d operations that match (its limit); narrow with -state or -op\n",
 			cmd, len(v.Operations), v.Matched)
 	}
 }

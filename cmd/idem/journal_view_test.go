@@ -149,3 +149,14 @@ func TestJournalCommandsOnAView(t *testing.T) {
 	stop()
 	require.Equal(t, viewRows, cutQueries(lsRows(t, bin, path)))
 }
+
+// A view that lists fewer operations than match says so on stderr, named
+// by the command like its errors.
+func TestJournalLsOnATruncatedView(t *testing.T) {
+	bin := idemBinary(t)
+	viewURL, _ := serviceWithView(t, filepath.Join(t.TempDir(), "service.journal"))
+	stdout, stderr, code := runStreams(t, bin, "journal", "ls", viewURL+"?limit=1")
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "1 record(s)")
+	require.Equal(t, "idem journal ls: the view lists 1 of the 2 operations that match (its limit); narrow with -state or -op\n", stderr)
+}

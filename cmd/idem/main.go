@@ -5,11 +5,12 @@
 //	idem chaos   [flags]            exactly-once at scale: 2,000 payments, 30 SIGKILLs (chaos.go)
 //	idem serve   [flags]            run the fake payments server on a loopback address (serve.go)
 //	idem journal SUBCOMMAND FILE    inspect a journal file, push its pending work, or end it by hand
-//	idem version                    the version this binary was built from
+//	idem version                    the version this binary was built from (also -version, --version, -v)
 //
 // Like the go command, it exits 2 for a usage error, 1 for a failure, 0 for
-// -h and help (printed to stdout), and 130 after Ctrl-C in the demo. cli.go
-// holds the helpers every subcommand parses its flags and files with.
+// -h and help (printed to stdout), and 130 after Ctrl-C in the demo; every
+// error is printed as "idem COMMAND: message". cli.go holds the helpers every
+// subcommand parses its flags and files with, and prints errors with.
 package main
 
 import (
@@ -33,7 +34,7 @@ commands:
   serve [flags]                run the fake flaky payments server until Ctrl-C or SIGTERM
   journal SUBCOMMAND FILE      inspect a journal, push its pending work, or end it by hand
                                (ls, show, stats, resume, resolve, discard, prune, accept-older)
-  version                      print the version this binary was built from
+  version                      print the version this binary was built from (also -v)
   help [COMMAND]               print this, or a command's usage
 
 "idem COMMAND -h" prints a command's usage and flags.
@@ -52,17 +53,17 @@ func run(args []string) int {
 	var err error
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "demo":
-		err = runDemo(rest)
+		err = inCommand("idem demo", runDemo(rest))
 	case "chaos":
-		err = runChaos(rest)
+		err = inCommand("idem chaos", runChaos(rest))
 	case workerCommand:
-		err = runWorker(rest)
+		err = inCommand("idem "+workerCommand, runWorker(rest))
 	case "serve":
-		err = runServe(rest)
+		err = inCommand("idem serve", runServe(rest))
 	case "journal":
-		err = runJournal(rest)
-	case "version":
-		err = runVersion(rest)
+		err = inCommand("idem journal", runJournal(rest))
+	case "version", "-version", "--version", "-v":
+		err = inCommand("idem version", runVersion(rest))
 	case "help":
 		if len(rest) == 0 {
 			fmt.Print(usage)
@@ -73,35 +74,26 @@ func run(args []string) int {
 		fmt.Print(usage)
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "idem: unknown command %q\nrun 'idem help' for usage\n", cmd)
-		return 2
+		if strings.HasPrefix(cmd, "-") { // worded as the flag package words it
+			err = usageError("idem", "flag provided but not defined: %s", cmd)
+		} else {
+			err = usageError("idem", "unknown command %q", cmd)
+		}
 	}
 	return exitStatus(err)
 }
 
 // exitStatus prints err, if any, to stderr and returns the exit code for it.
 func exitStatus(err error) int {
-	var ue *usageErr
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errInterrupted):
 		return 130 // 128 + SIGINT, as a shell reports it
-	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "%s\nrun '%s -h' for usage\n", prefixed(ue.msg), ue.cmd)
-		return 2
 	case errors.Is(err, errUsage):
-		return 2 // the flag package has said what was wrong
+		return 2 // the usage is on stderr already
 	}
-	fmt.Fprintln(os.Stderr, prefixed(err.Error()))
-	return 1
-}
-
-func prefixed(msg string) string {
-	if !strings.HasPrefix(msg, "idem") {
-		msg = "idem: " + msg
-	}
-	return msg
+	return printError(err)
 }
 
 func runVersion(args []string) error {

@@ -142,6 +142,7 @@ func TestJournalLsWhileHeldSaysSoWithoutHanging(t *testing.T) {
 	start := time.Now()
 	out, err := runIdem(t, bin, 30*time.Second, "journal", "ls", path)
 	require.Error(t, err)
+	require.True(t, strings.HasPrefix(out, "idem journal ls: "), out)
 	require.Contains(t, out, "locked")
 	require.Contains(t, out, path)
 	require.Less(t, time.Since(start), 10*time.Second)

@@ -62,13 +62,13 @@ func runServe(args []string) error {
 	defer stop()
 	srv, err := testserver.Listen(*addr, opts)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
 	if *pidfile != "" {
 		remove, err := writePidfile(*pidfile)
 		if err != nil {
 			srv.Close()
-			return fmt.Errorf("serve: -pidfile: %w", err)
+			return fmt.Errorf("-pidfile: %w", err)
 		}
 		defer remove()
 	}
