@@ -1,6 +1,8 @@
-// This file holds the attempt loop shared by RoundTrip and Resume: send an
-// attempt, classify it (classify.go), wait (retry.go), and finally settle the
-// operation or leave it pending (settle.go).
+// This file holds the attempt loop shared by RoundTrip and Resume: build each
+// attempt's request (key, AttemptHeader, a fresh body reader), send it,
+// classify it (classify.go), wait (retry.go), and finally settle the
+// operation or leave it pending (settle.go). A 421 is retried on a new
+// connection (RFC 9110 section 15.5.20).
 
 package idem
 
@@ -12,6 +14,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,4 +301,113 @@ func discard(resp *http.Response) {
 	}
 	io.CopyN(io.Discard, resp.Body, maxDrain)
 	resp.Body.Close()
+}
+
+// attemptHeaders holds the AttemptHeader's values for the usual attempt
+// limits, made once: attemptHeaders[maxN][n].
+var attemptHeaders = func() (t [17][]string) {
+	for maxN := 1; maxN < len(t); maxN++ {
+		t[maxN] = make([]string, maxN+1)
+		for n := 1; n <= maxN; n++ {
+			t[maxN][n] = formatAttemptHeader(n, maxN)
+		}
+	}
+	return t
+}()
+
+// attemptHeader is the AttemptHeader's value for attempt n of maxN.
+func attemptHeader(n, maxN int) string {
+	if 1 <= n && n <= maxN && maxN < len(attemptHeaders) {
+		return attemptHeaders[maxN][n]
+	}
+	return formatAttemptHeader(n, maxN)
+}
+
+func formatAttemptHeader(n, maxN int) string {
+	b := make([]byte, 0, 24)
+	b = append(b, "attempt="...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, "; max="...)
+	b = strconv.AppendInt(b, int64(maxN), 10)
+	return string(b)
+}
+
+// newRequest builds one attempt: the caller's request with a fresh reader over
+// the same bytes, the idempotency key, and the AttemptHeader's value unless
+// it is "". As golang.org/x/oauth2's transport does, it copies the request
+// and its header map, not the URL or the header values, which neither idem
+// nor a base RoundTripper changes (the values are capped, so an append
+// copies them). The body reader and the new values live in st, the attempt's.
+func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st *attemptState) *http.Request {
+	r := o.req.WithContext(ctx)
+	r.Header = make(http.Header, len(o.req.Header)+2)
+	for k, v := range o.req.Header {
+		if (o.key != "" && strings.EqualFold(k, keyHeader)) || (attemptValue != "" && strings.EqualFold(k, AttemptHeader)) {
+			continue // replaced below
+		}
+		r.Header[k] = v[:len(v):len(v)]
+	}
+	switch {
+	case o.stream != nil:
+		r.Body, r.GetBody = o.stream, nil
+	case len(o.body) > 0:
+		body := o.body
+		r.ContentLength = int64(len(body))
+		// net/http writes a body it knows to be in memory (a *bytes.Reader,
+		// also inside io.NopCloser) with its headers, in one write; any
+		// other reader has the headers flushed first, a second syscall.
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if o.noReplay {
+			// net/http re-sends a request with a key header and a GetBody once, unseen,
+			// when a kept-alive connection breaks after writing it; against a server
+			// that ignores keys that is a second effect nothing reconciled first.
+			r.GetBody = nil
+		}
+		st.reader.Reset(body)
+		r.Body = io.NopCloser(&st.reader)
+	case o.noReplay:
+		// http.NoBody would make the request replayable to net/http (see above); an
+		// empty reader of its own is not, at the cost of a chunked empty body on HTTP/1.1.
+		r.Body, r.GetBody, r.ContentLength = io.NopCloser(bytes.NewReader(nil)), nil, 0
+	default:
+		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
+	}
+	if o.key != "" || attemptValue != "" {
+		st.values = [2]string{o.key, attemptValue}
+		values := st.values[:]
+		if o.key != "" {
+			r.Header[http.CanonicalHeaderKey(keyHeader)] = values[0:1:1]
+		}
+		if attemptValue != "" {
+			r.Header[AttemptHeader] = values[1:2:2]
+		}
+	}
+	return r
+}
+
+// misdirected reports whether resp is a 421 Misdirected Request.
+func misdirected(resp *http.Response) bool {
+	return resp != nil && resp.StatusCode == http.StatusMisdirectedRequest
+}
+
+// newConnBase returns the RoundTripper for an attempt that must not reuse a
+// connection, and a function to call once the attempt is over (its response
+// body closed, or its error returned).
+//
+// A base *http.Transport is cloned: the clone has the same settings and hooks
+// and an empty connection pool, so the attempt dials a new connection, for
+// HTTP/1.1 and HTTP/2 alike; its connections are closed once the attempt is
+// over. Any other base only has its idle connections closed, if it can, so
+// a connection it keeps busy (an HTTP/2 connection with other streams) may
+// carry the retry.
+func (t *Transport) newConnBase() (http.RoundTripper, func()) {
+	base := t.base()
+	if ht, ok := base.(*http.Transport); ok {
+		fresh := ht.Clone()
+		return fresh, fresh.CloseIdleConnections
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	return base, func() {}
 }

@@ -1,15 +1,20 @@
 // This file holds the classification table: what an attempt's outcome (an
-// error or a status) means for the operation. The attempt loop in attempt.go
-// acts on the Class; DefaultClassifier's doc is the table.
+// error or a status) means for the operation; DefaultClassifier's doc is the
+// table. Errors are told apart by type: TLS alerts, HTTP/2 stream resets
+// (without importing x/net), and a proxy's refusal of a CONNECT tunnel.
 
 package idem
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
+	"reflect"
 )
 
 // Class is what the attempt loop does with one attempt's outcome.
@@ -204,4 +209,126 @@ func walkErrors(err error, f func(error) bool) bool {
 		}
 	}
 	return false
+}
+
+// TLS alert codes (RFC 8446 section 6.2) that refuse a handshake or a
+// certificate. A server sends them before it reads any application data: in
+// TLS 1.3 a client learns of a refused client certificate only on its first
+// read, after it wrote its request, yet the server never processed it.
+var refusingAlerts = map[tls.AlertError]bool{
+	40:  true, // handshake_failure
+	42:  true, // bad_certificate
+	43:  true, // unsupported_certificate
+	44:  true, // certificate_revoked
+	45:  true, // certificate_expired
+	46:  true, // certificate_unknown
+	48:  true, // unknown_ca
+	49:  true, // access_denied
+	51:  true, // decrypt_error (a handshake signature did not verify)
+	70:  true, // protocol_version
+	71:  true, // insufficient_security
+	112: true, // unrecognized_name
+	116: true, // certificate_required
+	120: true, // no_application_protocol
+}
+
+// refusingAlert reports whether err carries a TLS alert, sent by the server,
+// that refuses the handshake or the client's certificate.
+func refusingAlert(err error) bool {
+	a, ok := tlsAlert(err)
+	return ok && refusingAlerts[a]
+}
+
+// tlsAlert returns the TLS alert that err carries. crypto/tls returns an alert
+// received from the peer as a *net.OpError (Op "remote error") whose Err is
+// its unexported alert type, which errors.As cannot reach as tls.AlertError
+// (only QUIC connections wrap AlertError). tlsAlert takes tls.AlertError when
+// present and otherwise finds crypto/tls's alert type by reflection: a uint8
+// type named alert in package crypto/tls, whose value is the alert code. It
+// never reads the error's text.
+func tlsAlert(err error) (tls.AlertError, bool) {
+	var a tls.AlertError
+	if errors.As(err, &a) {
+		return a, true
+	}
+	found := walkErrors(err, func(e error) bool {
+		t := reflect.TypeOf(e)
+		if t.Kind() == reflect.Uint8 && t.PkgPath() == "crypto/tls" && t.Name() == "alert" {
+			a = tls.AlertError(reflect.ValueOf(e).Uint())
+			return true
+		}
+		return false
+	})
+	return a, found
+}
+
+// h2RefusedStream is HTTP/2's REFUSED_STREAM error code (RFC 9113 section 7).
+const h2RefusedStream = 0x7
+
+// h2StreamError mirrors net/http's HTTP/2 StreamError, field for field.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string {
+	return fmt.Sprintf("idem: HTTP/2 stream %d reset with code %#x", e.StreamID, e.Code)
+}
+
+// refusedStream reports whether err is an HTTP/2 stream reset with
+// REFUSED_STREAM: RFC 9113 section 8.7 promises the server did no
+// processing. net/http retries such a stream itself, up to 6 times with a
+// backoff of its own, before it returns this error.
+func refusedStream(err error) bool {
+	var se h2StreamError
+	return errors.As(err, &se) && se.Code == h2RefusedStream
+}
+
+// ProxyConnectError is returned, through a base *http.Transport that has
+// CheckProxyConnect installed, when an HTTP proxy answers the CONNECT request
+// for an https:// URL (RFC 9110 section 9.3.6) with a status other than 200.
+// The tunnel was never opened, so the request never left the client.
+// DefaultClassifier retries it when StatusCode is 408, 429, 500, 502, 503 or
+// 504 and fails the operation at once otherwise (407 Proxy Authentication
+// Required, 403, ...).
+type ProxyConnectError struct {
+	Proxy      string // the proxy's URL, without its userinfo
+	Target     string // the host:port the tunnel was asked for
+	StatusCode int    // the proxy's status code
+}
+
+func (e *ProxyConnectError) Error() string {
+	return fmt.Sprintf("idem: proxy %s refused CONNECT %s: %d %s", e.Proxy, e.Target, e.StatusCode, http.StatusText(e.StatusCode))
+}
+
+// CheckProxyConnect installs a hook on t's OnProxyConnectResponse that turns a
+// CONNECT answered with a status other than 200 into a *ProxyConnectError, and
+// returns t. A hook already there runs first; its error, if any, is returned
+// as is. Call it before t is used, on a Transport of your own or a Clone:
+// it modifies t.
+//
+// Options.Base nil gets a clone of http.DefaultTransport with this hook, and
+// an Options.Base that is an *http.Transport with a Proxy gets a clone of
+// itself with it (see Options.Base); idem never installs it on a Transport
+// the caller gives. Without it, as behind a RoundTripper that wraps an
+// *http.Transport, a refused CONNECT is an untyped error: idem retries it
+// (nothing was sent) and leaves the operation pending once the attempts run
+// out.
+func CheckProxyConnect(t *http.Transport) *http.Transport {
+	prev := t.OnProxyConnectResponse
+	t.OnProxyConnectResponse = func(ctx context.Context, proxy *url.URL, req *http.Request, resp *http.Response) error {
+		if prev != nil {
+			if err := prev(ctx, proxy, req, resp); err != nil {
+				return err
+			}
+		}
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+		p := *proxy
+		p.User = nil
+		return &ProxyConnectError{Proxy: p.String(), Target: req.Host, StatusCode: resp.StatusCode}
+	}
+	return t
 }

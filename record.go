@@ -1,8 +1,16 @@
-// This file holds the root's names for journal.Record and its states.
+// This file holds the record of an operation: the root's names for
+// journal.Record and its states, and the record built from a request and
+// written ahead (or handed to a Store that writes it by its own means, such
+// as pgjournal's transactional outbox: Prepare).
 
 package idem
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
 	"github.com/idem-go/idem/journal"
 )
 
@@ -42,3 +50,110 @@ func stub(rec *Record) *Record {
 // seqOf is rec's place in its Store's order (journal.Ref): what Resume
 // pages by and keeps each host's operations in order with.
 func seqOf(rec *Record) uint64 { return journal.RefOf(rec).Seq }
+
+// Prepare returns the record RoundTrip would write ahead for req, as a new
+// pending operation, without writing or sending anything. It reads and
+// closes req's body. The key is the caller's (its header or WithKey) or a
+// new one; the operation ID is WithOperationID's; sensitive headers and
+// query parameters are left out, as RoundTrip leaves them out.
+//
+// It is for a Store that journals the record by other means, such as
+// pgjournal's transactional outbox, which writes it inside the caller's
+// database transaction; Resume, on any Transport over that Store, then
+// sends it. It fails, having written nothing, with ErrInvalidRequest (also
+// for a call WithoutJournal), ErrInvalidKey, ErrBodyTooLarge, the
+// context's error, or Options.Identity's error.
+func (t *Transport) Prepare(req *http.Request) (*Record, error) {
+	t.setup()
+	if req == nil {
+		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
+	}
+	_, err := t.checkCall(req)
+	if err == nil && withoutJournal(req.Context()) {
+		err = fmt.Errorf("%w: Prepare of a call WithoutJournal: there is nothing to journal", ErrInvalidRequest)
+	}
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	b, err := t.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	if b.tooLarge {
+		b.close()
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, t.cfg.MaxBodyBytes)
+	}
+	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
+	if err != nil {
+		return nil, err
+	}
+	opID, hasOp := operationIDFrom(req.Context())
+	if hasOp {
+		if err := validateOperationID(opID); err != nil {
+			return nil, err
+		}
+	}
+	call, err := t.bindingOf(req)
+	if err != nil {
+		return nil, err
+	}
+	if !hasKey {
+		if key, err = newKey(); err != nil {
+			return nil, err
+		}
+	}
+	return t.newRecord(req, key, hasKey, opID, b.buf, bodySum(b.buf), &call), nil
+}
+
+// newRecord returns the record of a new operation for req, pending since
+// now, bound to the call's identity or credentials; sum is buf's bodySum.
+func (t *Transport) newRecord(req *http.Request, key string, callerKey bool, opID string, buf []byte, sum string, call *binding) *Record {
+	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
+	host := req.Host
+	if host == req.URL.Host {
+		host = "" // not an override: http.NewRequest sets it to the URL's
+	}
+	rec := &Record{Key: key, CallerKey: callerKey, OperationID: opID, Method: method(req), URL: u, Host: host,
+		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
+		DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum}
+	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
+	t.bind(rec, call)
+	return rec
+}
+
+// fingerprintOf is the fingerprint of req as its record would store it;
+// sum is its body's bodySum.
+func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
+	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
+	return fingerprint(method(req), u, sum)
+}
+
+// writeAheadOrFind writes the record of a new operation named name, or,
+// when a Store shared with other instances (a fleet's) already holds one
+// by that name, written since this call looked, returns that record to go
+// on with, as a second call would (existed true).
+func (t *Transport) writeAheadOrFind(ctx context.Context, req *http.Request, name journal.Name, key string,
+	hasKey bool, opID string, buf []byte, sum string, call *binding) (rec *Record, existed bool, err error) {
+	rec = t.newRecord(req, key, hasKey, opID, buf, sum, call)
+	werr := t.writeAhead(ctx, rec)
+	if werr == nil {
+		return rec, false, nil
+	}
+	if !errors.Is(werr, journal.ErrNameTaken) {
+		return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
+	}
+	if hasKey || opID != "" {
+		found, err := t.journal.Get(ctx, name)
+		if err != nil {
+			return nil, false, err
+		}
+		if found != nil && journal.NameOf(found) == name {
+			return found, true, nil
+		}
+	}
+	// The caller's key is another operation's.
+	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w: %w", ErrKeyReuse, werr)
+}

@@ -1,6 +1,8 @@
 // This file holds how a call ends, for the attempt loop (attempt.go): the
 // operation settles, fails, or stays pending and the caller gets a
 // *PendingError; journal.Apply moves the record and the Store records it.
+// Expiry asks the state machine's predicates (journal/state.go) at the
+// Transport's time and KeyTTL.
 
 package idem
 
@@ -123,4 +125,31 @@ func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.T
 	}
 	t.resumers.notePending(next)
 	return nil, perr
+}
+
+// keyExpired is journal.Expired.
+func keyExpired(rec *Record, now time.Time, ttl time.Duration) bool {
+	return journal.Expired(rec, now, ttl)
+}
+
+// keyExpired applies the KeyTTL rule to rec at the Transport's time.
+func (t *Transport) keyExpired(rec *Record) bool {
+	return journal.Expired(rec, t.now(rec), t.cfg.KeyTTL)
+}
+
+// dueAt is journal.Due under the Transport's KeyTTL. A NextAttempt with no
+// LastAttempt, which idem never writes, waits at most
+// max(MaxRetryAfter, MaxInterval): the longest wait idem chooses. The
+// Transport's clock never reads earlier than rec's LastAttempt
+// (clockstep.go), so a stored wait is never stretched by a clock set back.
+func (c *config) dueAt(rec *Record, now time.Time) time.Time {
+	return journal.Due(rec, now, c.KeyTTL, c.maxWait())
+}
+
+func (c *config) maxWait() time.Duration { return max(c.MaxRetryAfter, c.MaxInterval) }
+
+// dueAt is rec's due time at the Transport's time, and that time.
+func (t *Transport) dueAt(rec *Record) (due, now time.Time) {
+	now = t.now(rec)
+	return t.cfg.dueAt(rec, now), now
 }

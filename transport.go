@@ -1,6 +1,7 @@
-// This file holds Transport, the http.RoundTripper at idem's core: it decides
-// whether a request is journaled, writes it ahead to its journal.Store (journal.go),
-// then hands it to the attempt loop (attempt.go). client.go builds one for you.
+// This file holds Transport, the http.RoundTripper at idem's core (client.go
+// wraps one): RoundTrip decides whether a request is journaled, and the
+// journaled path reads as its steps. A zero Transport sets itself up on first
+// use; base() is what it sends through.
 
 package idem
 
@@ -368,4 +369,77 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 	// Pending, failed, or settled within KeyTTL: send again with the same key;
 	// for a settled one the server replays its stored response.
 	return nil
+}
+
+// setup gives a zero Transport the default Options and no journal, on its
+// first call; a Transport from NewTransport is left as it is.
+func (t *Transport) setup() {
+	t.zero.Do(func() {
+		if t.cfg != nil {
+			return // built by NewTransport
+		}
+		cfg, err := (*Options)(nil).config()
+		if err != nil { // zero Options mean the defaults, which are valid
+			panic("idem: default Options: " + err.Error())
+		}
+		t.cfg, t.budget, t.own = cfg, newBudget(cfg.RetryBudget), defaultBase()
+		if t.clock == nil { // a test may have set its own
+			t.clock = newStepClock(realClock{})
+		}
+	})
+}
+
+// defaultBase returns the base of a Transport whose Options.Base is nil: a
+// clone of http.DefaultTransport with CheckProxyConnect, so a refused CONNECT
+// is typed, or http.DefaultTransport itself if the program replaced it with
+// another kind of RoundTripper (idem never modifies it).
+func defaultBase() http.RoundTripper {
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		return CheckProxyConnect(dt.Clone())
+	}
+	return http.DefaultTransport
+}
+
+// callerBase returns the base of a Transport whose Options.Base is rt. An
+// *http.Transport with a Proxy gets the classification the default base has:
+// it is cloned (http.Transport.Clone) with CheckProxyConnect installed on
+// the clone, after any OnProxyConnectResponse of the caller's, so that a
+// proxy's refusal of CONNECT (a 407 for wrong credentials) fails the
+// operation at once instead of being retried as "nothing sent" and left
+// pending. The caller's Transport is never modified. Any other base,
+// including an *http.Transport without a Proxy (it never sends CONNECT), is
+// used as it is.
+func callerBase(rt http.RoundTripper) http.RoundTripper {
+	ht, ok := rt.(*http.Transport)
+	if !ok || ht.Proxy == nil {
+		return rt
+	}
+	return CheckProxyConnect(ht.Clone())
+}
+
+// CloseIdleConnections closes the idle connections of the base RoundTripper,
+// if it has a CloseIdleConnections method; http.Client.CloseIdleConnections
+// calls it. Connections in use are left alone.
+func (t *Transport) CloseIdleConnections() {
+	t.setup()
+	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// Crash points, in the order an operation meets them.
+const (
+	crashWriteAhead     = "write-ahead"     // the write-ahead commit returned; nothing sent yet
+	crashRequestWritten = "request-written" // an attempt's request was written; its response not read
+	crashResponse       = "response"        // a final response arrived; the settle not written
+	crashResume         = "resume"          // Resume re-sent one operation; others may follow
+	crashRedirected     = "redirected"      // a 307/308 moved the record, durably; the response not returned
+	crashHop            = "hop"             // the hop after a 307/308 arrived; nothing sent for it yet
+)
+
+// crash calls the test hook, if any, at a crash point.
+func (t *Transport) crash(point string) {
+	if t.crashAt != nil {
+		t.crashAt(point)
+	}
 }

@@ -1,6 +1,7 @@
-// This file checks a request before anything is written or sent: what
-// net/http would refuse anyway is refused up front, so it is never journaled
-// and retried in vain.
+// This file holds the checks and the stored form of a request: what net/http
+// would refuse is refused before anything is written or sent; idempotency
+// keys and operation IDs are minted and validated; the URL and headers are
+// journaled without credentials.
 
 package idem
 
@@ -13,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // validRequest refuses what net/http could never send. The key header is left
@@ -194,4 +197,125 @@ func stripQuery(raw string, names map[string]bool) (string, []string) {
 	}
 	slices.Sort(dropped)
 	return strings.Join(kept, "&"), slices.Compact(dropped)
+}
+
+// maxKeyLen follows the IETF Idempotency-Key draft's advice and Stripe's limit.
+const maxKeyLen = 255
+
+// newKey returns a random (version 4) UUID from crypto/rand.
+func newKey() (string, error) {
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("idem: generating idempotency key: %w", err)
+	}
+	return u.String(), nil
+}
+
+// validateKey accepts an idempotency key of 1..255 visible ASCII characters
+// (VCHAR, RFC 5234: no space), as the server middleware does and the IETF
+// draft's sf-string keys are usually spelled.
+func validateKey(what, k string) error { return validateName(what, k, false) }
+
+// validateOperationID accepts 1..255 visible ASCII characters, spaces
+// allowed inside ("charge order 4827"): an operation ID never leaves the
+// journal.
+func validateOperationID(k string) error { return validateName("operation ID", k, true) }
+
+func validateName(what, k string, spaces bool) error {
+	if k == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalidKey, what)
+	}
+	if len(k) > maxKeyLen {
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrInvalidKey, what, len(k), maxKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		space := k[i] == ' ' && spaces && i > 0 && i < len(k)-1
+		if c := k[i]; (c <= 0x20 || c > 0x7e) && !space {
+			return fmt.Errorf("%w: %s has byte %#x at %d", ErrInvalidKey, what, c, i)
+		}
+	}
+	return nil
+}
+
+// callerKey returns the key the caller chose, from the context or the request
+// header (looked up case-insensitively), and whether there was one.
+func callerKey(r *http.Request, header string) (string, bool, error) {
+	if k, ok := keyFrom(r.Context()); ok {
+		return k, true, validateKey("idempotency key", k)
+	}
+	vals := headerValues(r.Header, header)
+	switch len(vals) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return vals[0], true, validateKey("idempotency key", vals[0])
+	default:
+		return "", true, fmt.Errorf("%w: %d %s headers", ErrInvalidKey, len(vals), header)
+	}
+}
+
+// headerValues finds a header whatever its spelling, even one set in the map
+// without canonicalization. Under one spelling, the result is the map's own
+// slice, not a copy: callers must not modify it.
+func headerValues(h http.Header, name string) []string {
+	var vals []string
+	for k, v := range h {
+		switch {
+		case !strings.EqualFold(k, name):
+		case vals == nil:
+			vals = v
+		default: // another spelling: capped, so the append copies
+			vals = append(vals[:len(vals):len(vals)], v...)
+		}
+	}
+	return vals
+}
+
+// storedHeader drops sensitive headers and the key header before writing.
+// The values it keeps are copied into one array, as http.Header.Clone does.
+// A header it would keep whole, every name canonical, it returns as it is:
+// the record is only this call's, and a Store copies what it keeps
+// (journal.Store).
+func (t *Transport) storedHeader(h http.Header) http.Header {
+	n, whole := 0, true
+	for k, v := range h {
+		n += len(v)
+		whole = whole && len(v) > 0 && k == http.CanonicalHeaderKey(k) && !t.cfg.sensitive[k] && !strings.EqualFold(k, t.cfg.KeyHeader)
+	}
+	if whole {
+		return h
+	}
+	values := make([]string, 0, n)
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		ck := http.CanonicalHeaderKey(k)
+		if t.cfg.sensitive[ck] || strings.EqualFold(k, t.cfg.KeyHeader) {
+			continue
+		}
+		var vs []string // nil for no values, as before
+		if len(v) > 0 {
+			values = append(values, v...)
+			vs = values[len(values)-len(v) : len(values) : len(values)]
+		}
+		if ov := out[ck]; len(ov) > 0 {
+			// Spelled two ways (set through the map): the values of
+			// both are kept, under the canonical name.
+			vs = append(ov[:len(ov):len(ov)], vs...)
+		}
+		out[ck] = vs
+	}
+	return out
+}
+
+// droppedHeaders names the sensitive headers the request carries, so Resume
+// can tell when PrepareResume did not put them back.
+func (t *Transport) droppedHeaders(h http.Header) []string {
+	var names []string
+	for k := range h {
+		if ck := http.CanonicalHeaderKey(k); t.cfg.sensitive[ck] && !slices.Contains(names, ck) {
+			names = append(names, ck)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
