@@ -6,7 +6,6 @@
 package idem
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,41 +85,27 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 		b.close()
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, t.cfg.MaxBodyBytes)
 	}
-	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
+	c, err := t.nameCall(req, b.buf)
 	if err != nil {
 		return nil, err
 	}
-	opID, hasOp := operationIDFrom(req.Context())
-	if hasOp {
-		if err := validateOperationID(opID); err != nil {
-			return nil, err
-		}
-	}
-	call, err := t.bindingOf(req)
-	if err != nil {
-		return nil, err
-	}
-	if !hasKey {
-		if key, err = newKey(); err != nil {
-			return nil, err
-		}
-	}
-	return t.newRecord(req, key, hasKey, opID, b.buf, bodySum(b.buf), &call), nil
+	return t.newRecord(c), nil
 }
 
-// newRecord returns the record of a new operation for req, pending since
-// now, bound to the call's identity or credentials; sum is buf's bodySum.
-func (t *Transport) newRecord(req *http.Request, key string, callerKey bool, opID string, buf []byte, sum string, call *binding) *Record {
+// newRecord returns the record of c's new operation, pending since now,
+// bound to the call's identity or credentials.
+func (t *Transport) newRecord(c *call) *Record {
+	req := c.req
 	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
 	host := req.Host
 	if host == req.URL.Host {
 		host = "" // not an override: http.NewRequest sets it to the URL's
 	}
-	rec := &Record{Key: key, CallerKey: callerKey, OperationID: opID, Method: method(req), URL: u, Host: host,
+	rec := &Record{Key: c.key, CallerKey: c.hasKey, OperationID: c.opID, Method: method(req), URL: u, Host: host,
 		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-		DroppedQuery: droppedQuery, Body: buf, BodySHA256: sum}
+		DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum}
 	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
-	t.bind(rec, call)
+	t.bind(rec, &c.identity)
 	return rec
 }
 
@@ -131,13 +116,13 @@ func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
 	return fingerprint(method(req), u, sum)
 }
 
-// writeAheadOrFind writes the record of a new operation named name, or,
-// when a Store shared with other instances (a fleet's) already holds one
-// by that name, written since this call looked, returns that record to go
-// on with, as a second call would (existed true).
-func (t *Transport) writeAheadOrFind(ctx context.Context, req *http.Request, name journal.Name, key string,
-	hasKey bool, opID string, buf []byte, sum string, call *binding) (rec *Record, existed bool, err error) {
-	rec = t.newRecord(req, key, hasKey, opID, buf, sum, call)
+// writeAheadOrFind writes the record of c's new operation, or, when a Store
+// shared with other instances (a fleet's) already holds one by its name,
+// written since this call looked, returns that record to go on with, as a
+// second call would (existed true).
+func (t *Transport) writeAheadOrFind(c *call) (rec *Record, existed bool, err error) {
+	ctx := c.req.Context()
+	rec = t.newRecord(c)
 	werr := t.writeAhead(ctx, rec)
 	if werr == nil {
 		return rec, false, nil
@@ -145,12 +130,12 @@ func (t *Transport) writeAheadOrFind(ctx context.Context, req *http.Request, nam
 	if !errors.Is(werr, journal.ErrNameTaken) {
 		return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
 	}
-	if hasKey || opID != "" {
-		found, err := t.journal.Get(ctx, name)
+	if c.hasKey || c.opID != "" {
+		found, err := t.journal.Get(ctx, c.name)
 		if err != nil {
 			return nil, false, err
 		}
-		if found != nil && journal.NameOf(found) == name {
+		if found != nil && journal.NameOf(found) == c.name {
 			return found, true, nil
 		}
 	}

@@ -225,93 +225,164 @@ func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
 	return o, nil
 }
 
-// roundTripJournaled finds or writes the operation's record, then runs it.
+// roundTripJournaled runs a journaled call as a list of steps: name the
+// operation, hold it against concurrent calls, find or write its record,
+// check this call may run it, then run it.
 func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits) (*http.Response, error) {
 	if t.journal == nil {
 		return nil, ErrNoJournal
 	}
-	ctx := req.Context()
+	c, err := t.nameCall(req, buf)
+	if err != nil {
+		return nil, err
+	}
+	release, err := t.hold(c)
+	defer release()
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Context().Err(); err != nil {
+		return nil, err // nothing written, nothing sent
+	}
+	if err := t.findOrWriteAhead(c); err != nil {
+		return nil, err
+	}
+	if err := t.admitCall(c); err != nil {
+		return nil, err
+	}
+	o, err := t.prepareSend(c, lim)
+	if err != nil {
+		return nil, err
+	}
+	return t.run(req.Context(), o)
+}
+
+// call is a journaled call on its way to its operation's record.
+type call struct {
+	req      *http.Request
+	buf      []byte
+	sum      string       // bodySum(buf)
+	key      string       // the caller's key, or one minted for a new operation
+	hasKey   bool         // the key is the caller's
+	opID     string       // WithOperationID, or ""
+	name     journal.Name // the operation's name in the journal: its ID, else its key
+	identity binding      // who makes the call (identity.go)
+	rec      *Record      // the operation's record, once found or written
+	existed  bool         // rec was in the journal before this call
+	expired  bool         // past KeyTTL, and a Reconciler will say whether it happened
+}
+
+// nameCall reads the call's key, operation ID and identity, and names its
+// operation; a key is minted only when the caller gave none.
+func (t *Transport) nameCall(req *http.Request, buf []byte) (*call, error) {
 	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
 	if err != nil {
 		return nil, err
 	}
-	opID, hasOp := operationIDFrom(ctx)
+	opID, hasOp := operationIDFrom(req.Context())
 	if hasOp {
 		if err := validateOperationID(opID); err != nil {
 			return nil, err
 		}
 	}
-	call, err := t.bindingOf(req) // identity.go
+	id, err := t.bindingOf(req)
 	if err != nil {
 		return nil, err
 	}
 	if !hasKey {
-		// Minted once: the lock below and a new record use the same key.
+		// Minted once: the lock and a new record use the same key.
 		if key, err = newKey(); err != nil {
 			return nil, err
 		}
 	}
-	name := journal.Name{Key: key}
+	c := &call{req: req, buf: buf, sum: bodySum(buf), key: key, hasKey: hasKey, opID: opID, identity: id}
+	c.name = journal.Name{Key: key}
 	if hasOp {
-		name = journal.Name{OperationID: opID}
+		c.name = journal.Name{OperationID: opID}
 	}
-	// Calls for one operation run one at a time; the second finds the first's
-	// record, so both share one key and one server-side effect.
-	if err := t.journal.Claim(ctx, name); err != nil {
-		return nil, err
-	}
-	defer t.journal.Release(name)
-	var rec *Record
-	if hasKey || hasOp { // a key minted just now cannot be in the journal
-		if rec, err = t.journal.Get(ctx, name); err != nil {
-			return nil, err
+	return c, nil
+}
+
+// hold makes calls for one operation run one at a time, the second finding
+// the first's record, so both share one key and one server-side effect. A
+// record found by the caller's key that belongs to an operation ID is held
+// under that name too, the one Resume takes, and read again. The returned
+// release is never nil.
+func (t *Transport) hold(c *call) (release func(), err error) {
+	ctx := c.req.Context()
+	var held []journal.Name
+	release = func() {
+		for _, n := range held {
+			t.journal.Release(n)
 		}
 	}
-	if rec != nil && journal.NameOf(rec) != name {
-		// Found by the caller's key, but the record belongs to an operation
-		// ID: hold that lock too, the one Resume takes, and read it again.
-		if err := t.journal.Claim(ctx, journal.NameOf(rec)); err != nil {
-			return nil, err
-		}
-		defer t.journal.Release(journal.NameOf(rec))
-		if rec, err = t.journal.Get(ctx, name); err != nil {
-			return nil, err
-		}
+	if err := t.journal.Claim(ctx, c.name); err != nil {
+		return release, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // nothing written, nothing sent
+	held = append(held, c.name)
+	if !c.hasKey && c.opID == "" {
+		return release, nil // a key minted just now cannot be in the journal
 	}
-	sum := bodySum(buf)
-	existed := rec != nil
-	if !existed {
-		if rec, existed, err = t.writeAheadOrFind(ctx, req, name, key, hasKey, opID, buf, sum, &call); err != nil {
-			return nil, err
-		}
+	if c.rec, err = t.journal.Get(ctx, c.name); err != nil || c.rec == nil || journal.NameOf(c.rec) == c.name {
+		return release, err
 	}
-	expired := false // past KeyTTL, and a Reconciler will say whether it happened
-	if !existed {
+	if err := t.journal.Claim(ctx, journal.NameOf(c.rec)); err != nil {
+		return release, err
+	}
+	held = append(held, journal.NameOf(c.rec))
+	c.rec, err = t.journal.Get(ctx, c.name)
+	return release, err
+}
+
+// findOrWriteAhead writes a new operation's record before anything is sent,
+// unless it was found in the journal (or a fleet's other instance wrote it
+// meanwhile: record.go).
+func (t *Transport) findOrWriteAhead(c *call) error {
+	if c.existed = c.rec != nil; c.existed {
+		return nil
+	}
+	var err error
+	c.rec, c.existed, err = t.writeAheadOrFind(c)
+	if err == nil && !c.existed {
 		t.crash(crashWriteAhead)
-	} else {
-		if err := t.admit(rec, &call, name); err != nil {
-			return nil, err
-		}
-		err := t.reuse(rec, t.fingerprintOf(req, sum), key, hasKey)
-		if expired = errors.Is(err, ErrKeyExpired) && t.reconciler(ctx) != nil; err != nil && !expired {
-			return nil, err
-		}
-		// Moved by a 307 or 308, it goes where the server holds its key,
-		// as in Resume (redirect.go); refused there, nothing is sent.
-		if req, err = t.toTarget(req, rec); err != nil {
-			return nil, unsent(rec, err)
-		}
 	}
+	return err
+}
+
+// admitCall checks that a call may run an operation already in the journal:
+// its identity, its fingerprint, and its record's state (reuse, settle.go).
+// An operation moved by a 307 or 308 goes where the server holds its key, as
+// in Resume (redirect.go); refused there, nothing is sent.
+func (t *Transport) admitCall(c *call) error {
+	if !c.existed {
+		return nil
+	}
+	if err := t.admit(c.rec, &c.identity, c.name); err != nil {
+		return err
+	}
+	err := t.reuse(c.rec, t.fingerprintOf(c.req, c.sum), c.key, c.hasKey)
+	if c.expired = errors.Is(err, ErrKeyExpired) && t.reconciler(c.req.Context()) != nil; err != nil && !c.expired {
+		return err
+	}
+	if c.req, err = t.toTarget(c.req, c.rec); err != nil {
+		return unsent(c.rec, err)
+	}
+	return nil
+}
+
+// prepareSend builds the operation to run. A failed record is made pending
+// again, durably, before it is sent. A call that sends a pending operation
+// again is a retry, as a resume is, and takes a retry-budget token:
+// otherwise an application re-calling its pending work would amplify an
+// outage around the budget.
+func (t *Transport) prepareSend(c *call, lim limits) (*op, error) {
+	ctx, rec := c.req.Context(), c.rec
 	// A record from an earlier call may have reached the server already,
 	// unless it failed, which it does only before that could happen.
-	maybeSent := existed && rec.State != StateFailed
-	wasPending := rec.State == StatePending // a failed one made pending below is no re-send
+	maybeSent := c.existed && rec.State != StateFailed
+	wasPending := rec.State == StatePending
 	if rec.State == StateFailed {
-		// Sent again, it may now reach the server: pending first, durably.
-		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: buf}); err != nil {
+		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: c.buf}); err != nil {
 			return nil, err
 		}
 		if err := t.journal.Update(ctx, rec, journal.Durable); err != nil {
@@ -319,18 +390,15 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 		}
 		t.stateChanged(StateFailed, StatePending)
 	}
-	// A call that sends a pending operation again is a retry, as a resume
-	// is: otherwise an application re-calling its pending work would amplify
-	// an outage around the retry budget.
-	o := &op{req: req, rec: rec, key: rec.Key, body: buf, maybeSent: maybeSent, uncertain: maybeSent,
-		expired: expired, limits: lim, retryToken: wasPending && rec.Attempts > 0}
-	if host := budgetHost(req.URL); o.retryToken && !t.budget.retry(host, t.clock.Now()) {
+	o := &op{req: c.req, rec: rec, key: rec.Key, body: c.buf, maybeSent: maybeSent, uncertain: maybeSent,
+		expired: c.expired, limits: lim, retryToken: wasPending && rec.Attempts > 0}
+	if host := budgetHost(c.req.URL); o.retryToken && !t.budget.retry(host, t.clock.Now()) {
 		err := t.resendDenied(ctx, rec, host, false)
 		t.log(ctx, slog.LevelInfo, "idem: re-send denied by the retry budget, operation left pending", o,
 			"attempts", rec.Attempts)
 		return nil, err
 	}
-	return t.run(ctx, o)
+	return o, nil
 }
 
 // writeAhead commits a new record before anything is sent, and tells the
