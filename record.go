@@ -1,14 +1,19 @@
-// This file holds the record of an operation: the root's names for
-// journal.Record and its states, and the record built from a request and
-// written ahead (or handed to a Store that writes it by its own means, such
-// as pgjournal's transactional outbox: Prepare).
+// This file holds the record of an operation and the steps of a journaled
+// call that lead to it (transport.go lists them): name the operation, hold
+// it, find its record or build one from the request and write it ahead,
+// check the call may run it, and prepare the send. Prepare hands a new
+// record to a Store that writes it by its own means, such as pgjournal's
+// transactional outbox.
 
 package idem
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/idem-go/idem/journal"
 )
@@ -50,6 +55,239 @@ func stub(rec *Record) *Record {
 // pages by and keeps each host's operations in order with.
 func seqOf(rec *Record) uint64 { return journal.RefOf(rec).Seq }
 
+// call is a journaled call on its way to its operation's record.
+type call struct {
+	req      *http.Request
+	buf      []byte
+	sum      string       // bodySum(buf)
+	key      string       // the caller's key, or one minted for a new operation
+	hasKey   bool         // the key is the caller's
+	opID     string       // WithOperationID, or ""
+	name     journal.Name // the operation's name in the journal: its ID, else its key
+	identity binding      // who makes the call (identity.go)
+	rec      *Record      // the operation's record, once found or written
+	existed  bool         // rec was in the journal before this call
+	expired  bool         // past KeyTTL, and a Reconciler will say whether it happened
+}
+
+// nameCall reads the call's key, operation ID and identity, and names its
+// operation; a key is minted only when the caller gave none.
+func (t *Transport) nameCall(req *http.Request, buf []byte) (*call, error) {
+	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
+	if err != nil {
+		return nil, err
+	}
+	opID, hasOp := operationIDFrom(req.Context())
+	if hasOp {
+		if err := validateOperationID(opID); err != nil {
+			return nil, err
+		}
+	}
+	id, err := t.bindingOf(req)
+	if err != nil {
+		return nil, err
+	}
+	if !hasKey {
+		// Minted once: the lock and a new record use the same key.
+		if key, err = newKey(); err != nil {
+			return nil, err
+		}
+	}
+	c := &call{req: req, buf: buf, sum: bodySum(buf), key: key, hasKey: hasKey, opID: opID, identity: id}
+	c.name = journal.Name{Key: key}
+	if hasOp {
+		c.name = journal.Name{OperationID: opID}
+	}
+	return c, nil
+}
+
+// hold makes calls for one operation run one at a time, the second finding
+// the first's record, so both share one key and one server-side effect. A
+// record found by the caller's key that belongs to an operation ID is held
+// under that name too, the one Resume takes, and read again. The returned
+// release is never nil.
+func (t *Transport) hold(c *call) (release func(), err error) {
+	ctx := c.req.Context()
+	var held []journal.Name
+	release = func() {
+		for _, n := range held {
+			t.journal.Release(n)
+		}
+	}
+	if err := t.journal.Claim(ctx, c.name); err != nil {
+		return release, err
+	}
+	held = append(held, c.name)
+	if !c.hasKey && c.opID == "" {
+		return release, nil // a key minted just now cannot be in the journal
+	}
+	if c.rec, err = t.journal.Get(ctx, c.name); err != nil || c.rec == nil || journal.NameOf(c.rec) == c.name {
+		return release, err
+	}
+	if err := t.journal.Claim(ctx, journal.NameOf(c.rec)); err != nil {
+		return release, err
+	}
+	held = append(held, journal.NameOf(c.rec))
+	c.rec, err = t.journal.Get(ctx, c.name)
+	return release, err
+}
+
+// findOrWriteAhead writes a new operation's record before anything is sent,
+// unless it was found in the journal (or a fleet's other instance wrote it
+// meanwhile: record.go).
+func (t *Transport) findOrWriteAhead(c *call) error {
+	if c.existed = c.rec != nil; c.existed {
+		return nil
+	}
+	var err error
+	c.rec, c.existed, err = t.writeAheadOrFind(c)
+	if err == nil && !c.existed {
+		t.crash(crashWriteAhead)
+	}
+	return err
+}
+
+// writeAheadOrFind writes the record of c's new operation, or, when a Store
+// shared with other instances (a fleet's) already holds one by its name,
+// written since this call looked, returns that record to go on with, as a
+// second call would (existed true).
+func (t *Transport) writeAheadOrFind(c *call) (rec *Record, existed bool, err error) {
+	ctx := c.req.Context()
+	rec = t.newRecord(c)
+	werr := t.writeAhead(ctx, rec)
+	if werr == nil {
+		return rec, false, nil
+	}
+	if !errors.Is(werr, journal.ErrNameTaken) {
+		return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
+	}
+	if c.hasKey || c.opID != "" {
+		found, err := t.journal.Get(ctx, c.name)
+		if err != nil {
+			return nil, false, err
+		}
+		if found != nil && journal.NameOf(found) == c.name {
+			return found, true, nil
+		}
+	}
+	// The caller's key is another operation's.
+	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w: %w", ErrKeyReuse, werr)
+}
+
+// newRecord returns the record of c's new operation, pending since now,
+// bound to the call's identity or credentials.
+func (t *Transport) newRecord(c *call) *Record {
+	req := c.req
+	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
+	host := req.Host
+	if host == req.URL.Host {
+		host = "" // not an override: http.NewRequest sets it to the URL's
+	}
+	rec := &Record{Key: c.key, CallerKey: c.hasKey, OperationID: c.opID, Method: method(req), URL: u, Host: host,
+		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
+		DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum}
+	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
+	t.bind(rec, &c.identity)
+	return rec
+}
+
+// writeAhead commits a new record before anything is sent, and tells the
+// Observer how long the commit took.
+func (t *Transport) writeAhead(ctx context.Context, rec *Record) error {
+	start := time.Now() // commit latency is wall time, whatever clock drives retries
+	err := t.journal.Create(ctx, rec)
+	t.cfg.observer.WriteAhead(ctx, time.Since(start), err)
+	if err == nil {
+		t.stateChanged(0, StatePending)
+	}
+	return err
+}
+
+// admitCall checks that a call may run an operation already in the journal:
+// its identity, its fingerprint, and its record's state (reuse, settle.go).
+// An operation moved by a 307 or 308 goes where the server holds its key, as
+// in Resume (redirect.go); refused there, nothing is sent.
+func (t *Transport) admitCall(c *call) error {
+	if !c.existed {
+		return nil
+	}
+	if err := t.admit(c.rec, &c.identity, c.name); err != nil {
+		return err
+	}
+	err := t.reuse(c.rec, t.fingerprintOf(c.req, c.sum), c.key, c.hasKey)
+	if c.expired = errors.Is(err, ErrKeyExpired) && t.reconciler(c.req.Context()) != nil; err != nil && !c.expired {
+		return err
+	}
+	if c.req, err = t.toTarget(c.req, c.rec); err != nil {
+		return unsent(c.rec, err)
+	}
+	return nil
+}
+
+// reuse checks that a call may run an operation already in the journal.
+func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
+	if rec.Fingerprint() != fp || (hasKey && key != rec.Key) {
+		return fmt.Errorf("%w: operation %q (key %s) was %s", ErrKeyReuse, rec.OperationID, rec.Key, rec.Fingerprint())
+	}
+	r, due := journal.Reusable(rec, t.now(rec), t.cfg.KeyTTL, t.cfg.maxWait())
+	switch r {
+	case journal.ReuseExpired:
+		return fmt.Errorf("%w: operation %q (key %s) created %s", ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC())
+	case journal.ReuseSettled:
+		return &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
+	case journal.ReuseNotDue:
+		// The server asked for time (Retry-After), or the backoff runs;
+		// Resume will send it then.
+		pending := &PendingError{Key: rec.Key, OperationID: rec.OperationID, Attempts: rec.Attempts,
+			LastStatus: rec.Status, NextAttempt: due}
+		if rec.LastError != "" {
+			pending.Err = errors.New(rec.LastError) // the journal keeps its text only
+		}
+		return pending
+	}
+	// Pending, failed, or settled within KeyTTL: send again with the same key;
+	// for a settled one the server replays its stored response.
+	return nil
+}
+
+// fingerprintOf is the fingerprint of req as its record would store it;
+// sum is its body's bodySum.
+func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
+	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
+	return fingerprint(method(req), u, sum)
+}
+
+// prepareSend builds the operation to run. A failed record is made pending
+// again, durably, before it is sent. A call that sends a pending operation
+// again is a retry, as a resume is, and takes a retry-budget token:
+// otherwise an application re-calling its pending work would amplify an
+// outage around the budget.
+func (t *Transport) prepareSend(c *call, lim limits) (*op, error) {
+	ctx, rec := c.req.Context(), c.rec
+	// A record from an earlier call may have reached the server already,
+	// unless it failed, which it does only before that could happen.
+	maybeSent := c.existed && rec.State != StateFailed
+	wasPending := rec.State == StatePending
+	if rec.State == StateFailed {
+		if _, err := journal.Apply(rec, journal.EventRepend, journal.Change{Body: c.buf}); err != nil {
+			return nil, err
+		}
+		if err := t.journal.Update(ctx, rec, journal.Durable); err != nil {
+			return nil, fmt.Errorf("idem: write-ahead failed, request not sent: %w", err)
+		}
+		t.stateChanged(StateFailed, StatePending)
+	}
+	o := &op{req: c.req, rec: rec, key: rec.Key, body: c.buf, maybeSent: maybeSent, uncertain: maybeSent,
+		expired: c.expired, limits: lim, retryToken: wasPending && rec.Attempts > 0}
+	if host := budgetHost(c.req.URL); o.retryToken && !t.budget.retry(host, t.clock.Now()) {
+		err := t.resendDenied(ctx, rec, host, false)
+		t.log(ctx, slog.LevelInfo, "idem: re-send denied by the retry budget, operation left pending", o,
+			"attempts", rec.Attempts)
+		return nil, err
+	}
+	return o, nil
+}
+
 // Prepare returns the record RoundTrip would write ahead for req, as a new
 // pending operation, without writing or sending anything. It reads and
 // closes req's body. The key is the caller's (its header or WithKey) or a
@@ -90,55 +328,4 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 		return nil, err
 	}
 	return t.newRecord(c), nil
-}
-
-// newRecord returns the record of c's new operation, pending since now,
-// bound to the call's identity or credentials.
-func (t *Transport) newRecord(c *call) *Record {
-	req := c.req
-	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
-	host := req.Host
-	if host == req.URL.Host {
-		host = "" // not an override: http.NewRequest sets it to the URL's
-	}
-	rec := &Record{Key: c.key, CallerKey: c.hasKey, OperationID: c.opID, Method: method(req), URL: u, Host: host,
-		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-		DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum}
-	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
-	t.bind(rec, &c.identity)
-	return rec
-}
-
-// fingerprintOf is the fingerprint of req as its record would store it;
-// sum is its body's bodySum.
-func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
-	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
-	return fingerprint(method(req), u, sum)
-}
-
-// writeAheadOrFind writes the record of c's new operation, or, when a Store
-// shared with other instances (a fleet's) already holds one by its name,
-// written since this call looked, returns that record to go on with, as a
-// second call would (existed true).
-func (t *Transport) writeAheadOrFind(c *call) (rec *Record, existed bool, err error) {
-	ctx := c.req.Context()
-	rec = t.newRecord(c)
-	werr := t.writeAhead(ctx, rec)
-	if werr == nil {
-		return rec, false, nil
-	}
-	if !errors.Is(werr, journal.ErrNameTaken) {
-		return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w", werr)
-	}
-	if c.hasKey || c.opID != "" {
-		found, err := t.journal.Get(ctx, c.name)
-		if err != nil {
-			return nil, false, err
-		}
-		if found != nil && journal.NameOf(found) == c.name {
-			return found, true, nil
-		}
-	}
-	// The caller's key is another operation's.
-	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w: %w", ErrKeyReuse, werr)
 }
