@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-go/idem/server"
 )
 
 // statusHandler answers ?status=N; ?store=1 or ?discard=1 override the policy.
@@ -187,4 +186,25 @@ func TestHandlerCompletesInItsTransaction(t *testing.T) {
 	_, ok := server.HoldFrom(t.Context())
 	assert.False(t, ok)
 	assert.False(t, server.MarkCompleted(t.Context()))
+}
+
+func TestUnstoredFieldsWithNonCanonicalNamesNotReplayed(t *testing.T) {
+	s := newService(t, server.Options{}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.effects.Add(1)
+			w.Header()["set-cookie"] = []string{"session=secret"}
+			w.Header()["connection"] = []string{"x-hop"}
+			w.Header()["x-hop"] = []string{"per-connection"}
+			w.Header()["x-kept"] = []string{"kept"}
+			w.WriteHeader(http.StatusCreated)
+		})
+	})
+	first := s.post("k-case", "{}")
+	require.Equal(t, "session=secret", first.header.Get("Set-Cookie"), "the handler's cookie was not sent")
+	again := s.post("k-case", "{}")
+	assert.True(t, again.replayed())
+	assert.Empty(t, again.header.Values("Set-Cookie"), "a cookie was replayed")
+	assert.Empty(t, again.header.Values("X-Hop"), "a field the Connection field named was replayed")
+	assert.Equal(t, "kept", again.header.Get("X-Kept"))
+	assert.EqualValues(t, 1, s.effects.Load())
 }

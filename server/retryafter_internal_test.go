@@ -1,3 +1,5 @@
+// retryafter_internal_test.go: the estimate a 409's Retry-After is made from, in the package.
+
 package server
 
 import (

@@ -1,7 +1,6 @@
-// s32_test.go: S32, a record left in progress by a holder that died mid-request (here the
-// handler aborts after its effect, as a crash would leave it; the SIGKILL variant comes
-// with the Redis and PostgreSQL stores). It is never re-run blindly: without a Recover
-// hook the key answers 409 until it expires; with one, the hook decides.
+// recover_test.go: S32, a record left in progress by a holder that died: 409 until it
+// expires without a Recover hook; with one, the hook decides (replay what it found, run
+// again, or leave it undecided); a hook slower than the lease does not run twice.
 
 package server_test
 
@@ -13,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/idem-go/idem/server"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/stretchr/testify/require"
 )
 
 const s32Body = `{"amount":700,"currency":"EUR"}`
@@ -187,4 +186,41 @@ func TestS32RecoverBadStatusIsAnError(t *testing.T) {
 	assert.Equal(t, "key-stuck", got.problemType(t))
 	assert.Equal(t, "key-in-progress", s.post("k-s32", s32Body).problemType(t), "asked again after a lease, as undecided")
 	assert.EqualValues(t, 1, s.effects.Load())
+}
+
+func TestRecoverSlowerThanLeaseDoesNotRunTwice(t *testing.T) {
+	entered := make(chan struct{})
+	unblock := make(chan struct{})
+	var asked atomic.Int64
+	opts := server.Options{Lease: 10 * time.Second, Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+		if asked.Add(1) == 1 {
+			close(entered)
+			<-unblock // the first hook is slow: it outlives the taking-over copy's lease
+		}
+		return server.Recovery{Rerun: true}, nil
+	}}
+	s := crashedOnce(t, opts, "k-slow", false)
+	s.clock.Advance(11 * time.Second) // stuck
+
+	first := make(chan answer, 1)
+	go func() {
+		a, err := s.send(context.Background(), http.MethodPost, "/payments", "k-slow", s32Body)
+		if err != nil {
+			t.Errorf("first copy: %v", err)
+		}
+		first <- a
+	}()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		close(unblock)
+		t.Fatal("the first copy never asked Recover")
+	}
+	s.clock.Advance(11 * time.Second) // the first copy's take-over lapsed while its hook ran
+	second := s.post("k-slow", s32Body)
+	assert.Equal(t, http.StatusCreated, second.status)
+	close(unblock)
+	got := <-first
+	assert.NotEqual(t, http.StatusCreated, got.status, "the slow copy ran the handler too")
+	assert.EqualValues(t, 1, s.effects.Load(), "the handler ran twice for one key")
 }

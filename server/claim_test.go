@@ -1,21 +1,19 @@
-// s31_test.go: S31, concurrent copies of one key on two middleware instances sharing one
-// Store, and the Retry-After a copy gets.
+// claim_test.go: claiming a key: S31, concurrent copies of one key on two instances (409,
+// or a bounded wait then the replay), and S37, a Store that is down fails closed (503, the
+// handler not run).
 
 package server_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-go/idem/server"
 )
 
 // two returns two instances of one service sharing s's Store, their handler blocked at g.
@@ -129,34 +127,6 @@ func TestS31WaitRunsOut(t *testing.T) {
 	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
 }
 
-// Retry-After estimates when the holder finishes, from the handler times seen on the
-// instance for the route: a handler that takes about 200 ms gives Retry-After: 1, not
-// the 20 s its lease has left.
-func TestRetryAfterFromHandlerTimes(t *testing.T) {
-	g := newGate(t)
-	var slow atomic.Bool
-	s := newService(t, server.Options{Lease: 20 * time.Second}, func(s *service) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if slow.Load() {
-				g.wait()
-			}
-			time.Sleep(200 * time.Millisecond)
-			s.pay(w, r)
-		})
-	})
-	for i := range 3 {
-		require.Equal(t, http.StatusCreated, s.post(fmt.Sprintf("k-ra-%d", i), s31Body).status)
-	}
-	slow.Store(true)
-	go s.post("k-ra", s31Body)
-	eventually(t, "the held handler", func() bool { return g.entered.Load() == 1 })
-	got := s.post("k-ra", s31Body)
-	require.Equal(t, http.StatusConflict, got.status)
-	assert.Equal(t, "1", got.header.Get("Retry-After"))
-	g.release()
-	eventually(t, "the held answer stored", func() bool { return s.obs.count("stored") == 4 })
-}
-
 // A copy waiting for the holder stops waiting when its client gives up.
 func TestS31WaitHonoursRequestContext(t *testing.T) {
 	g := newGate(t)
@@ -172,4 +142,29 @@ func TestS31WaitHonoursRequestContext(t *testing.T) {
 	g.release()
 	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
 	assert.EqualValues(t, 1, a.effects.Load())
+}
+
+func TestS37StoreDownFailsClosed(t *testing.T) {
+	fs := &flakyStore{}
+	s := newService(t, server.Options{Store: fs}, nil)
+	fs.Store = s.store
+	fs.down.Store(true)
+	for range 2 {
+		got := s.post("k-s37", s31Body)
+		require.Equal(t, http.StatusServiceUnavailable, got.status)
+		assert.Equal(t, "store-unavailable", got.problemType(t))
+		assert.Equal(t, "1", got.header.Get("Retry-After"))
+		assert.NotContains(t, string(got.body), errDown.Error(), "the store's error leaks to the client")
+	}
+	assert.EqualValues(t, 0, s.effects.Load(), "the handler ran without a claim")
+	assert.Equal(t, 2, s.obs.count("store-error"))
+	assert.Zero(t, s.store.Len())
+
+	fs.down.Store(false)
+	first := s.post("k-s37", s31Body)
+	assert.Equal(t, http.StatusCreated, first.status)
+	assert.False(t, first.replayed())
+	again := s.post("k-s37", s31Body)
+	assert.True(t, again.replayed())
+	assert.EqualValues(t, 1, s.effects.Load())
 }

@@ -1,4 +1,4 @@
-// lease_test.go: the lease while the handler runs: the heartbeat renews it, and a handler
+// run_test.go: the lease while the handler runs: the heartbeat renews it, and a handler
 // whose lease was taken over cannot store its answer over the new holder's (fencing).
 
 package server_test

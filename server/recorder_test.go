@@ -1,19 +1,20 @@
-// s35_test.go: S35, answers that cannot be replayed: a 5 MiB body, a streamed (flushed)
-// body, a hijacked connection. The first client gets the whole answer; later copies get a
-// problem saying it was not kept, never a truncated or empty replay, and never a re-run.
+// recorder_test.go: what the recorder keeps of an answer for the replay: S35, answers that
+// cannot be replayed (a response over the cap, a streamed one, a hijacked connection), and
+// only the bytes the first client was sent.
 
 package server_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"slices"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/idem-go/idem/server"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/stretchr/testify/require"
 )
 
 // wantNotReplayable checks the answers of two later copies of key: 422 not-replayable,
@@ -123,4 +124,23 @@ func TestS35HijackedConnection(t *testing.T) {
 	// the handler returns, a moment later.
 	eventually(t, "the completion", func() bool { return s.obs.count("stored") == 1 })
 	wantNotReplayable(t, s, "k-hijack", `{}`, 0)
+}
+
+func TestReplayHoldsOnlyBytesTheClientWasSent(t *testing.T) {
+	s := newService(t, server.Options{}, func(s *service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.effects.Add(1)
+			w.Header().Set("Content-Length", "5")
+			_, _ = io.WriteString(w, "hello")
+			if _, err := io.WriteString(w, " world"); err != http.ErrContentLength {
+				t.Errorf("the write past Content-Length returned %v", err)
+			}
+		})
+	})
+	first := s.post("k-cl", s32Body)
+	assert.Equal(t, "hello", string(first.body))
+	again := s.post("k-cl", s32Body)
+	assert.True(t, again.replayed())
+	assert.Equal(t, string(first.body), string(again.body), "the replay differs from the answer")
+	assert.EqualValues(t, 1, s.effects.Load())
 }

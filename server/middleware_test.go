@@ -1,4 +1,4 @@
-// input_test.go: bad input gets a clear 4xx, runs nothing and stores nothing: malformed
+// middleware_test.go: bad input gets a clear 4xx, runs nothing and stores nothing: malformed
 // and oversized keys, oversized bodies, invalid JSON; and what is not covered passes by.
 
 package server_test
@@ -96,25 +96,6 @@ func TestNotCoveredPassesThrough(t *testing.T) {
 	assert.Empty(t, got.header.Get("Idempotency-Policy"), "an uncovered method is advertised")
 	assert.EqualValues(t, 3, s.effects.Load())
 	assert.Zero(t, s.store.Len())
-}
-
-// The key is accepted bare or as an RFC 8941 sf-string; both spell one key.
-func TestKeyQuotedOrBare(t *testing.T) {
-	s := newService(t, server.Options{}, nil)
-	assert.False(t, s.post("8e03978e-40d5", s31Body).replayed())
-	assert.True(t, s.post(`"8e03978e-40d5"`, s31Body).replayed())
-	assert.False(t, s.post(`"quo\"te"`, s31Body).replayed())
-	assert.True(t, s.post(`quo"te`, s31Body).replayed())
-	assert.EqualValues(t, 2, s.effects.Load())
-}
-
-// Two Idempotency-Key fields are refused (draft section 2.1).
-func TestTwoKeysRefused(t *testing.T) {
-	s := newService(t, server.Options{}, nil)
-	got, err := s.send(t.Context(), http.MethodPost, "/payments", "k1", s31Body, "Idempotency-Key", "k2")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusBadRequest, got.status)
-	assert.EqualValues(t, 0, s.effects.Load())
 }
 
 // The handler reads the whole body, with its length, though the middleware read it first;
