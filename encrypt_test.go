@@ -1,27 +1,22 @@
 // Tests for Options.Journal.Encryption: key rotation, a key removed too early,
-// encryption turned on over a plaintext journal, tampered files, and
-// keyrings refused up front.
+// and keyrings refused up front. Encryption turned on over a plaintext
+// journal and tampered files are in journal/boltjournal (seal_test.go).
 
 package idem
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/idem-go/idem/internal/testhook"
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
-	bolt "go.etcd.io/bbolt"
 )
 
 // sealedFixture is a journal path and a server that answers 503 while
@@ -174,186 +169,6 @@ func TestKeyRotation(t *testing.T) {
 	require.Equal(t, seen[0].Header.Get(DefaultKeyHeader), seen[len(seen)-1].Header.Get(DefaultKeyHeader),
 		"the key of rot-a's first attempt")
 	require.Equal(t, "trace-rot-a", seen[len(seen)-1].Header.Get("X-Trace"))
-}
-
-// journalVersion reads the version a journal file records.
-func journalVersion(t *testing.T, path string) string {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	require.NoError(t, err)
-	defer db.Close()
-	var v string
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		v = string(tx.Bucket(bucketMeta).Get(metaVersion))
-		return nil
-	}))
-	return v
-}
-
-func TestEncryptionTurnedOnLater(t *testing.T) {
-	f := newSealedFixture(t)
-	kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
-
-	j, tr := f.open(t, nil)
-	plainBody := f.leavePending(t, tr, "before")
-	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-10", journalVersion(t, f.path), "no encryption, no new version")
-
-	j, tr = f.open(t, kr)
-	f.leavePending(t, tr, "after")
-	require.Equal(t, map[string]string{"before": "", "after": "k"}, keyIDs(t, j))
-	rec, err := j.Lookup("before")
-	require.NoError(t, err)
-	require.Equal(t, plainBody, string(rec.Body))
-	require.NoError(t, j.Close())
-	require.Equal(t, "idem-journal-11", journalVersion(t, f.path),
-		"marked, so that an idem without sealed records refuses the file")
-
-	// Read-only, without keys: listed, the sealed one as such.
-	ro, err := boltjournal.OpenReadOnly(f.path, 0)
-	require.NoError(t, err)
-	recs, err := ro.Records()
-	require.NoError(t, err)
-	require.Len(t, recs, 2)
-	require.False(t, recs[0].Sealed)
-	require.True(t, recs[1].Sealed)
-	require.Equal(t, "k", recs[1].EncryptionKeyID)
-	require.Equal(t, f.srv.URL+"/payments", recs[1].URL, "scheme, host and path stay readable")
-	require.NoError(t, ro.Close())
-
-	f.failing.Store(false)
-	_, tr = f.open(t, kr)
-	outs := outcomesByOp(t, tr)
-	require.Len(t, outs, 2)
-	for op, o := range outs {
-		require.NoError(t, o.Err, op)
-		require.Equal(t, http.StatusCreated, o.Response.StatusCode, op)
-	}
-}
-
-// tamper changes the stored record of operation op, in a closed journal.
-func tamper(t *testing.T, path, op string, change func(tx *bolt.Tx, id []byte)) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	require.NoError(t, err)
-	defer db.Close()
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-		id := tx.Bucket(bucketIndex).Get([]byte("o\x00" + op))
-		require.NotNil(t, id)
-		change(tx, bytes.Clone(id))
-		return nil
-	}))
-}
-
-// editMeta rewrites a record's stored metadata through its JSON form,
-// which the journal still reads.
-func editMeta(t *testing.T, tx *bolt.Tx, id []byte, edit func(m map[string]any)) {
-	b := tx.Bucket(bucketPending)
-	var m map[string]any
-	old, err := testhook.MetaJSON(b.Get(id))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(old, &m))
-	body := testhook.StoredBody(tx, id) // a JSON record keeps its body in the bodies bucket
-	edit(m)
-	v, err := json.Marshal(m)
-	require.NoError(t, err)
-	require.NoError(t, b.Put(id, v))
-	if body != nil {
-		require.NoError(t, tx.Bucket(bucketBodies).Put(id, body))
-	}
-}
-
-func flipLast(b []byte) []byte {
-	b = bytes.Clone(b)
-	b[len(b)-1] ^= 0x01
-	return b
-}
-
-func TestSealedRecordTampered(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		change func(t *testing.T, tx *bolt.Tx, id1, id2 []byte)
-	}{
-		{"body byte flipped", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			require.NoError(t, testhook.SetStoredBody(tx, id1, flipLast(testhook.StoredBody(tx, id1))))
-		}},
-		{"body truncated", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			require.NoError(t, testhook.SetStoredBody(tx, id1, []byte{1, 2, 3}))
-		}},
-		{"bodies swapped", func(t *testing.T, tx *bolt.Tx, id1, id2 []byte) {
-			b1, b2 := testhook.StoredBody(tx, id1), testhook.StoredBody(tx, id2)
-			require.NoError(t, testhook.SetStoredBody(tx, id1, b2))
-			require.NoError(t, testhook.SetStoredBody(tx, id2, b1))
-		}},
-		{"sealed part flipped", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			editMeta(t, tx, id1, func(m map[string]any) {
-				box, err := base64.StdEncoding.DecodeString(m["sealed"].(string))
-				require.NoError(t, err)
-				box[len(box)/2] ^= 0x01
-				m["sealed"] = box
-			})
-		}},
-		{"path retargeted", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			editMeta(t, tx, id1, func(m map[string]any) {
-				m["url"] = strings.Replace(m["url"].(string), "/payments", "/refunds", 1)
-			})
-		}},
-		{"key changed", func(t *testing.T, tx *bolt.Tx, id1, _ []byte) {
-			editMeta(t, tx, id1, func(m map[string]any) { m["key"] = "another-key" })
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newSealedFixture(t)
-			kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
-			j, tr := f.open(t, kr)
-			f.leavePending(t, tr, "t1")
-			f.leavePending(t, tr, "t2")
-			require.NoError(t, j.Close())
-			tamper(t, f.path, "t1", func(tx *bolt.Tx, id1 []byte) {
-				id2 := tx.Bucket(bucketIndex).Get([]byte("o\x00t2"))
-				tc.change(t, tx, id1, bytes.Clone(id2))
-			})
-
-			f.failing.Store(false)
-			sent := len(f.srv.requests())
-			j, tr = f.open(t, kr)
-			_, err := j.Lookup("t1")
-			require.ErrorIs(t, err, journal.ErrDecrypt)
-			outs := outcomesByOp(t, tr)
-			require.ErrorIs(t, outs["t1"].Err, journal.ErrDecrypt)
-			require.NotErrorIs(t, outs["t1"].Err, journal.ErrUnknownEncryptionKey)
-			wantSent := 1
-			if tc.name == "bodies swapped" {
-				require.ErrorIs(t, outs["t2"].Err, journal.ErrDecrypt, "a body moved between records does not open")
-				wantSent = 0
-			} else {
-				require.NoError(t, outs["t2"].Err)
-			}
-			require.Len(t, f.srv.requests(), sent+wantSent, "nothing tampered is sent")
-			recs, err := j.Records()
-			require.NoError(t, err)
-			require.Equal(t, StatePending, recs[0].State, "it stays pending")
-			require.True(t, recs[0].Sealed)
-		})
-	}
-}
-
-func TestSealedRecordWithPlaintextRequestIsCorrupt(t *testing.T) {
-	// Headers added in plaintext beside a sealed part would be sent
-	// unauthenticated: such a record is not one idem wrote.
-	f := newSealedFixture(t)
-	kr := &boltjournal.Keyring{Current: "k", Keys: map[string][]byte{"k": newKey32(t)}}
-	j, tr := f.open(t, kr)
-	f.leavePending(t, tr, "t1")
-	require.NoError(t, j.Close())
-	tamper(t, f.path, "t1", func(tx *bolt.Tx, id []byte) {
-		editMeta(t, tx, id, func(m map[string]any) {
-			m["header"] = map[string]any{"X-Injected": []string{"1"}}
-		})
-	})
-	j, _ = f.open(t, kr)
-	_, err := j.Lookup("t1")
-	require.ErrorIs(t, err, journal.ErrCorrupt)
 }
 
 func TestEncryptionInvalidKeyring(t *testing.T) {

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
+	"github.com/idem-go/idem/journal/memjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
@@ -75,9 +77,10 @@ func (g *certThenHold) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 	srv := startPayments(t, &testserver.Options{RequireKey: true})
 	g := &certThenHold{entered: make(chan struct{}), released: make(chan struct{}), next: srv.Client().Transport}
-	tr, clk := testTransport(t, &Options{Base: g, MaxAttempts: 1})
-	j := tr.bolt()
-	setJournalNow(j, clk.Now)
+	var clk *fakeClock
+	j := memjournal.New(&memjournal.Options{Now: func() time.Time { return clk.Now() }}) // prunes by the test's clock
+	t.Cleanup(func() { j.Close() })
+	tr, clk := transportWith(t, j, &Options{Base: g, MaxAttempts: 1})
 	c := &http.Client{Transport: tr}
 
 	_, err := payWithOp(t, c, srv.URL, "order-1", "ref-1")
@@ -98,7 +101,7 @@ func TestPruneWhileFailedOperationIsSentAgain(t *testing.T) {
 	close(g.released)
 	require.NoError(t, <-done)
 
-	rec, err := j.Lookup("order-1")
+	rec, err := j.Get(context.Background(), journal.Name{OperationID: "order-1"})
 	require.NoError(t, err)
 	require.NotNil(t, rec)
 	require.Equal(t, StateSettled, rec.State)

@@ -247,7 +247,7 @@ func helperFsizePost() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	pad := strings.Repeat("x", 2*growStep) // more than the room the file has
+	pad := strings.Repeat("x", 2<<20) // more than the room the file has: the journal grows it 1 MiB at a time
 	body := fmt.Sprintf(`{"amount":1,"currency":"eur","reference":%q,"pad":%q}`, os.Getenv(envRef), pad)
 	req, err := http.NewRequest(http.MethodPost, os.Getenv(envURL)+"/payments", strings.NewReader(body))
 	if err != nil {

@@ -41,3 +41,8 @@ func pendingAfter(s journal.Store, after uint64, n int) ([]*Record, error) {
 
 // pendingCount counts the pending operations (Store.PendingCount).
 func pendingCount(s journal.Store) (int, error) { return s.PendingCount(context.Background()) }
+
+// pendingRecord is a minimal pending record with key.
+func pendingRecord(key string) *Record {
+	return &Record{Key: key, Method: "POST", URL: "http://127.0.0.1/payments", State: StatePending}
+}

@@ -2,10 +2,15 @@ package boltjournal
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 )
 
 // The file keeps its newest time rounded up to writtenStep, written once a
@@ -29,4 +34,42 @@ func TestWrittenIsKeptRoundedUp(t *testing.T) {
 	lw := j.LatestWritten()
 	require.False(t, lw.Before(newest), "reopened: %v is before the newest record %v", lw, newest)
 	require.LessOrEqual(t, lw.Sub(newest), time.Duration(writtenStep))
+}
+
+// The newest time survives a reopen, and a file written before it was kept
+// is scanned for it once at open. It is not the time of the last record of
+// either bucket: the first operation settles last.
+func TestWrittenScannedWhenMissing(t *testing.T) {
+	j, path := testJournal(t)
+	newest := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	var recs []*Record
+	for i, at := range []time.Time{newest.Add(-2 * time.Hour), newest.Add(-time.Hour)} {
+		rec := &Record{Key: fmt.Sprintf("key-%d", i), Method: http.MethodPost, URL: "https://pay.example/payments",
+			Body: []byte("{}"), Created: at, Updated: at, State: StatePending, CallerKey: true}
+		require.NoError(t, j.Create(context.Background(), rec))
+		recs = append(recs, rec)
+	}
+	recs[1].State, recs[1].Updated = StateSettled, newest.Add(-30*time.Minute)
+	require.NoError(t, j.Update(context.Background(), recs[1], journal.Deferred))
+	recs[0].State, recs[0].Updated = StateSettled, newest
+	require.NoError(t, j.Update(context.Background(), recs[0], journal.Deferred))
+
+	j = reopen(t, j)
+	require.Equal(t, newest, j.LatestWritten().UTC(), "the first operation's settle")
+	require.NoError(t, j.Close())
+
+	// As a file written before the time was kept: scanned once at open.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		require.Equal(t, binary.BigEndian.AppendUint64(nil, uint64(newest.UnixNano())), meta.Get(metaWritten),
+			"kept by the commits, not found by a scan")
+		return meta.Delete(metaWritten)
+	}))
+	require.NoError(t, db.Close())
+	j, err = Open(path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { j.Close() })
+	require.Equal(t, newest, j.LatestWritten().UTC(), "found by scanning the records")
 }

@@ -1,8 +1,9 @@
-// Tests for journal.go against damaged and foreign files, through Open and
-// the Transport: never a panic or a hang, always journal.ErrCorrupt naming the
-// path. The engine's own damage tests are in journal/boltjournal (bolt_test.go).
+// Tests of damaged and foreign files through idem.Open and an idem
+// Transport: never a panic or a hang, always journal.ErrCorrupt naming the
+// path. The engine's own openers and readers are in bolt_test.go and
+// meta_test.go.
 
-package idem
+package boltjournal_test
 
 import (
 	"bytes"
@@ -14,51 +15,23 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem"
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
-
-// goodJournalFile writes a journal with enough records to span many pages,
-// closes it, and returns its bytes and its high-water mark (the bytes its
-// pages should cover).
-func goodJournalFile(tb testing.TB) ([]byte, int64) {
-	tb.Helper()
-	j, path := testJournal(tb)
-	for i := range 60 {
-		rec := &Record{Key: newTestKey(tb), Method: http.MethodPost, URL: "http://127.0.0.1/p",
-			Body: bytes.Repeat([]byte{'a' + byte(i%26)}, 3000), State: StatePending, Created: time.Now(), Updated: time.Now()}
-		require.NoError(tb, insertRec(j, rec, true))
-	}
-	require.NoError(tb, j.Close())
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	require.NoError(tb, err)
-	var hw int64
-	require.NoError(tb, db.View(func(tx *bolt.Tx) error { hw = tx.Size(); return nil }))
-	require.NoError(tb, db.Close())
-	raw, err := os.ReadFile(path)
-	require.NoError(tb, err)
-	return raw, hw
-}
-
-func newTestKey(tb testing.TB) string {
-	tb.Helper()
-	k, err := newKey()
-	require.NoError(tb, err)
-	return k
-}
 
 // Open reports a damaged journal file as boltjournal.Open does (boltjournal's
 // TestJournalCorruptFiles opens the same files with the engine's own
 // openers).
 func TestOpenCorruptFiles(t *testing.T) {
-	good, hw := goodJournalFile(t)
+	good, hw := boltjournal.GoodJournalFile(t)
 	require.Greater(t, hw, int64(64<<10), "the sample journal should span many pages")
 	random := make([]byte, 64<<10)
 	rand.Read(random)
@@ -108,7 +81,7 @@ func TestOpenCorruptFiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "damaged.journal")
 			tt.make(t, path)
-			c, err := Open(path, &Options{Journal: boltjournal.Options{OpenTimeout: 200 * time.Millisecond}})
+			c, err := idem.Open(path, &idem.Options{Journal: boltjournal.Options{OpenTimeout: 200 * time.Millisecond}})
 			if c != nil {
 				c.Close()
 			}
@@ -128,11 +101,11 @@ func TestOpenCorruptFiles(t *testing.T) {
 func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "payments.journal")
-	c, err := Open(path, &Options{MaxAttempts: 1})
+	c, err := idem.Open(path, &idem.Options{MaxAttempts: 1})
 	require.NoError(t, err)
 	down := "http://" + closedPort(t) + "/payments"
 	for i := range 30 {
-		ctx := WithOperationID(context.Background(), fmt.Sprintf("charge/%d", i))
+		ctx := idem.WithOperationID(context.Background(), fmt.Sprintf("charge/%d", i))
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, down, strings.NewReader(paymentBody(fmt.Sprint(i), 100)))
 		require.NoError(t, err)
 		_, err = c.HTTPClient().Do(req)
@@ -142,7 +115,7 @@ func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 30, n)
 	require.NoError(t, c.Close())
-	ps := journalPageSize(t, path)
+	ps := boltjournal.JournalPageSize(t, path)
 	zeroPages := func(path string) {
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		require.NoError(t, err)
@@ -164,7 +137,7 @@ func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 		fn   func(string) error
 	}{
 		{"Open", func(p string) error {
-			c, err := Open(p, &Options{Journal: boltjournal.Options{OpenTimeout: 200 * time.Millisecond}})
+			c, err := idem.Open(p, &idem.Options{Journal: boltjournal.Options{OpenTimeout: 200 * time.Millisecond}})
 			if c != nil {
 				c.Close()
 			}
@@ -194,45 +167,26 @@ func TestJournalMetaPagesBothZeroedPending(t *testing.T) {
 // journal.ErrCorrupt (boltjournal's TestJournalBadRecordIsCorruptNotPanic
 // has the engine's readers).
 func TestJournalBadRecordFailsResume(t *testing.T) {
-	j, path := testJournal(t)
-	rec := &Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
-		State: StatePending, Created: time.Now(), Updated: time.Now()}
-	require.NoError(t, insertRec(j, rec, true))
+	path := filepath.Join(t.TempDir(), "idem.journal")
+	j, err := boltjournal.Open(path, nil)
+	require.NoError(t, err)
+	rec := &idem.Record{Key: "k-1", OperationID: "op-1", Method: http.MethodPost, URL: "http://127.0.0.1/p",
+		State: idem.StatePending, Created: time.Now(), Updated: time.Now(), CallerKey: true}
+	require.NoError(t, j.Create(context.Background(), rec))
 	require.NoError(t, j.Close())
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	require.NoError(t, err)
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("pending")).Put(binary.BigEndian.AppendUint64(nil, boltjournal.RecordID(rec)), []byte("{not json"))
+		return tx.Bucket(boltjournal.BucketPending).Put(binary.BigEndian.AppendUint64(nil, boltjournal.RecordID(rec)), []byte("{not json"))
 	}))
 	require.NoError(t, db.Close())
 
 	j, err = boltjournal.Open(path, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { j.Close() })
-	tr, err := NewTransport(j, nil)
+	tr, err := idem.NewTransport(j, nil)
 	require.NoError(t, err)
 	require.ErrorIs(t, tr.Resume(context.Background(), nil), journal.ErrCorrupt)
-}
-
-// journalPageSize returns the page size of the journal file at path.
-func journalPageSize(tb testing.TB, path string) int {
-	tb.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	require.NoError(tb, err)
-	defer db.Close()
-	return db.Info().PageSize
-}
-
-// withDeadline runs fn, and ends the test binary with a goroutine dump if
-// it does not return within d: a damaged journal must never hang its caller.
-func withDeadline(tb testing.TB, d time.Duration, what string, fn func()) {
-	tb.Helper()
-	watchdog := time.AfterFunc(d, func() {
-		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
-		panic(fmt.Sprintf("%s: %s did not return within %v", tb.Name(), what, d))
-	})
-	defer watchdog.Stop()
-	fn()
 }
 
 // requireCorruptOrNil asserts err is nil or a journal error naming path.
@@ -251,10 +205,10 @@ func TestJournalDataPagesRandom(t *testing.T) {
 	// headers: bbolt may notice at open, at a read or at a write, or not at
 	// all (it has no checksum on data pages). Every call must end with nil
 	// or journal.ErrCorrupt naming the path.
-	good, hw := goodJournalFile(t)
+	good, hw := boltjournal.GoodJournalFile(t)
 	scratch := filepath.Join(t.TempDir(), "probe.journal")
 	require.NoError(t, os.WriteFile(scratch, good, 0o600))
-	ps := int64(journalPageSize(t, scratch))
+	ps := int64(boltjournal.JournalPageSize(t, scratch))
 	pages := hw / ps
 	srv := startPayments(t, nil)
 	seeds := 24
@@ -285,7 +239,7 @@ func TestJournalDataPagesRandom(t *testing.T) {
 				first = what
 			}
 		}
-		withDeadline(t, 20*time.Second, fmt.Sprintf("seed %d", seed), func() {
+		boltjournal.WithDeadline(t, 20*time.Second, fmt.Sprintf("seed %d", seed), func() {
 			j, err := boltjournal.Open(path, &boltjournal.Options{OpenTimeout: 200 * time.Millisecond})
 			check(err, "open")
 			if err != nil {
@@ -296,7 +250,7 @@ func TestJournalDataPagesRandom(t *testing.T) {
 			check(err, "Records")
 			_, err = j.Lookup("op-1")
 			check(err, "Lookup")
-			tr, err := NewTransport(j, &Options{MaxAttempts: 1})
+			tr, err := idem.NewTransport(j, &idem.Options{MaxAttempts: 1})
 			require.NoError(t, err)
 			check(tr.Resume(context.Background(), nil), "Resume")
 			req := newRequest(t, http.MethodPost, srv.URL+"/payments", paymentBody(fmt.Sprintf("seed-%d", seed), 1))
@@ -314,4 +268,82 @@ func TestJournalDataPagesRandom(t *testing.T) {
 		corrupt[first]++
 	}
 	t.Logf("%d damaged journals; journal.ErrCorrupt first reported by: %v", seeds, corrupt)
+}
+
+// boltMetaTxids reads the transaction IDs the two bbolt meta pages of the
+// closed file at path name, and the file's page size. A meta page is a
+// 16-byte page header, then magic, version, page size and flags (4 bytes
+// each), then the root bucket (16), the freelist page, the high-water mark
+// and the transaction ID (8 each), in the machine's byte order.
+func boltMetaTxids(tb testing.TB, path string) ([2]uint64, int64) {
+	tb.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(tb, err)
+	ne := binary.NativeEndian
+	pageSize := int64(ne.Uint32(raw[16+8:]))
+	var txids [2]uint64
+	for i := range txids {
+		txids[i] = ne.Uint64(raw[int64(i)*pageSize+16+48:])
+	}
+	return txids, pageSize
+}
+
+// damageBoltMeta flips one byte of meta page i's root bucket field, which
+// its checksum covers.
+func damageBoltMeta(tb testing.TB, path string, i int, pageSize int64) {
+	tb.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(tb, err)
+	defer f.Close()
+	off := int64(i)*pageSize + 16 + 16
+	var b [1]byte
+	_, err = f.ReadAt(b[:], off)
+	require.NoError(tb, err)
+	b[0] ^= 0x01
+	_, err = f.WriteAt(b[:], off)
+	require.NoError(tb, err)
+}
+
+// A Client refuses a journal with a damaged meta page as the journal's own
+// opens do (boltjournal's TestDamagedMetaPageRefused): the newest commit may
+// be the write-ahead of an operation the server has, which bbolt would
+// otherwise open the file without.
+func TestDamagedMetaPageRefusedByClient(t *testing.T) {
+	for _, which := range []string{"newer", "older"} {
+		t.Run(which, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "idem.journal")
+			for _, op := range []string{"op-1", "op-2"} { // op-2's write-ahead is the newest commit
+				j, err := boltjournal.Open(path, nil)
+				require.NoError(t, err)
+				rec := &idem.Record{Key: "k-" + op, OperationID: op, Method: http.MethodPost, URL: "http://127.0.0.1/payments",
+					Body: []byte(`{"amount":100}`), State: idem.StatePending, Created: time.Now(), Updated: time.Now(), CallerKey: true}
+				require.NoError(t, j.Create(t.Context(), rec))
+				require.NoError(t, j.Close())
+			}
+
+			m, pageSize := boltMetaTxids(t, path)
+			newer := 0
+			if m[1] > m[0] {
+				newer = 1
+			}
+			page := newer
+			if which == "older" {
+				page = 1 - newer
+			}
+			damageBoltMeta(t, path, page, pageSize)
+
+			c, err := idem.Open(path, nil)
+			if c != nil {
+				c.Close()
+			}
+			name := "Open"
+			require.ErrorIs(t, err, journal.ErrCorrupt, name)
+			require.ErrorContains(t, err, path, name)
+			var meta *boltjournal.MetaPageError
+			require.ErrorAs(t, err, &meta, name)
+			require.Equal(t, page, meta.Page, name)
+			require.Equal(t, m[1-page], meta.Commit, name)
+			require.ErrorIs(t, err, berrors.ErrChecksum, name)
+		})
+	}
 }
