@@ -3,29 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
 // The PostgreSQL row and its two ratios, against the local server (or
 // IDEM_POSTGRES_URL's): skipped without one, failed under CI.
 func TestSmokePostgres(t *testing.T) {
-	url := os.Getenv("IDEM_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
+	url := pgtest.URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s: %v (CI is set: the server must run)", url, err)
-		}
-		t.Skipf("PostgreSQL not reachable at %s (set IDEM_POSTGRES_URL): %v", url, err)
+		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
 	}
 	conn.Close(ctx)
 	cfg, err := parseFlags([]string{"-c", "1,4", "-d", "100ms", "-rounds", "1", "-resume", "0", "-dir", t.TempDir(), "-postgres", url})

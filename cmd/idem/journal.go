@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 )
 
@@ -277,51 +277,29 @@ func journalLs(args []string) error {
 	return nil
 }
 
-// jsonRecord is a Record as the command prints it: with its ID, its state by
-// name, and the body as text when asked for. A record sealed under a key
-// (idem.Options.Journal.Encryption) is read without the keys: its body prints as
-// "<encrypted key=ID>", and its headers, URL query and body hash are absent.
+// jsonRecord is a Record as the command prints it: idem's JSON form of a
+// record (journal.RecordJSON), with its ID first and, after it, the fields
+// the command shows its own way: the state by name, the body hash only where
+// there is one, whether more attempts may have reached the server, whether
+// the record is sealed, and the body as text when asked for. A record sealed
+// under a key (idem.Options.Journal.Encryption) is read without the keys:
+// its body prints as "<encrypted key=ID>", and its headers, URL query and
+// body hash are absent.
 type jsonRecord struct {
-	ID              uint64      `json:"id"`
-	Key             string      `json:"key"`
-	OperationID     string      `json:"op,omitempty"`
-	Method          string      `json:"method"`
-	URL             string      `json:"url"`
-	Host            string      `json:"host,omitempty"`
-	Header          http.Header `json:"header,omitempty"`
-	Dropped         []string    `json:"dropped,omitempty"`
-	DroppedQuery    []string    `json:"dropped_query,omitempty"`
-	CallerKey       bool        `json:"caller_key,omitempty"`
-	Identity        string      `json:"identity,omitempty"`
-	CredentialTag   string      `json:"cred,omitempty"`
-	ContentType     string      `json:"content_type,omitempty"`
-	ContentEncoding string      `json:"content_encoding,omitempty"`
-	BodySHA256      string      `json:"sha256,omitempty"`
-	Created         time.Time   `json:"created"`
-	State           string      `json:"state"`
-	Attempts        int         `json:"attempts"`
+	ID uint64 `json:"id"`
+	journal.RecordJSON
+	BodySHA256 string `json:"sha256,omitempty"`
+	State      string `json:"state"`
 	// AttemptsUncertain: attempts may have reached the server that Attempts
 	// does not count (Record.AttemptsUncertain); ls prints "N+?".
-	AttemptsUncertain bool      `json:"attempts_uncertain,omitempty"`
-	LastAttempt       time.Time `json:"last_attempt,omitzero"`
-	NextAttempt       time.Time `json:"next_attempt,omitzero"`
-	Status            int       `json:"status,omitempty"`
-	LastError         string    `json:"last_error,omitempty"`
-	Updated           time.Time `json:"updated"`
-	EncryptionKeyID   string    `json:"kid,omitempty"`
-	Location          string    `json:"location,omitempty"`
-	Sealed            bool      `json:"sealed,omitempty"`
-	Body              string    `json:"body,omitempty"`
+	AttemptsUncertain bool   `json:"attempts_uncertain,omitempty"`
+	Sealed            bool   `json:"sealed,omitempty"`
+	Body              string `json:"body,omitempty"`
 }
 
 func recordJSON(r *idem.Record, withBody bool) jsonRecord {
-	out := jsonRecord{ID: boltjournal.RecordID(r), Key: r.Key, OperationID: r.OperationID, Method: r.Method,
-		URL: r.URL, Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
-		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
-		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
-		Created: r.Created, State: r.State.String(), Attempts: r.Attempts, AttemptsUncertain: r.AttemptsUncertain(),
-		LastAttempt: r.LastAttempt, NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError,
-		Updated: r.Updated, EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Sealed: r.Sealed}
+	out := jsonRecord{ID: boltjournal.RecordID(r), RecordJSON: journal.JSONOf(r), BodySHA256: r.BodySHA256,
+		State: r.State.String(), AttemptsUncertain: r.AttemptsUncertain(), Sealed: r.Sealed}
 	switch {
 	case !withBody:
 	case r.Sealed && r.State != idem.StateSettled: // a settled record keeps no body

@@ -14,10 +14,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/childtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -77,11 +77,7 @@ func TestJournalLsAttemptsOfACallKilledMidway(t *testing.T) {
 		worker.Wait()
 		t.Fatalf("no request reached the server in 30 s; worker:\n%s", out.String())
 	}
-	require.NoError(t, worker.Process.Kill()) // SIGKILL, the request at the server, its answer held
-	var exitErr *exec.ExitError
-	require.ErrorAs(t, worker.Wait(), &exitErr)
-	ws, ok := exitErr.Sys().(syscall.WaitStatus)
-	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "worker ended by %v:\n%s", ws, out.String())
+	childtest.Kill(t, worker, nil, "worker", out.String) // the request at the server, its answer held
 
 	rows := lsRows(t, bin, path)
 	require.Len(t, rows, 1)

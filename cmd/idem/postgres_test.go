@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/jackc/pgx/v5"
@@ -32,27 +32,8 @@ func testPostgres(t *testing.T) (journalURL string, pool *pgxpool.Pool) {
 	if base == "" {
 		base = "postgres://postgres:s3cret-pw@127.0.0.1:5432/test?sslmode=disable"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, base)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s: %v (CI is set: the server must run)", base, err)
-		}
-		t.Skipf("PostgreSQL not reachable at %s (set IDEM_POSTGRES_URL): %v", base, err)
-	}
-	t.Cleanup(pool.Close)
-	schema := "idem_cmd_test_" + uuid.NewString()[:8]
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
+	pool = pgtest.Connect(t, base, pgxpool.New, (*pgxpool.Pool).Ping, (*pgxpool.Pool).Close)
+	schema := pgtest.Schema(t, "idem_cmd_test_", pool.Exec)
 	u, err := url.Parse(base)
 	require.NoError(t, err)
 	q := u.Query()

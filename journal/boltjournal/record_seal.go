@@ -10,9 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/seal"
 )
 
@@ -137,47 +136,18 @@ func (k *keyring) sealSegment(dst []byte, rec *Record, i int, part []byte, last 
 	return k.ring().SealSegment(dst, rec, i, part, last)
 }
 
-// diskRecord is storedRecord as encoding/json reads and writes it, under the
-// field names of idem's JSON form: what unmarshalStored falls back to for
-// metadata parseStored does not take (record_parse.go).
+// diskRecord is storedRecord as encoding/json reads and writes it: idem's
+// JSON form of a record, then its sealed part as the field "sealed". It is
+// what unmarshalStored falls back to for metadata parseStored does not take
+// (record_parse.go).
 type diskRecord struct {
-	Key             string      `json:"key"`
-	OperationID     string      `json:"op,omitempty"`
-	Method          string      `json:"method"`
-	URL             string      `json:"url"`
-	Host            string      `json:"host,omitempty"`
-	Header          http.Header `json:"header,omitempty"`
-	Dropped         []string    `json:"dropped,omitempty"`
-	DroppedQuery    []string    `json:"dropped_query,omitempty"`
-	CallerKey       bool        `json:"caller_key,omitempty"`
-	Identity        string      `json:"identity,omitempty"`
-	CredentialTag   string      `json:"cred,omitempty"`
-	ContentType     string      `json:"content_type,omitempty"`
-	ContentEncoding string      `json:"content_encoding,omitempty"`
-	BodySHA256      string      `json:"sha256"`
-	Created         time.Time   `json:"created"`
-	State           State       `json:"state"`
-	Attempts        int         `json:"attempts"`
-	LastAttempt     time.Time   `json:"last_attempt,omitzero"`
-	NextAttempt     time.Time   `json:"next_attempt,omitzero"`
-	Status          int         `json:"status,omitempty"`
-	LastError       string      `json:"last_error,omitempty"`
-	Updated         time.Time   `json:"updated"`
-	EncryptionKeyID string      `json:"kid,omitempty"`
-	Location        string      `json:"location,omitempty"`
-	Box             []byte      `json:"sealed,omitempty"`
+	journal.RecordJSON
+	Box []byte `json:"sealed,omitempty"`
 }
 
 // MarshalJSON writes s through encoding/json, as diskRecord.
 func (s storedRecord) MarshalJSON() ([]byte, error) {
-	r := s.Record
-	return json.Marshal(diskRecord{Key: r.Key, OperationID: r.OperationID, Method: r.Method, URL: r.URL,
-		Host: r.Host, Header: r.Header, Dropped: r.Dropped, DroppedQuery: r.DroppedQuery,
-		CallerKey: r.CallerKey, Identity: r.Identity, CredentialTag: r.CredentialTag,
-		ContentType: r.ContentType, ContentEncoding: r.ContentEncoding, BodySHA256: r.BodySHA256,
-		Created: r.Created, State: r.State, Attempts: r.Attempts, LastAttempt: r.LastAttempt,
-		NextAttempt: r.NextAttempt, Status: r.Status, LastError: r.LastError, Updated: r.Updated,
-		EncryptionKeyID: r.EncryptionKeyID, Location: r.Location, Box: s.Box})
+	return json.Marshal(diskRecord{RecordJSON: journal.JSONOf(s.Record), Box: s.Box})
 }
 
 // UnmarshalJSON reads s through encoding/json, as diskRecord.
@@ -186,13 +156,6 @@ func (s *storedRecord) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &d); err != nil {
 		return err
 	}
-	s.Record = &Record{Key: d.Key, OperationID: d.OperationID, Method: d.Method, URL: d.URL,
-		Host: d.Host, Header: d.Header, Dropped: d.Dropped, DroppedQuery: d.DroppedQuery,
-		CallerKey: d.CallerKey, Identity: d.Identity, CredentialTag: d.CredentialTag,
-		ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, BodySHA256: d.BodySHA256,
-		Created: d.Created, State: d.State, Attempts: d.Attempts, LastAttempt: d.LastAttempt,
-		NextAttempt: d.NextAttempt, Status: d.Status, LastError: d.LastError, Updated: d.Updated,
-		EncryptionKeyID: d.EncryptionKeyID, Location: d.Location}
-	s.Box = d.Box
+	s.Record, s.Box = d.Record(), d.Box
 	return nil
 }

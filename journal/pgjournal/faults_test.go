@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/idem-go/idem/testserver"
@@ -177,7 +178,7 @@ func TestS29Restart(t *testing.T) {
 func TestS29ReadOnly(t *testing.T) {
 	_, schema := fleetPool(t)
 	var readOnly atomic.Bool
-	cfg, err := pgxpool.ParseConfig(postgresURL())
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestS29ReadOnly(t *testing.T) {
 // connections.
 func adminPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	p, err := pgxpool.New(context.Background(), postgresURL())
+	p, err := pgxpool.New(context.Background(), pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,18 +9,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/internal/childtest"
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/idem-go/idem/testserver"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -48,7 +47,7 @@ func TestMain(m *testing.M) {
 // journal, all at once, and waits to be killed.
 func worker() int {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, postgresURL())
+	pool, err := pgxpool.New(ctx, pgtest.URL())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return 1
@@ -83,40 +82,21 @@ func pay(client *http.Client, server, ref string) (*http.Response, error) {
 	return client.Do(req)
 }
 
-func postgresURL() string {
-	if u := os.Getenv("IDEM_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 // fleetPool connects to the test server (failing under CI, skipping
 // otherwise, if it does not answer) and returns a schema of the test's own.
 func fleetPool(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	schema := "idem_fleet_" + uuid.New().String()[:8]
-	cfg, err := pgxpool.ParseConfig(postgresURL())
-	if err != nil {
-		t.Fatalf("IDEM_POSTGRES_URL: %v", err)
-	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = schema // what faults_test.go kills
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s: %v (CI is set: the server must run)", postgresURL(), err)
+	open := func(ctx context.Context, url string) (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return nil, err
 		}
-		t.Skipf("PostgreSQL not reachable at %s (set IDEM_POSTGRES_URL): %v", postgresURL(), err)
+		// A name of its own, for faults_test.go to find its connections by (appName).
+		cfg.ConnConfig.RuntimeParams["application_name"] = "idem_fleet_" + uuid.NewString()[:8]
+		return pgxpool.NewWithConfig(ctx, cfg)
 	}
-	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-		pool.Close()
-	})
-	return pool, schema
+	pool := pgtest.Connect(t, pgtest.URL(), open, (*pgxpool.Pool).Ping, (*pgxpool.Pool).Close)
+	return pool, pgtest.Schema(t, "idem_fleet_", pool.Exec)
 }
 
 // S26: three instances share one journal; one is SIGKILLed while its
@@ -138,8 +118,7 @@ func TestS26SurvivorsFinishAKilledInstancesOperations(t *testing.T) {
 	}
 	srv.Script(holds...) // the dead instance's requests reach the server, which holds them
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envWorker+"=1", envSchema+"="+schema, envNamespace+"="+opts.Namespace,
+	cmd := childtest.Command(context.Background(), "^$", envWorker+"=1", envSchema+"="+schema, envNamespace+"="+opts.Namespace,
 		envServer+"="+srv.URL, envPayments+"="+strings.Join(refs, ","))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -151,10 +130,7 @@ func TestS26SurvivorsFinishAKilledInstancesOperations(t *testing.T) {
 			t.Fatalf("the worker's %d requests did not all reach the server in 30 s: %d did", n, srv.Ledger().Requests)
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
+	childtest.Kill(t, cmd, nil, "the worker", func() string { return "(its stderr is the test's)" })
 	killed := time.Now()
 	srv.ReleaseHolds() // the held requests now complete: their responses are lost with the worker
 

@@ -22,7 +22,7 @@ func TestOutboxRunRecoversItsListenConnection(t *testing.T) {
 	woke := runOutbox(t, sender)
 	var killed int
 	err := pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = $1 AND query LIKE 'LISTEN%'`, schema).Scan(&killed)
+		WHERE application_name = $1 AND query LIKE 'LISTEN%'`, appName(pool)).Scan(&killed)
 	if err != nil || killed != 1 {
 		t.Fatalf("terminating Run's connection: %d terminated, %v; want 1", killed, err)
 	}

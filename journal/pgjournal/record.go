@@ -8,7 +8,6 @@ package pgjournal
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -17,29 +16,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// recordJSON is what of a journal.Record the jsonb column holds: all but
-// the key, the operation ID, the state, the body and Updated, which have
-// columns of their own.
+// recordJSON is the jsonb column: the JSON form of a journal.Record less
+// what has a column of its own (the key, the operation ID, CallerKey, the
+// state and Updated; the body too, which the JSON form leaves out). The
+// fields below hide the form's fields of the same names and, left empty,
+// keep them out of the column.
 type recordJSON struct {
-	Method          string      `json:"method"`
-	URL             string      `json:"url"`
-	Host            string      `json:"host,omitempty"`
-	Header          http.Header `json:"header,omitempty"`
-	Dropped         []string    `json:"dropped,omitempty"`
-	DroppedQuery    []string    `json:"dropped_query,omitempty"`
-	Identity        string      `json:"identity,omitempty"`
-	CredentialTag   string      `json:"cred,omitempty"`
-	ContentType     string      `json:"content_type,omitempty"`
-	ContentEncoding string      `json:"content_encoding,omitempty"`
-	BodySHA256      string      `json:"sha256"`
-	Created         time.Time   `json:"created"`
-	Attempts        int         `json:"attempts"`
-	LastAttempt     time.Time   `json:"last_attempt,omitzero"`
-	NextAttempt     time.Time   `json:"next_attempt,omitzero"`
-	Status          int         `json:"status,omitempty"`
-	LastError       string      `json:"last_error,omitempty"`
-	EncryptionKeyID string      `json:"kid,omitempty"`
-	Location        string      `json:"location,omitempty"`
+	journal.RecordJSON
+	Key         json.RawMessage `json:"key,omitempty"`
+	OperationID json.RawMessage `json:"op,omitempty"`
+	CallerKey   json.RawMessage `json:"caller_key,omitempty"`
+	State       json.RawMessage `json:"state,omitempty"`
+	Updated     json.RawMessage `json:"updated,omitempty"`
 }
 
 // encode returns rec's record column and, for a record sealed under a key
@@ -65,12 +53,8 @@ func encode(ring *seal.Ring, rec *journal.Record) (data, box []byte, err error) 
 			return nil, nil, err
 		}
 	}
-	data, err = json.Marshal(recordJSON{Method: c.Method, URL: c.URL, Host: c.Host, Header: c.Header,
-		Dropped: c.Dropped, DroppedQuery: c.DroppedQuery, Identity: c.Identity,
-		CredentialTag: c.CredentialTag, ContentType: c.ContentType, ContentEncoding: c.ContentEncoding,
-		BodySHA256: c.BodySHA256, Created: c.Created, Attempts: c.Attempts, LastAttempt: c.LastAttempt,
-		NextAttempt: c.NextAttempt, Status: c.Status, LastError: strings.ReplaceAll(c.LastError, "\x00", "\uFFFD"),
-		EncryptionKeyID: c.EncryptionKeyID, Location: c.Location})
+	c.LastError = strings.ReplaceAll(c.LastError, "\x00", "\uFFFD")
+	data, err = json.Marshal(recordJSON{RecordJSON: journal.JSONOf(&c)})
 	return data, box, err
 }
 
@@ -99,15 +83,16 @@ const columns = `seq, epoch, key, caller_key, operation_id, state, record, updat
 func scanRecord(row pgx.Row, withBody bool, ring *seal.Ring) (rec *journal.Record, sealErr, err error) {
 	var (
 		seq, epoch int64
+		key        string
+		callerKey  bool
 		opID       *string
 		state      int16
-		raw        []byte
-		r          recordJSON
-		box        []byte
+		raw, box   []byte
 		body       []byte
+		updated    time.Time
+		r          recordJSON
 	)
-	rec = &journal.Record{}
-	dest := []any{&seq, &epoch, &rec.Key, &rec.CallerKey, &opID, &state, &raw, &rec.Updated, &box}
+	dest := []any{&seq, &epoch, &key, &callerKey, &opID, &state, &raw, &updated, &box}
 	if withBody {
 		dest = append(dest, &body)
 	}
@@ -117,15 +102,11 @@ func scanRecord(row pgx.Row, withBody bool, ring *seal.Ring) (rec *journal.Recor
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, nil, fmt.Errorf("%w: record %d: %v", journal.ErrCorrupt, seq, err)
 	}
+	rec = r.Record()
+	rec.Key, rec.CallerKey, rec.State, rec.Updated = key, callerKey, journal.State(state), updated
 	if opID != nil {
 		rec.OperationID = *opID
 	}
-	rec.State = journal.State(state)
-	rec.Method, rec.URL, rec.Host, rec.Header = r.Method, r.URL, r.Host, r.Header
-	rec.Dropped, rec.DroppedQuery, rec.Identity, rec.CredentialTag = r.Dropped, r.DroppedQuery, r.Identity, r.CredentialTag
-	rec.ContentType, rec.ContentEncoding, rec.BodySHA256 = r.ContentType, r.ContentEncoding, r.BodySHA256
-	rec.Created, rec.Attempts, rec.LastAttempt, rec.NextAttempt = r.Created, r.Attempts, r.LastAttempt, r.NextAttempt
-	rec.Status, rec.LastError, rec.EncryptionKeyID, rec.Location = r.Status, r.LastError, r.EncryptionKeyID, r.Location
 	journal.SetRef(rec, journal.Ref{Seq: uint64(seq), Part: int(epoch)})
 	if rec.EncryptionKeyID == "" {
 		if box != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/seal"
 	"github.com/jackc/pgx/v5"
@@ -222,10 +223,7 @@ func psqlOutput(t *testing.T, schema, ns string) ([]byte, error) {
 		t.Logf("psql is not installed: %v", err)
 		return nil, err
 	}
-	url := os.Getenv("IDEM_POSTGRES_URL")
-	if url == "" {
-		url = defaultURL
-	}
+	url := pgtest.URL()
 	q := `SELECT * FROM ` + pgx.Identifier{schema}.Sanitize() + `.operations WHERE namespace = '` + strings.ReplaceAll(ns, "'", "''") + `'`
 	out, err := exec.Command(path, "-X", "-A", "-c", q, url).CombinedOutput()
 	if err != nil {

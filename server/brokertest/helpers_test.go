@@ -2,15 +2,14 @@ package brokertest
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/server/pgstore"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -31,7 +30,7 @@ func runChild(cfg string) int {
 		return 2
 	}
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, postgresURL())
+	pool, err := pgxpool.New(ctx, pgtest.URL())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -57,13 +56,6 @@ func runChild(cfg string) int {
 	return 1
 }
 
-func postgresURL() string {
-	if u := os.Getenv("IDEM_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 func amqpURL() string {
 	if u := os.Getenv("IDEM_AMQP_URL"); u != "" {
 		return u
@@ -71,37 +63,14 @@ func amqpURL() string {
 	return "amqp://guest:guest@127.0.0.1:5672/"
 }
 
-// unavailable fails t when CI is set, and skips it otherwise.
-func unavailable(t *testing.T, what string, err error) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s: %v (CI is set: the server must run)", what, err)
-	}
-	t.Skipf("%s not reachable: %v", what, err)
-}
-
 // testDatabase connects to PostgreSQL and makes a schema for the test, with the effects
 // table the handlers write, dropped when the test ends.
 func testDatabase(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, postgresURL())
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		unavailable(t, "PostgreSQL at "+postgresURL()+" (set IDEM_POSTGRES_URL)", err)
-	}
-	t.Cleanup(pool.Close)
-	schema := "idem_s36_" + rand.Text()[:8]
-	id := pgx.Identifier{schema}.Sanitize()
-	t.Cleanup(func() {
-		if _, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+id+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+id+`; CREATE TABLE `+id+`.effects (msg_id text NOT NULL, consumer text NOT NULL)`); err != nil {
+	pool := pgtest.Connect(t, pgtest.URL(), pgxpool.New, (*pgxpool.Pool).Ping, (*pgxpool.Pool).Close)
+	schema := pgtest.Schema(t, "idem_s36_", pool.Exec)
+	id := pgtest.QuoteIdent(schema)
+	if _, err := pool.Exec(context.Background(), `CREATE SCHEMA `+id+`; CREATE TABLE `+id+`.effects (msg_id text NOT NULL, consumer text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	return pool, schema
@@ -112,7 +81,7 @@ func testChannel(t *testing.T) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
-		unavailable(t, "RabbitMQ at "+amqpURL()+" (set IDEM_AMQP_URL)", err)
+		pgtest.Unavailable(t, "RabbitMQ at "+amqpURL()+" (set IDEM_AMQP_URL)", err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()

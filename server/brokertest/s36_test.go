@@ -7,12 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/childtest"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/consumer"
 	"github.com/idem-go/idem/server/pgstore"
@@ -140,8 +139,7 @@ func contains(rs []consumer.Result, want consumer.Result) bool {
 func killAtCrash(t *testing.T, r run) []string {
 	t.Helper()
 	cfg, _ := json.Marshal(r)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestS36ConsumerKilledBeforeItsAck$")
-	cmd.Env = append(os.Environ(), "IDEM_S36_CHILD="+string(cfg))
+	cmd := childtest.Command(context.Background(), "^TestS36ConsumerKilledBeforeItsAck$", "IDEM_S36_CHILD="+string(cfg))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -169,8 +167,7 @@ func killAtCrash(t *testing.T, r run) []string {
 			}
 			seen = append(seen, r.Name+" "+line)
 			if strings.HasPrefix(line, "crash ") {
-				cmd.Process.Signal(syscall.SIGKILL)
-				cmd.Wait()
+				childtest.Kill(t, cmd, nil, "consumer "+r.Name, func() string { return strings.Join(seen, "\n") })
 				go func() {
 					for range lines {
 					}

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-go/idem/internal/leakcheck"
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/pgstore"
 )
@@ -82,7 +83,7 @@ func TestS37PostgresDown(t *testing.T) {
 
 	// A pool through a forwarder, its Store opened (migrated) while the forwarder runs; then
 	// the forwarder's port is closed and the pool's connections dropped.
-	cfg, err := pgxpool.ParseConfig(testURL())
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	require.NoError(t, err)
 	f := newForwarder(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", f.port(), nil

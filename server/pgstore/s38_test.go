@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-go/idem/internal/netfault"
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/pgstore"
 	"github.com/idem-go/idem/server/servertest"
@@ -40,7 +41,7 @@ func openLink(t testing.TB) servertest.Link {
 	direct := testPool(t)
 	schema := testSchema(t, direct)
 	healthy := openStore(t, direct, pgstore.Options{Schema: schema})
-	cfg, err := pgxpool.ParseConfig(testURL())
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
