@@ -1,8 +1,7 @@
 // This file holds the per-call options, which travel in a request's context
-// so that they pass through any *http.Client, wrapper or SDK that builds the
-// request with your context. They are not journaled: a later Resume uses
-// Options, or WithMaxAttempts, WithAttemptTimeout and WithReconcile on its
-// own context.
+// through any *http.Client, wrapper or SDK that builds the request with it.
+// They are not journaled: a later Resume uses Options, or WithMaxAttempts,
+// WithAttemptTimeout and WithReconcile on its own context.
 
 package idem
 

@@ -68,10 +68,10 @@ type Options struct {
 	// an *http.Transport with a Proxy is used through a clone
 	// (http.Transport.Clone) with CheckProxyConnect installed after any
 	// OnProxyConnectResponse of yours. The clone has its own connection pool
-	// and per-host limits; your CloseIdleConnections (not idem's) and later
-	// changes to your Transport do not reach it. Any other Base is used as
-	// it is; one that wraps an *http.Transport needs CheckProxyConnect
-	// installed for a refused CONNECT to be typed (*ProxyConnectError).
+	// and per-host limits; your Transport's CloseIdleConnections and later
+	// changes do not reach it (idem's CloseIdleConnections does). Any other
+	// Base is used as it is; one that wraps an *http.Transport needs
+	// CheckProxyConnect installed for a refused CONNECT to be typed.
 	Base http.RoundTripper
 
 	// Methods lists the methods that are journaled and keyed. Nil means

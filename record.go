@@ -60,7 +60,7 @@ type call struct {
 	hasKey   bool         // the key is the caller's
 	opID     string       // WithOperationID, or ""
 	name     journal.Name // the operation's name in the journal: its ID, else its key
-	identity binding      // who makes the call (identity.go)
+	identity binding      // who makes the call
 	rec      *Record      // the operation's record, once found or written
 	existed  bool         // rec was in the journal before this call
 	expired  bool         // past KeyTTL, and a Reconciler will say whether it happened
