@@ -1,8 +1,7 @@
 // This file holds the attempt loop shared by RoundTrip and Resume: build each
 // attempt's request (key, AttemptHeader, a fresh body reader), send it,
-// classify it (classify.go), wait (retry.go), and finally settle the
-// operation or leave it pending (settle.go). A 421 is retried on a new
-// connection (RFC 9110 section 15.5.20).
+// classify it, wait, and settle the operation or leave it pending. A 421 is
+// retried on a new connection (RFC 9110 section 15.5.20).
 
 package idem
 
@@ -21,8 +20,9 @@ import (
 	"time"
 )
 
-// ErrAttemptTimeout is the cause of an attempt that got no response headers
-// within Options.AttemptTimeout. The server may have acted.
+// ErrAttemptTimeout is wrapped in the error of an attempt that got no response
+// headers within Options.AttemptTimeout (or WithAttemptTimeout's). The server
+// may have acted.
 var ErrAttemptTimeout = errors.New("idem: attempt timed out")
 
 // maxDrain bounds how much of a discarded response body is read so its
@@ -37,33 +37,28 @@ type op struct {
 	key    string        // idempotency key sent on every attempt; "" if none
 	body   []byte
 	stream io.ReadCloser // a body over the cap: sent once, never retried
-	// maybeSent is set once an attempt of this operation may have reached the
-	// server: in an earlier call or process, or here once headers were written.
-	// From then on the operation can no longer be "failed", only pending.
+	// maybeSent is set once an attempt may have reached the server, here or
+	// earlier: from then on the operation can only be pending, never failed.
 	maybeSent bool
 	limits    limits // attempts and per-attempt timeout for this call
 	resumed   bool   // run by Resume
-	// redirects counts the 307s and 308s Resume followed, in this pass, to
-	// the request it sends; a call's are counted from its request
-	// (redirectsBefore).
+	// redirects counts the 307s and 308s Resume followed in this pass; a
+	// call's are counted from its request (redirectsBefore).
 	redirects int
 	// newConn sends the next attempt on a new connection, after a 421;
-	// misdirected is set once an attempt of this call got a 421
-	// (misdirected.go).
+	// misdirected is set once an attempt of this call got a 421.
 	newConn, misdirected bool
 	// uncertain is set while an attempt may have reached the server since the
-	// Reconciler last said the operation had not happened (reconcile.go): the
-	// next attempt asks it first. expired says the operation's key may be gone
-	// from the server.
+	// Reconciler last said the operation had not happened: the next attempt
+	// asks it first. expired says the key may be gone from the server.
 	uncertain, expired bool
-	// noReplay keeps net/http from re-sending an attempt on its own (attempt_request.go):
-	// set when a Reconciler is in use, for the server may not honour the key.
+	// noReplay keeps net/http from re-sending an attempt on its own: set
+	// when a Reconciler is in use, for the server may not honour the key.
 	noReplay bool
-	// retryToken is set when a retry-budget token was taken to send a pending
-	// operation already attempted (by Resume, or a call with its operation
-	// ID or key): its first attempt here is a retry.
+	// retryToken is set when a retry-budget token was taken to re-send a
+	// pending operation already attempted: its first attempt here is a retry.
 	retryToken bool
-	info       callInfo // what its responses carry (withInfo, info.go)
+	info       callInfo // what its responses carry (withInfo)
 	// first is the first attempt's state; attempted is set once it is taken.
 	first     attemptState
 	attempted bool
@@ -77,7 +72,7 @@ type outcome struct {
 }
 
 // run runs o's attempts and tells the response it returns, if any, which
-// call it answers (ResponseInfo, info.go).
+// call it answers (ResponseInfo).
 func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 	o.noReplay = o.rec != nil && t.reconciler(ctx) != nil
 	resp, err := t.loop(ctx, o)
@@ -217,7 +212,6 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		}
 	}
 	actx = httptrace.WithClientTrace(actx, &tr.trace)
-	// The response's request carries the call's Info (withInfo, info.go).
 	actx = context.WithValue(actx, infoCtxKey{}, &o.info)
 	var timer *time.Timer
 	if d > 0 {
@@ -263,11 +257,9 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 	return resp, tr.written.Load(), nil
 }
 
-// attemptState is what one attempt keeps for itself, in one allocation:
-// whether its request headers reached a connection and the trace that tells,
-// under an attempt timeout whether its timer fired and the response body
-// that ends its context, and its request's body reader and key and
-// AttemptHeader values (attempt_request.go).
+// attemptState is what one attempt keeps, in one allocation: whether its
+// headers were written (and the trace that tells), its timeout state and the
+// body that ends its context, and its request's body reader and header values.
 type attemptState struct {
 	written  atomic.Bool
 	timedOut atomic.Bool
@@ -333,11 +325,9 @@ func formatAttemptHeader(n, maxN int) string {
 }
 
 // newRequest builds one attempt: the caller's request with a fresh reader over
-// the same bytes, the idempotency key, and the AttemptHeader's value unless
-// it is "". As golang.org/x/oauth2's transport does, it copies the request
-// and its header map, not the URL or the header values, which neither idem
-// nor a base RoundTripper changes (the values are capped, so an append
-// copies them). The body reader and the new values live in st, the attempt's.
+// the same bytes (in st), the idempotency key, and the AttemptHeader's value
+// unless it is "". As golang.org/x/oauth2 does, it copies the request and its
+// header map, not the URL or the header values (capped, so an append copies).
 func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st *attemptState) *http.Request {
 	r := o.req.WithContext(ctx)
 	r.Header = make(http.Header, len(o.req.Header)+2)
@@ -354,13 +344,11 @@ func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st 
 		body := o.body
 		r.ContentLength = int64(len(body))
 		// net/http writes a body it knows to be in memory (a *bytes.Reader,
-		// also inside io.NopCloser) with its headers, in one write; any
-		// other reader has the headers flushed first, a second syscall.
+		// also in io.NopCloser) with its headers in one write, not two.
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		if o.noReplay {
-			// net/http re-sends a request with a key header and a GetBody once, unseen,
-			// when a kept-alive connection breaks after writing it; against a server
-			// that ignores keys that is a second effect nothing reconciled first.
+			// net/http re-sends a keyed request with a GetBody once, unseen, when a
+			// kept-alive connection breaks: a second effect nothing reconciled.
 			r.GetBody = nil
 		}
 		st.reader.Reset(body)
@@ -391,15 +379,10 @@ func misdirected(resp *http.Response) bool {
 }
 
 // newConnBase returns the RoundTripper for an attempt that must not reuse a
-// connection, and a function to call once the attempt is over (its response
-// body closed, or its error returned).
-//
-// A base *http.Transport is cloned: the clone has the same settings and hooks
-// and an empty connection pool, so the attempt dials a new connection, for
-// HTTP/1.1 and HTTP/2 alike; its connections are closed once the attempt is
-// over. Any other base only has its idle connections closed, if it can, so
-// a connection it keeps busy (an HTTP/2 connection with other streams) may
-// carry the retry.
+// connection, and a function to call once the attempt is over. A base
+// *http.Transport is cloned (same settings, empty pool), so the attempt dials
+// anew for HTTP/1.1 and HTTP/2 alike; any other base only has its idle
+// connections closed, so a busy HTTP/2 connection may carry the retry.
 func (t *Transport) newConnBase() (http.RoundTripper, func()) {
 	base := t.base()
 	if ht, ok := base.(*http.Transport); ok {

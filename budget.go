@@ -1,10 +1,6 @@
 // This file holds the retry budget: a token bucket per host that keeps
-// retries to a fraction of first attempts once a server keeps failing, so that
-// a fleet of clients does not multiply an outage. It follows gRPC retry
-// throttling (gRFC A6: failures spend tokens, answers earn them back) and the
-// AWS SDKs' retry quota (a retry costs a token, a retry that works refunds
-// it). The attempt loop (attempt.go) and Resume (resume.go) ask it before
-// every retry.
+// retries to a fraction of first attempts once a server keeps failing, after
+// gRPC retry throttling (gRFC A6) and the AWS SDKs' retry quota.
 
 package idem
 
@@ -30,11 +26,10 @@ const (
 )
 
 // RetryBudget limits retries per host (the URL's host and port, the scheme's
-// default port if none), so that when a
-// server fails every request, clients do not answer its outage with
-// MaxAttempts times the load. Its zero value gives DefaultRetryRatio (0.1)
-// and DefaultRetryBurst (100). (So Ratio 0 is the default, not "no retries
-// once the bucket is empty": for that, a tiny Ratio such as 1e-6.)
+// default port if none), so that when a server fails every request, clients
+// do not answer its outage with MaxAttempts times the load. Its zero value
+// gives DefaultRetryRatio (0.1) and DefaultRetryBurst (100); as Ratio 0 is
+// the default, "no retries once the bucket is empty" is a tiny Ratio (1e-6).
 //
 // Each host has a bucket holding up to Burst tokens, full at first:
 //
@@ -43,33 +38,23 @@ const (
 //   - every final response (the server answered: the call settles) adds one
 //     token, and gives back the token of the retry that got it.
 //
-// So while a server answers, retries pay for themselves; retries are
-// throttled once about two attempts in three fail; and when the server fails
-// everything, the bucket empties after about Burst retries, after which
-// retries add at most Ratio (10%) to the request rate, plus the probes below
-// when a host gets less than one first attempt a second.
+// So while a server answers, retries pay for themselves; when it fails
+// everything, the bucket empties after about Burst retries, and then retries
+// add at most Ratio to the request rate. First attempts are never
+// throttled. Any retry counts (a retryable status, 409, Retry-After, a
+// network error), and so does re-sending a pending operation already
+// attempted, by Resume or by a call with its operation ID or key. A
+// journaled operation denied a retry stays pending: the call returns a
+// *PendingError matching ErrRetryBudgetExhausted. Resume sends and writes
+// nothing for an operation it holds back: it reports the first of each host
+// so, and leaves that host's other attempted operations for its next pass,
+// unreported. An unjournaled request denied a retry returns its last
+// response, or its last error joined with ErrRetryBudgetExhausted.
 //
-// First attempts are never throttled. A retry counts as a retry whatever
-// made it (a retryable status, 409 in progress, Retry-After, a network
-// error), and so does the re-sending of a pending operation already
-// attempted, by Resume or by a call with its operation ID or key: otherwise the
-// operations the budget left pending would come back that way and amplify
-// the outage all the same. A journaled operation denied a
-// retry stays pending: the call returns a *PendingError matching
-// ErrRetryBudgetExhausted, and a later Resume sends it. Resume sends and
-// writes nothing for an operation it holds back: it reports the first of
-// each host the same way, and leaves that host's other operations already
-// attempted for its next pass, unreported. An unjournaled request denied a retry returns
-// its last response, or its last error joined with ErrRetryBudgetExhausted.
-//
-// One exception keeps pending work moving when nothing else calls a host: a
-// host whose bucket is empty and which got no first attempt for a second
-// may still get one retry in that second (a probe). When the server is back,
-// the probe's answer earns two tokens, the next pass of Resume sends two,
-// and so on, doubling.
-//
-// Buckets live in memory, one per host a Transport has called; a fresh
-// process starts with full buckets.
+// A host whose bucket is empty and which got no first attempt for a second
+// may still get one retry in that second (a probe), so pending work moves
+// when nothing else calls it. Buckets live in memory, one per host a
+// Transport has called; a fresh process starts with full buckets.
 type RetryBudget struct {
 	// Ratio is the tokens a first attempt earns: once the bucket is empty,
 	// the retries allowed per first attempt. 0 means DefaultRetryRatio; it
@@ -216,11 +201,8 @@ func (b *budget) available(host string) float64 {
 	return float64(b.burst) / token
 }
 
-// makeRoom keeps the map bounded. Called with mu held, before a new host is
-// added. Full buckets are not stored, so this only runs when more than
-// maxBudgetHosts hosts have spent tokens they have not earned back; it
-// forgets the fullest of them, the one least held back, whose bucket is
-// then full again.
+// makeRoom keeps at most maxBudgetHosts buckets; mu is held. Only buckets
+// short of tokens are stored: it forgets the fullest, which is full again.
 func (b *budget) makeRoom() {
 	if len(b.hosts) < maxBudgetHosts {
 		return
@@ -252,10 +234,9 @@ func budgetHost(u *url.URL) string {
 	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
 }
 
-// resendDenied reports a re-send of a pending operation (by Resume, or by a
-// call with its operation ID or key) that host's budget did not allow, and
-// returns the *PendingError for it: nothing is sent or written, and the
-// operation may be tried again a probe's interval from now.
+// resendDenied reports a re-send of a pending operation that host's budget
+// did not allow, and returns its *PendingError: nothing is sent or written,
+// and the operation is due again a probe's interval from now.
 func (t *Transport) resendDenied(ctx context.Context, rec *Record, host string, resumed bool) *PendingError {
 	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: rec.Method, Journaled: true, Resumed: resumed,
 		Status: rec.Status, Class: ClassRetry, Wait: probeEvery})

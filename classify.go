@@ -89,12 +89,9 @@ type Classifier func(Attempt) Class
 //	ErrInvalidRequest, ErrBodyTooLarge                               ClassPermanent
 //	any other status (2xx, 3xx, other 4xx, a second 421, 501, 505)   ClassFinal
 //
-// Errors are matched with errors.Is and errors.As and typed hooks, never by
-// their text. A TLS alert is read from crypto/tls's own alert type (see
-// tlsAlert); a refused CONNECT is typed only when the base *http.Transport
-// has CheckProxyConnect installed, as the one idem builds for a nil
-// Options.Base has, and the clone it makes of a caller's *http.Transport
-// with a Proxy.
+// Errors are matched by type (errors.Is, errors.As), never by their text. A
+// refused CONNECT is typed only when the base *http.Transport has
+// CheckProxyConnect installed (see Options.Base).
 func DefaultClassifier(a Attempt) Class {
 	if a.Err != nil {
 		return classifyError(a.Err, a.Wrote)
@@ -211,10 +208,9 @@ func walkErrors(err error, f func(error) bool) bool {
 	return false
 }
 
-// TLS alert codes (RFC 8446 section 6.2) that refuse a handshake or a
-// certificate. A server sends them before it reads any application data: in
-// TLS 1.3 a client learns of a refused client certificate only on its first
-// read, after it wrote its request, yet the server never processed it.
+// refusingAlerts are the TLS alert codes (RFC 8446 section 6.2) that refuse a
+// handshake or a certificate, which a server sends before it reads any
+// application data: the request was never processed.
 var refusingAlerts = map[tls.AlertError]bool{
 	40:  true, // handshake_failure
 	42:  true, // bad_certificate
@@ -239,13 +235,10 @@ func refusingAlert(err error) bool {
 	return ok && refusingAlerts[a]
 }
 
-// tlsAlert returns the TLS alert that err carries. crypto/tls returns an alert
-// received from the peer as a *net.OpError (Op "remote error") whose Err is
-// its unexported alert type, which errors.As cannot reach as tls.AlertError
-// (only QUIC connections wrap AlertError). tlsAlert takes tls.AlertError when
-// present and otherwise finds crypto/tls's alert type by reflection: a uint8
-// type named alert in package crypto/tls, whose value is the alert code. It
-// never reads the error's text.
+// tlsAlert returns the TLS alert that err carries: a tls.AlertError, or else
+// crypto/tls's unexported alert type (a uint8 named alert, the code), in
+// which a peer's alert arrives and which errors.As cannot reach; it is found
+// by reflection, never by the error's text.
 func tlsAlert(err error) (tls.AlertError, bool) {
 	var a tls.AlertError
 	if errors.As(err, &a) {
@@ -278,8 +271,7 @@ func (e h2StreamError) Error() string {
 
 // refusedStream reports whether err is an HTTP/2 stream reset with
 // REFUSED_STREAM: RFC 9113 section 8.7 promises the server did no
-// processing. net/http retries such a stream itself, up to 6 times with a
-// backoff of its own, before it returns this error.
+// processing.
 func refusedStream(err error) bool {
 	var se h2StreamError
 	return errors.As(err, &se) && se.Code == h2RefusedStream
@@ -306,15 +298,10 @@ func (e *ProxyConnectError) Error() string {
 // CONNECT answered with a status other than 200 into a *ProxyConnectError, and
 // returns t. A hook already there runs first; its error, if any, is returned
 // as is. Call it before t is used, on a Transport of your own or a Clone:
-// it modifies t.
-//
-// Options.Base nil gets a clone of http.DefaultTransport with this hook, and
-// an Options.Base that is an *http.Transport with a Proxy gets a clone of
-// itself with it (see Options.Base); idem never installs it on a Transport
-// the caller gives. Without it, as behind a RoundTripper that wraps an
-// *http.Transport, a refused CONNECT is an untyped error: idem retries it
-// (nothing was sent) and leaves the operation pending once the attempts run
-// out.
+// it modifies t. idem installs it on the base it builds for a nil
+// Options.Base and on its clone of a Base with a Proxy, never on a Transport
+// you give. Without it a refused CONNECT is an untyped error: retried
+// (nothing was sent), then left pending once the attempts run out.
 func CheckProxyConnect(t *http.Transport) *http.Transport {
 	prev := t.OnProxyConnectResponse
 	t.OnProxyConnectResponse = func(ctx context.Context, proxy *url.URL, req *http.Request, resp *http.Response) error {

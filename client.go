@@ -1,6 +1,6 @@
-// This file holds Client, the high-level face of idem (Open, in journal.go,
-// returns one): a drop-in *http.Client, Resume pending work on startup or in the background
-// (resumer.go), and Close. The work is done by Transport (transport.go).
+// This file holds Client, the high-level face of idem that Open returns: a
+// drop-in *http.Client, Resume on startup or in the background, and Close.
+// The work is done by Transport (transport.go).
 
 package idem
 
@@ -61,9 +61,9 @@ func (c *Client) Resume(ctx context.Context, fn func(Outcome)) error {
 // start nothing new; the operations they are sending get up to
 // Options.CloseTimeout to finish, then their attempts are canceled and they
 // stay pending. Calls still in flight through HTTPClient are not waited for:
-// they keep their operations pending in the file, to be resumed by the next
-// Open, even when their response arrives after Close (its settle can no
-// longer be written): Resume then replays them with the same key. Later calls do nothing and return the first one's error.
+// their operations stay pending in the file, even when the response arrives
+// after Close, and the next Open's Resume replays them with the same key.
+// Later calls do nothing and return the first one's error.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true

@@ -1,7 +1,7 @@
-// This file holds the per-call options that travel in a request's context.
-// RoundTrip reads them (transport.go) and checks them before anything is
-// written or sent (callOptions below); the attempt loop (attempt.go) applies
-// the limits.
+// This file holds the per-call options, which travel in a request's context
+// through any *http.Client, wrapper or SDK that builds the request with it.
+// They are not journaled: a later Resume uses Options, or WithMaxAttempts,
+// WithAttemptTimeout and WithReconcile on its own context.
 
 package idem
 
@@ -10,44 +10,6 @@ import (
 	"fmt"
 	"time"
 )
-
-// Per-call options
-//
-// A call is one RoundTrip (or one Client.HTTPClient().Do). Options that apply
-// to a single call travel in the request's context, so they pass through any
-// *http.Client, wrapper or SDK that builds the request with your context:
-//
-//	ctx := idem.WithOperationID(ctx, "order-4827/charge") // one key for this business operation
-//	ctx = idem.WithMaxAttempts(ctx, 3)                    // at most 3 attempts in this call
-//	ctx = idem.WithAttemptTimeout(ctx, 2*time.Second)     // each attempt: headers within 2 s
-//	req, _ := http.NewRequestWithContext(ctx, "POST", url, body)
-//
-//   - WithKey: use this idempotency key instead of a random one. Makes any
-//     method journaled.
-//   - WithOperationID: bind the call to a business operation; calling again
-//     with the same ID (here or after a restart) reuses its key and record.
-//     Makes any method journaled.
-//   - WithIdentity: declare the identity (tenant, account) the call is made
-//     for; the operation is bound to it (see Options.Identity).
-//   - WithoutJournal: do not write this call to the journal; it is retried as
-//     an unjournaled request, with a key kept in memory only.
-//   - WithMaxAttempts: attempts for this call, instead of Options.MaxAttempts.
-//   - WithAttemptTimeout: per-attempt limit for this call, instead of
-//     Options.AttemptTimeout.
-//
-// The overall deadline stays the context's own (context.WithTimeout): when it
-// ends, a journaled operation stays pending. WithAttemptTimeout bounds one
-// attempt inside it, so a slow attempt is cut short and retried while the
-// caller still has time.
-//
-// Invalid values (an invalid key or operation ID, WithMaxAttempts below 1,
-// WithAttemptTimeout not positive, WithoutJournal together with
-// WithOperationID) make RoundTrip fail with ErrInvalidKey or ErrInvalidRequest
-// before anything is written or sent.
-//
-// Per-call options are not journaled: a later Resume uses Options. Set
-// WithMaxAttempts or WithAttemptTimeout on the context given to Resume to
-// limit every operation that Resume sends.
 
 type ctxKey int
 
@@ -77,14 +39,13 @@ func WithOperationID(ctx context.Context, id string) context.Context {
 }
 
 // WithoutJournal returns a context whose requests are never written to the
-// journal, whatever their method: use it for a call whose body must not touch
-// the disk, or one too large to journal. Such a call is retried like any
-// unjournaled request. A method in Options.Methods (POST, PATCH) still gets an
-// idempotency key (WithKey's, or a random one), the same on every attempt of
-// this call but kept in memory only: if the process dies, nothing resumes it.
-// A body over Options.MaxBodyBytes is allowed, and sent once without retries.
-// Combined with WithOperationID, which needs the journal, RoundTrip fails
-// with ErrInvalidRequest.
+// journal, whatever their method (a body that must not touch the disk, or is
+// too large to journal); they are retried as unjournaled requests. A method
+// in Options.Methods still gets an idempotency key (WithKey's, or a random
+// one), the same on every attempt but kept in memory only: if the process
+// dies, nothing resumes it. A body over Options.MaxBodyBytes is sent once,
+// without retries. With WithOperationID, RoundTrip fails with
+// ErrInvalidRequest.
 func WithoutJournal(ctx context.Context) context.Context {
 	return context.WithValue(ctx, noJournalCtx, true)
 }
@@ -126,9 +87,8 @@ type limits struct {
 	maxAttempts    int
 	attemptTimeout time.Duration
 	// yield, if set, is asked after each attempt that would be retried, and
-	// after its backoff wait, whether to give up now instead, leaving the
-	// operation pending: Resume frees a slot for another host's operations
-	// (resume_fair.go).
+	// after its backoff wait, whether to leave the operation pending now:
+	// Resume frees a slot for another host's operations.
 	yield func() bool
 }
 

@@ -1,8 +1,6 @@
-// This file holds the errors idem returns. Sentinels are matched with errors.Is;
-// PendingError and AlreadySettledError with errors.As. The journal's own
-// errors (journal.ErrLocked, journal.ErrCorrupt, journal.ErrClosed,
-// journal.ErrUnknownEncryptionKey, journal.ErrDecrypt, ...) are package
-// journal's, whichever Store returns them.
+// This file holds the errors idem returns: sentinels matched with errors.Is,
+// PendingError and AlreadySettledError with errors.As. The journal's errors
+// (journal.ErrLocked, journal.ErrCorrupt, ...) are package journal's.
 
 package idem
 
@@ -24,34 +22,28 @@ var (
 	ErrBodyTooLarge = errors.New("idem: request body too large to journal")
 
 	// ErrInvalidKey is returned when a caller-supplied idempotency key is empty,
-	// longer than 255 bytes, or holds a byte outside visible ASCII (0x21-0x7E,
-	// as the server middleware in package server requires), when an operation ID
-	// does (spaces allowed inside), or when the request carries more than one
-	// key header.
+	// longer than 255 bytes, or holds a byte outside 0x21-0x7E, when an
+	// operation ID does (spaces allowed inside), or when the request carries
+	// more than one key header.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
 
 	// ErrInvalidRequest is returned, before anything is written or sent, for a
 	// request idem can never send: nil URL, empty host, a host or port that
-	// does not parse (a space or control character in it), a "#" in the raw
-	// query (which no request-target may hold, RFC 9112 section 3.2), a
-	// scheme other than http or https, or a body shorter than its ContentLength with no
-	// GetBody to read it again; or for invalid per-call options
+	// does not parse, a "#" in the raw query (RFC 9112 section 3.2), a scheme
+	// other than http or https, an invalid method or header, or a body shorter
+	// than its ContentLength with no GetBody; or for invalid per-call options
 	// (WithMaxAttempts below 1, WithAttemptTimeout not positive,
-	// WithoutJournal with WithOperationID). (URL userinfo is sent but never
-	// journaled.)
+	// WithoutJournal with WithOperationID).
 	ErrInvalidRequest = errors.New("idem: invalid request")
 
-	// ErrInvalidOptions is returned by Open and NewTransport when
-	// an Options field holds a value with no meaning: a negative duration,
-	// size or count, a Multiplier below 1 or not finite, a
-	// RandomizationFactor outside [0, 1], either of them set with a Backoff
-	// (which they would not shape), a KeyHeader that is not a valid header
-	// name, an empty name in SensitiveQueryParams, a RetryBudget out
-	// of its ranges, an Encryption Keyring that cannot be used (see
-	// Options.Journal.Encryption), or, for NewTransport, any Options.Journal
-	// (Open's alone). The wrapping error names the field and its value.
-	// (Zero is never an error: it means the field's default.) Open, and a
-	// write-ahead (RoundTrip), also return it for a journal once opened with
+	// ErrInvalidOptions is returned by Open and NewTransport when an Options
+	// field holds a value with no meaning: a negative duration, size or count,
+	// a Multiplier below 1 or not finite, a RandomizationFactor outside [0, 1],
+	// either set with a Backoff, a KeyHeader that is not a header name, an
+	// empty SensitiveQueryParams name, a RetryBudget out of range, an unusable
+	// Encryption Keyring, or, for NewTransport, any Options.Journal. The
+	// wrapping error names the field and its value; zero is never an error.
+	// Open, and a write-ahead, also return it for a journal once opened with
 	// Options.Journal.Encryption and now opened without it.
 	ErrInvalidOptions = journal.ErrInvalidOptions
 
@@ -69,15 +61,12 @@ var (
 	ErrRedirectChanged = errors.New("idem: redirect hop differs from the journaled operation")
 
 	// ErrIdentityMismatch is returned, before anything is written or sent,
-	// when an operation ID or caller's idempotency key already in the
-	// journal is used under another identity than the one its operation was
-	// created under: another declared identity (Options.Identity,
-	// WithIdentity), or, with none declared, other credentials (sensitive
-	// headers, URL userinfo, sensitive query parameters). Nothing is sent,
-	// and the error tells nothing of the other identity's operation.
-	// Resume reports it for an operation that Options.Identity maps, once
-	// PrepareResume has prepared it, to another identity; nothing is sent
-	// and the operation stays pending.
+	// when an operation ID or caller's key already in the journal is used
+	// under another identity than its operation's: another declared identity,
+	// or, with none declared, other credentials. The error tells nothing of
+	// the other identity's operation. Resume reports it, nothing sent and the
+	// operation left pending, when Options.Identity maps the request
+	// PrepareResume prepared to another identity.
 	ErrIdentityMismatch = errors.New("idem: operation belongs to another identity")
 
 	// ErrAlreadySettled is matched (errors.Is) by an *AlreadySettledError: the
@@ -107,22 +96,19 @@ var (
 	// error of an unjournaled request.
 	ErrRetryBudgetExhausted = errors.New("idem: retry budget exhausted")
 
-	// ErrSensitiveHeaderMissing is reported by Resume for an operation whose
-	// original request carried a sensitive header (say Authorization) that
-	// Options.PrepareResume did not put back. Sending it without credentials
-	// could be refused, or be taken for another client's request. The
+	// ErrSensitiveHeaderMissing is reported by Resume, nothing sent, for an
+	// operation whose original request carried a sensitive header (say
+	// Authorization) that Options.PrepareResume did not put back. The
 	// operation stays pending.
 	ErrSensitiveHeaderMissing = errors.New("idem: sensitive header not restored for resume")
 
-	// ErrSensitiveQueryMissing is reported by Resume for an operation whose
-	// original URL carried a query parameter named in
-	// Options.SensitiveQueryParams (say an API token) that
-	// Options.PrepareResume did not put back. The journal keeps only its
-	// name (Record.DroppedQuery). The operation stays pending. A call that
-	// names an operation moved by a 307 or 308 returns it, nothing sent (inside
-	// a *PendingError while pending), when its Location names such a parameter
-	// and the call's URL cannot give it (it lacks it, or the Location is on
-	// another domain).
+	// ErrSensitiveQueryMissing is reported by Resume, nothing sent, for an
+	// operation whose URL carried a parameter named in
+	// Options.SensitiveQueryParams that Options.PrepareResume did not put
+	// back; the operation stays pending. A call naming an operation moved by
+	// a 307 or 308 returns it (inside a *PendingError while pending) when the
+	// Location names such a parameter the call's URL cannot give (it lacks
+	// it, or the Location is on another domain).
 	ErrSensitiveQueryMissing = errors.New("idem: sensitive query parameter not restored for resume")
 
 	// ErrPermanent wraps failures that no retry can fix (certificate errors,
@@ -130,16 +116,14 @@ var (
 	ErrPermanent = errors.New("idem: permanent failure")
 )
 
-// PendingError is returned by RoundTrip when a journaled operation's outcome is
-// still unknown after its attempts or time ran out, after the caller's
-// context ended, when the RetryBudget denied a retry (or the re-send of a
-// pending operation), or when a call repeats a pending operation before its
-// next-attempt time. The operation stays pending in the journal and will be
-// resumed. It unwraps to the last cause: a context error, a network error,
-// an error matching ErrRetryBudgetExhausted, or nil if the last attempt got a
-// retryable status. For a call that repeats an operation not yet due, which
-// sends nothing, it unwraps to the last cause as the journal keeps it: its
-// text only, which matches none of those.
+// PendingError is returned by RoundTrip when a journaled operation's outcome
+// is still unknown: its attempts or time ran out, the caller's context ended,
+// the RetryBudget denied a retry or re-send, or a call repeated it before its
+// next-attempt time. The operation stays pending, for Resume. It unwraps to
+// the last cause: a context error, a network error, an error matching
+// ErrRetryBudgetExhausted, or nil after a retryable status; for a call that
+// sent nothing because the operation was not due, to the journal's text of
+// the last cause, which matches none of those.
 type PendingError struct {
 	Key         string    // the idempotency key sent on every attempt
 	OperationID string    // the caller's operation ID, or ""

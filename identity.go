@@ -1,22 +1,7 @@
-// This file binds an operation to the identity it was created under, so that
-// one journal can serve calls made for several tenants or API keys: the same
-// operation ID or caller's key under another identity is refused
-// (ErrIdentityMismatch) before anything is sent. transport.go calls
-// bindingOf, bind and admit; resume.go calls resumeContext and checkResumed;
-// identity_tag.go makes credential tags under the Store's identity key.
-//
-// The identity is what the caller declares (Options.Identity, WithIdentity):
-// a tenant, customer or account name. It is journaled as given (sealed under
-// Options.Journal.Encryption), so that Resume can hand it back to PrepareResume. A
-// credential is the wrong identity, since a refreshed token must stay the
-// same operation. With none declared, the operation is bound to its
-// creator's credentials instead, through a keyed hash of them
-// (Record.CredentialTag): a call with other credentials may not settle,
-// replay or re-send it.
-//
-// An operation also keeps its representation headers (Content-Type,
-// Content-Encoding): the same bytes under another content type are another
-// request (ErrKeyReuse).
+// This file binds an operation to the identity it was created under (the
+// declared tenant or account, else a keyed hash of its creator's
+// credentials) and to its representation headers, and makes the credential
+// tags under the Store's identity key.
 
 package idem
 
@@ -54,12 +39,9 @@ type identityCtxKey struct{}
 // identity is journaled as given, so it must not be a secret; it must be
 // valid UTF-8 of at most 255 bytes with no control character, and RoundTrip
 // refuses one equal to a credential the request carries (ErrInvalidRequest).
-// "" declares none. Where Options.Identity is set too, the two must agree;
-// see Options.Identity.
-//
-// Resume puts the operation's declared identity on the context of the
-// request it rebuilds, so that Options.PrepareResume can read it with
-// IdentityFrom and add that identity's credentials.
+// "" declares none. Where Options.Identity is set too, the two must agree.
+// Resume puts the operation's identity on the context of the request it
+// rebuilds, for Options.PrepareResume to read with IdentityFrom.
 func WithIdentity(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, identityCtxKey{}, id)
 }
@@ -76,18 +58,15 @@ func IdentityFrom(ctx context.Context) (string, bool) {
 // binding is what binds a journaled call to an operation: its declared
 // identity, or else its credentials, and its representation headers.
 type binding struct {
-	req      *http.Request
-	identity string // declared; "" if none
-	tag      string // the credential tag, once made (credentialTag)
-	// contentType and contentEncoding are representation's.
-	contentType, contentEncoding string
+	req                          *http.Request
+	identity                     string // declared; "" if none
+	tag                          string // the credential tag, once made (credentialTag)
+	contentType, contentEncoding string // normalized by representation
 }
 
-// bindingOf reads a journaled request's binding, before anything is written
-// or sent. It fails with ErrInvalidRequest for an invalid identity, or one
-// WithIdentity and Options.Identity disagree on, and with Options.Identity's
-// own error.
-// It returns the binding by value: the call keeps it on its stack.
+// bindingOf reads a journaled request's binding before anything is written
+// or sent. It fails with ErrInvalidRequest for an invalid or disputed
+// identity, or with Options.Identity's own error.
 func (t *Transport) bindingOf(req *http.Request) (binding, error) {
 	id, err := t.declaredIdentity(req)
 	if err != nil {
@@ -99,8 +78,7 @@ func (t *Transport) bindingOf(req *http.Request) (binding, error) {
 }
 
 // declaredIdentity is WithIdentity's identity or Options.Identity's,
-// whichever is not empty. Neither wins when both are set and differ: that is
-// ErrInvalidRequest.
+// whichever is not empty; both set and different is ErrInvalidRequest.
 func (t *Transport) declaredIdentity(req *http.Request) (string, error) {
 	id, _ := IdentityFrom(req.Context())
 	if t.cfg.Identity != nil {
@@ -127,10 +105,9 @@ func (t *Transport) declaredIdentity(req *http.Request) (string, error) {
 	return id, nil
 }
 
-// isCredential reports whether id is one of the credentials req carries: a
-// sensitive header's value, or its part after the scheme ("Bearer x"), the
-// URL's password, or a sensitive query parameter's value. Journaled as an
-// identity, it would put the credential on disk.
+// isCredential reports whether id is a credential req carries (a sensitive
+// header's value or its part after the scheme, the URL's password, a
+// sensitive query value), which journaled as an identity would reach disk.
 func (t *Transport) isCredential(req *http.Request, id string) bool {
 	for _, name := range t.droppedHeaders(req.Header) {
 		for _, v := range headerValues(req.Header, name) {
@@ -162,12 +139,10 @@ func (t *Transport) bind(rec *Record, b *binding) {
 	rec.ContentType, rec.ContentEncoding = b.contentType, b.contentEncoding
 }
 
-// admit checks that a call bound by b may run rec, an operation already in
-// the journal that it names by name (its lock name): under the identity rec
-// was created under (else ErrIdentityMismatch), and with the same
-// representation headers (else ErrKeyReuse). The identity comes first, so
-// that another identity learns nothing of rec's request, and the error names
-// only what the call itself gave.
+// admit checks that a call bound by b may run rec, found in the journal
+// under name: same identity (else ErrIdentityMismatch, checked first so that
+// another identity learns nothing of rec) and same representation headers
+// (else ErrKeyReuse).
 func (t *Transport) admit(rec *Record, b *binding, name journal.Name) error {
 	if !t.sameIdentity(rec, b) {
 		what, id := "operation", name.OperationID
@@ -185,8 +160,7 @@ func (t *Transport) admit(rec *Record, b *binding, name journal.Name) error {
 
 // sameIdentity reports whether a call bound by b is under rec's identity: the
 // same declared identity if rec has one, else the same credentials. A record
-// written before identities were bound has neither, and is anyone's, as it
-// was then.
+// with neither, from before identities were bound, is anyone's.
 func (t *Transport) sameIdentity(rec *Record, b *binding) bool {
 	switch {
 	case rec.Identity != "":
@@ -205,13 +179,10 @@ func (t *Transport) credentialTag(b *binding) string {
 	return b.tag
 }
 
-// credentials encodes the credentials req carries, unambiguously (each
-// string length-prefixed) and in a fixed order: the sensitive headers by
-// name (Options.SensitiveHeaders and DefaultSensitiveHeaders()), each with its
-// values sorted; the URL's userinfo; the sensitive query parameters
-// (Options.SensitiveQueryParams), sorted. A request without any encodes
-// as empty, which is a credential set too: a call with credentials is not
-// the same identity as one without.
+// credentials encodes req's credentials unambiguously (length-prefixed) in a
+// fixed order: sensitive headers by name, each with its values sorted; URL
+// userinfo; sensitive query parameters, sorted. None encodes as empty, a
+// credential set too: a call with credentials is not one without.
 func (t *Transport) credentials(req *http.Request) []byte {
 	var b []byte
 	str := func(s string) {
@@ -317,8 +288,6 @@ func plainMediaType(v string) bool {
 	return true
 }
 
-// parsedMediaType is mediaType through mime.ParseMediaType and
-// mime.FormatMediaType.
 func parsedMediaType(v string) string {
 	if mt, params, err := mime.ParseMediaType(v); err == nil {
 		if s := mime.FormatMediaType(mt, params); s != "" {
@@ -329,9 +298,8 @@ func parsedMediaType(v string) string {
 }
 
 // recordRepresentation returns the representation headers rec was created
-// with, and whether they are known. A record written before they were kept
-// has them only in its Header, which a settled one no longer has: any
-// representation matches that one, as it did when it was written.
+// with, and whether they are known. An older record has them only in its
+// Header, which a settled one no longer has: any representation matches it.
 func (t *Transport) recordRepresentation(rec *Record) (contentType, contentEncoding string, known bool) {
 	switch {
 	case rec.Identity != "" || rec.CredentialTag != "": // written with them
@@ -352,13 +320,10 @@ func resumeContext(ctx context.Context, rec *Record) context.Context {
 	return WithIdentity(ctx, rec.Identity)
 }
 
-// checkResumed refuses to send the request PrepareResume prepared for rec
-// when Options.Identity maps it to another identity than the one rec was
-// created under: PrepareResume added another tenant's credentials. Where it
-// cannot tell (no Options.Identity, no identity declared for rec, or
-// Options.Identity returns ""), Resume trusts PrepareResume: a credential
-// tag is not checked, since a token refreshed after a restart would then
-// never be resumed.
+// checkResumed refuses the request PrepareResume prepared for rec when
+// Options.Identity maps it to another identity than rec's. Where it cannot
+// tell, Resume trusts PrepareResume: a credential tag is not checked, or a
+// token refreshed after a restart would never be resumed.
 func (t *Transport) checkResumed(req *http.Request, rec *Record) error {
 	if t.cfg.Identity == nil || rec.Identity == "" {
 		return nil
@@ -382,10 +347,8 @@ const credentialTagContext = "idem credential tag v1\x00"
 // concurrent use.
 type tagger struct {
 	key    []byte
-	hashes sync.Pool // of *tagHash under key
-	// none is the tag of the empty credential set, what most calls carry:
-	// made once.
-	none func() string
+	hashes sync.Pool     // of *tagHash under key
+	none   func() string // the empty credential set's tag, what most calls carry
 }
 
 func newTagger(key []byte) *tagger {
@@ -417,13 +380,11 @@ func (g *tagger) hmac(creds []byte) string {
 	return tag
 }
 
-// tagHash is an HMAC-SHA-256 under the identity key, kept between tags:
-// hmac.New costs five allocations a call. The key never changes, so every
-// pooled hash is keyed alike.
+// tagHash is an HMAC-SHA-256 under the identity key, pooled between tags:
+// hmac.New costs five allocations a call.
 type tagHash struct {
 	mac hash.Hash
 	sum [sha256.Size]byte
 }
 
-// credentialTagPrefix is credentialTagContext as the bytes hashed first.
 var credentialTagPrefix = []byte(credentialTagContext)

@@ -49,11 +49,10 @@ type Observer interface {
 	// Together with ResultEvent.Resumed, these are Resume's outcomes.
 	Result(ctx context.Context, e ResultEvent)
 
-	// PendingChanged reports a change of the number of pending operations in
-	// the journal: +1 for a write-ahead, -1 when one settles, fails or
-	// expires, +n when a Transport is built over a journal holding n, and -n
-	// when its Client is closed. Summed, the deltas are a gauge (an
-	// OpenTelemetry UpDownCounter), correct across several Clients.
+	// PendingChanged reports a change of the number of pending operations:
+	// +1 for a write-ahead, -1 when one settles, fails or expires, +n when a
+	// Transport is built over a journal holding n, -n when its Client is
+	// closed. Summed, the deltas are a gauge, correct across several Clients.
 	PendingChanged(delta int)
 
 	// WriteAhead reports a write-ahead commit (fsync included) and how long
@@ -212,9 +211,8 @@ func (t *Transport) safeErr(o *op, err error) string {
 }
 
 // maskErr replaces, in err's text, the user name, password, query and
-// fragment of u and the values of sensitive headers in h. Errors from a base
-// RoundTripper are free-form text: a proxy or SDK may quote the URL or a
-// header in them.
+// fragment of u and the values of sensitive headers in h: a base
+// RoundTripper's error may quote them.
 func (t *Transport) maskErr(err error, u *url.URL, h map[string][]string) string {
 	s := err.Error()
 	if u != nil {
@@ -286,11 +284,9 @@ type Info struct {
 
 type infoCtxKey struct{}
 
-// callInfo is the Info a call's responses carry, in their request's
-// context from the first attempt on; ready is set once the call has
-// returned a response and info is final. Until then ResponseInfo reports
-// nothing, as for a response idem did not return (a Classifier or a base
-// RoundTripper sees the attempts' responses first).
+// callInfo is the Info a call's responses carry in their request's context;
+// ready is set once the call returns a response, and until then
+// ResponseInfo reports nothing (a Classifier or base sees attempts first).
 type callInfo struct {
 	info  Info
 	ready atomic.Bool
@@ -313,9 +309,8 @@ func ResponseInfo(resp *http.Response) (Info, bool) {
 	return ci.info, true
 }
 
-// withInfo records on resp which call of o it answers, for ResponseInfo.
-// The request that got resp keeps its fields; only its context gains the
-// Info (and keeps what it held, such as a redirect's mark).
+// withInfo records on resp which call of o it answers, for ResponseInfo, in
+// the context of resp's Request, which keeps what it held (a redirect's mark).
 func withInfo(resp *http.Response, o *op) {
 	ci := &o.info // no allocation of its own: it lives as long as o
 	ci.info = Info{Key: o.key, Journaled: o.rec != nil}
@@ -325,7 +320,7 @@ func withInfo(resp *http.Response, o *op) {
 	ci.ready.Store(true)
 	sent := resp.Request
 	if sent != nil && sent.Context().Value(infoCtxKey{}) == ci {
-		return // the attempt's own request, which carries it (attempt.go)
+		return // the attempt's own request, which carries it
 	}
 	if sent == nil {
 		sent = o.req

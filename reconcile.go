@@ -1,11 +1,6 @@
 // This file holds reconciliation: before idem re-sends a journaled operation whose
 // earlier attempt may have reached the server, and instead of giving up on one whose key
-// the server may have forgotten, it asks Options.Reconcile (or WithReconcile's hook)
-// whether the operation happened. Against a server that honours idempotency keys the
-// key alone makes a re-send safe; against one that ignores them, or forgets them sooner
-// than a resume comes, only a look-up by business reference does (seed article 2: "you
-// need reference identifiers, a status query and reconciliation before repeating an
-// action whose outcome is uncertain").
+// the server may have forgotten, it asks the Reconciler whether the operation happened.
 
 package idem
 
@@ -139,8 +134,7 @@ func (t *Transport) reconciled(ctx context.Context, o *op, resp *http.Response) 
 	if o.rec.State == StateExpired {
 		ev = journal.EventResolve
 	}
-	// Not recorded, the next call or Resume asks the Reconciler again, which finds the
-	// same outcome.
+	// If not recorded, the next call or Resume asks the Reconciler again.
 	t.recordSettled(ctx, o, ev, resp.StatusCode, journal.Durable, "idem: reconciled outcome not recorded")
 	return resp, nil
 }

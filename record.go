@@ -1,9 +1,6 @@
 // This file holds the record of an operation and the steps of a journaled
-// call that lead to it (transport.go lists them): name the operation, hold
-// it, find its record or build one from the request and write it ahead,
-// check the call may run it, and prepare the send. Prepare hands a new
-// record to a Store that writes it by its own means, such as pgjournal's
-// transactional outbox.
+// call that lead to it, in the order they run: name the operation, hold it,
+// find or write ahead its record, admit the call, prepare the send.
 
 package idem
 
@@ -37,7 +34,6 @@ const (
 	StateFailed = journal.StateFailed
 )
 
-// fingerprint and bodySum are journal.Fingerprint and journal.BodySum.
 var (
 	fingerprint = journal.Fingerprint
 	bodySum     = journal.BodySum
@@ -64,7 +60,7 @@ type call struct {
 	hasKey   bool         // the key is the caller's
 	opID     string       // WithOperationID, or ""
 	name     journal.Name // the operation's name in the journal: its ID, else its key
-	identity binding      // who makes the call (identity.go)
+	identity binding      // who makes the call
 	rec      *Record      // the operation's record, once found or written
 	existed  bool         // rec was in the journal before this call
 	expired  bool         // past KeyTTL, and a Reconciler will say whether it happened
@@ -133,8 +129,7 @@ func (t *Transport) hold(c *call) (release func(), err error) {
 }
 
 // findOrWriteAhead writes a new operation's record before anything is sent,
-// unless it was found in the journal (or a fleet's other instance wrote it
-// meanwhile: record.go).
+// unless it was found in the journal or another instance wrote it meanwhile.
 func (t *Transport) findOrWriteAhead(c *call) error {
 	if c.existed = c.rec != nil; c.existed {
 		return nil
@@ -147,10 +142,9 @@ func (t *Transport) findOrWriteAhead(c *call) error {
 	return err
 }
 
-// writeAheadOrFind writes the record of c's new operation, or, when a Store
-// shared with other instances (a fleet's) already holds one by its name,
-// written since this call looked, returns that record to go on with, as a
-// second call would (existed true).
+// writeAheadOrFind writes the record of c's new operation or, when a Store
+// shared by a fleet got one by its name since this call looked, returns that
+// one to go on with, as a second call would (existed true).
 func (t *Transport) writeAheadOrFind(c *call) (rec *Record, existed bool, err error) {
 	ctx := c.req.Context()
 	rec = t.newRecord(c)
@@ -203,10 +197,9 @@ func (t *Transport) writeAhead(ctx context.Context, rec *Record) error {
 	return err
 }
 
-// admitCall checks that a call may run an operation already in the journal:
-// its identity, its fingerprint, and its record's state (reuse, settle.go).
-// An operation moved by a 307 or 308 goes where the server holds its key, as
-// in Resume (redirect.go); refused there, nothing is sent.
+// admitCall checks that a call may run an operation already in the journal
+// (identity, fingerprint, state) and points it at its target, where a 307
+// or 308 moved it; refused there, nothing is sent.
 func (t *Transport) admitCall(c *call) error {
 	if !c.existed {
 		return nil
@@ -258,10 +251,8 @@ func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
 }
 
 // prepareSend builds the operation to run. A failed record is made pending
-// again, durably, before it is sent. A call that sends a pending operation
-// again is a retry, as a resume is, and takes a retry-budget token:
-// otherwise an application re-calling its pending work would amplify an
-// outage around the budget.
+// again, durably, before it is sent. A call that re-sends a pending
+// operation takes a retry-budget token, as a resume does.
 func (t *Transport) prepareSend(c *call, lim limits) (*op, error) {
 	ctx, rec := c.req.Context(), c.rec
 	// A record from an earlier call may have reached the server already,

@@ -1,17 +1,7 @@
 // This file holds what idem does when a journaled operation is answered with
-// a redirect (RFC 9110 section 15.4) and an http.Client follows it. The
-// settle step of the attempt loop (settle.go) hands a 3xx to redirected,
-// which moves the record and marks the response; RoundTrip (transport.go)
-// recognises the next hop net/http sends (its Request.Response is that very
-// response) and runs it as part of the same operation, or as a request of
-// its own; Resume (resume.go) follows a 307 or 308 itself. Once moved, an
-// operation is sent only to its Location, by Resume, the hop, or a call that
-// names it again (toTarget). The 10th redirect of a chain settles it
-// (maxRedirects), so no loop is walked again.
-//
-// The mark rides on the response's Request, in its context, not on its Body:
-// an http.Client with a Timeout, and most instrumenting RoundTrippers, wrap
-// the Body of the response before net/http follows it.
+// a redirect (RFC 9110 section 15.4): a 307 or 308 moves the record to its
+// Location and marks the response, so that the hop an http.Client sends runs
+// as the same operation; a 301, 302 or 303 settles it.
 
 package idem
 
@@ -27,15 +17,14 @@ import (
 	"github.com/idem-go/idem/journal"
 )
 
-// maxRedirects is the redirect limit of net/http's default http.Client
-// policy: it sends at most 10 requests in a chain and returns the 10th
-// redirect with its error. A 307 or 308 that is the 10th redirect of its
-// chain, through a Client or in one Resume pass, ends its operation
-// (redirected).
+// maxRedirects is net/http's default redirect limit: a 307 or 308 that is the
+// 10th redirect of its chain, through a Client or in one Resume pass, settles
+// its operation.
 const maxRedirects = 10
 
 // hopMark is carried by a 3xx response that idem returned for a journaled
-// operation, for the hop net/http builds from it.
+// operation, for the hop net/http builds from it: in its Request's context,
+// since wrappers replace the Body.
 type hopMark struct {
 	t    *Transport   // only this Transport may take the hop as its operation's
 	rec  *Record      // the operation's record, as the response left it (for Store.Reload)
@@ -94,15 +83,10 @@ func redirectLocation(sent *url.URL, resp *http.Response) *url.URL {
 	return u
 }
 
-// redirected handles a redirect answered to a journaled operation, before it
-// settles, and reports whether the operation moved rather than settled.
-//
-// A 307 or 308 (the hop keeps method and body) does not settle it: a pending
-// record moves to the Location, durably, before the response is returned,
-// so that a crash from here on leaves it pending where the server sent it;
-// only the 10th redirect of its chain settles it (maxRedirects). A 301, 302
-// or 303 (the hop is a GET without body) settles it as any final answer
-// does. Either way the response is marked for its hop.
+// redirected marks a redirect answered to a journaled operation for its hop,
+// and reports whether the operation moved rather than settled. A 307 or 308
+// moves a pending record to the Location, durably, before the response is
+// returned, unless it is the 10th of its chain; a 301, 302 or 303 settles it.
 func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) (moved bool) {
 	u := redirectLocation(o.req.URL, resp)
 	if u == nil {
@@ -120,20 +104,13 @@ func (t *Transport) redirected(ctx context.Context, o *op, resp *http.Response) 
 		return false
 	}
 	if n := o.redirects + redirectsBefore(o.req) + 1; n >= maxRedirects && o.rec.State == StatePending {
-		// The redirect limit: a Client stops here with this 3xx and its
-		// own error, and Resume, which would walk the same chain again,
-		// stops here too. The 3xx is the last answer the server gave, so
-		// it settles the operation where it was sent, as a 301 does;
-		// moved and left pending, every later Resume would send the chain
-		// again. A Client that follows it anyway meets a settled
-		// operation at its hop (continueHop), and nothing is sent.
+		// The redirect limit, a Client's too: the 3xx, the last answer,
+		// settles the operation, or every Resume would walk the chain again.
 		t.log(ctx, slog.LevelWarn, "idem: redirect limit reached, operation settled with the redirect", o,
 			"status", resp.StatusCode, "redirects", n, "location", loc)
 		return false
 	}
 	if o.rec.State == StatePending {
-		// (A settled operation sent again is answered by the server's
-		// replay; its record stays as it is.)
 		t.move(ctx, o, u, loc, droppedQuery, resp.StatusCode)
 	}
 	return true
@@ -199,10 +176,8 @@ func sameDomain(initial, dest *url.URL) bool {
 }
 
 // unbound turns the hop that follows a 301, 302 or 303 into a request of its
-// own. WithOperationID and WithKey in its context belong to the first request
-// of the chain, whose operation settled with the 3xx; the operation's key,
-// copied by net/http from the caller's header, is left out too. Its method
-// alone then says whether it is journaled (a GET is not).
+// own, without the settled operation's WithOperationID, WithKey and key
+// header: its method alone says whether it is journaled.
 func (m *hopMark) unbound(req *http.Request, keyHeader string) *http.Request {
 	ctx := context.WithValue(context.WithValue(req.Context(), opIDCtx, nil), keyCtx, nil)
 	r := req.WithContext(ctx)
@@ -254,10 +229,8 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 	if err := t.reuse(rec, rec.Fingerprint(), rec.Key, false); err != nil {
 		return nil, err
 	}
-	// The hop goes where the journal says the operation is, as a call that
-	// names it does: its Location, unless a later redirect moved it on, or
-	// this one's move was not recorded. A settled operation is replayed only
-	// where it settled; there, it is not this Location.
+	// The hop goes where the journal says the operation is; a settled one is
+	// replayed only where it settled.
 	if rec.State == StateSettled && rec.Target() != m.location {
 		return nil, &AlreadySettledError{OperationID: rec.OperationID, Key: rec.Key, Status: rec.Status, Settled: rec.Updated}
 	}
@@ -291,16 +264,11 @@ func unsent(rec *Record, err error) error {
 
 // toTarget returns the request a call sends for an operation already in the
 // journal: req itself when it names rec's target, else req pointed at the
-// target, as a hop there would be. A call names the operation's URL, and a
-// hop the Location it follows; once a 307 or 308 moved the operation, the
-// server holds its key at the record's target, and only there. req keeps its
-// body, key and the other headers; its Host override is kept for a target on
-// the same host (targetHost). On another domain (sameDomain), the headers
-// net/http leaves out of a redirect there (crossDomainDropped) are left out.
-// The target's stored URL lacks its sensitive query parameters
-// (rec.DroppedQuery): req's values are put back, on the same domain only;
-// one req cannot fill so fails with ErrSensitiveQueryMissing, nothing sent,
-// and a parameter the target does not name is never added.
+// target (where a 307 or 308 moved it), as a hop there would be: same body,
+// key and headers, its Host override kept on the same host, and on another
+// domain without the headers net/http drops there. req's values of
+// rec.DroppedQuery are put back, on the same domain only; one it cannot give
+// is ErrSensitiveQueryMissing, nothing sent.
 func (t *Transport) toTarget(req *http.Request, rec *Record) (*http.Request, error) {
 	target := rec.Target()
 	if u, _ := storedURL(req.URL, t.cfg.sensitiveQuery); u == target {

@@ -31,11 +31,8 @@ func (t *Transport) validRequest(req *http.Request) error {
 	case !isToken(method(req)):
 		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, req.Method)
 	}
-	// A host or port that does not parse (a space or a control character in
-	// it) is never dialed: net/http fails before writing anything, which reads
-	// as "retry", and Resume, which parses the journaled URL back, would keep
-	// it pending for good. A plain URL (plainURL) always parses back; only
-	// others pay for the round trip through the parser.
+	// A host or port that does not parse is never dialed: net/http's error
+	// reads as "retry", and Resume could never parse the journaled URL back.
 	if !plainURL(req.URL) {
 		if _, err := url.Parse(req.URL.String()); err != nil {
 			var uerr *url.Error
@@ -45,10 +42,8 @@ func (t *Transport) validRequest(req *http.Request) error {
 			return fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
 		}
 	}
-	// net/http would send a "#" in the raw query as it stands, which no
-	// request-target may hold (RFC 9112 section 3.2); journaled, the URL
-	// would be parsed back without what follows it, so Resume would send
-	// another URL.
+	// No request-target may hold a "#" (RFC 9112 section 3.2); journaled,
+	// the URL would be parsed back without what follows it.
 	if strings.Contains(req.URL.RawQuery, "#") {
 		return fmt.Errorf("%w: invalid URL: \"#\" in the raw query", ErrInvalidRequest)
 	}
@@ -85,13 +80,11 @@ func validFieldValue(v string) bool {
 	return true
 }
 
-// plainURL reports whether u is an absolute URL of the common shape that
-// url.Parse(u.String()) always takes back, so the round trip can be skipped:
-// no opaque part and no userinfo; a host of letters, digits, dots and
-// hyphens, with an optional port of digits; no control character in the raw
-// query, nor a "#" that would end it (String escapes the path and the
-// fragment, but not the query). A differential fuzz test (FuzzPlainURL)
-// holds it to that.
+// plainURL reports whether u is of the common shape url.Parse(u.String())
+// always takes back, so the round trip can be skipped: no opaque part or
+// userinfo; a host of letters, digits, dots and hyphens, with an optional
+// port of digits; no control character or "#" in the raw query (String does
+// not escape it). FuzzPlainURL holds it to that.
 func plainURL(u *url.URL) bool {
 	if u.Opaque != "" || u.User != nil || hasCTL(u.RawQuery) || strings.Contains(u.RawQuery, "#") {
 		return false
@@ -142,11 +135,10 @@ func isToken(s string) bool {
 	return true
 }
 
-// storedURL is the request URL as journaled: without userinfo, which may
-// hold a password, nor the fragment, nor the query parameters named in sensitive
-// (Options.SensitiveQueryParams), whose names it returns, sorted. The result
-// is parsed again so that userinfo or a query hidden in an opaque URL is
-// dropped too.
+// storedURL is the request URL as journaled: without userinfo, fragment, or
+// the query parameters named in sensitive, whose names it returns, sorted.
+// An unusual URL is parsed again so that userinfo or a query hidden in an
+// opaque part is dropped too.
 func storedURL(u *url.URL, sensitive map[string]bool) (string, []string) {
 	c := *u
 	// net/http never sends the fragment, and it may hold a token (OAuth's
@@ -156,10 +148,8 @@ func storedURL(u *url.URL, sensitive map[string]bool) (string, []string) {
 	c.RawQuery, dropped = stripQuery(c.RawQuery, sensitive)
 	s := c.String()
 	if c.Opaque == "" && c.Host != "" && !strings.Contains(c.RawQuery, "#") {
-		// Parsed again, this URL gives back no userinfo, query or fragment
-		// that the lines above did not already drop: String escapes an "@",
-		// "/", "?" or "#" in the host and a "?" or "#" in the path, and only
-		// a "#" in the raw query would start a fragment.
+		// String escapes "@", "/", "?" and "#" in the host and "?" and "#"
+		// in the path: parsed again, this gives back nothing more.
 		return s, dropped
 	}
 	if p, err := url.Parse(s); err == nil {
@@ -176,9 +166,8 @@ func storedURL(u *url.URL, sensitive map[string]bool) (string, []string) {
 }
 
 // stripQuery cuts from a raw query the parameters whose names, decoded as
-// url.ParseQuery decodes them, are in names. The others keep their bytes and
-// their order; where the cut ones go back is PrepareResume's choice (their
-// positions are not kept). It returns the names cut, sorted, once each.
+// url.ParseQuery decodes them, are in names; the others keep their bytes and
+// order. It returns the names cut, sorted, once each.
 func stripQuery(raw string, names map[string]bool) (string, []string) {
 	if raw == "" || len(names) == 0 {
 		return raw, nil
@@ -212,8 +201,7 @@ func newKey() (string, error) {
 }
 
 // validateKey accepts an idempotency key of 1..255 visible ASCII characters
-// (VCHAR, RFC 5234: no space), as the server middleware does and the IETF
-// draft's sf-string keys are usually spelled.
+// (VCHAR, RFC 5234: no space), as the server middleware does.
 func validateKey(what, k string) error { return validateName(what, k, false) }
 
 // validateOperationID accepts 1..255 visible ASCII characters, spaces
@@ -271,11 +259,10 @@ func headerValues(h http.Header, name string) []string {
 	return vals
 }
 
-// storedHeader drops sensitive headers and the key header before writing.
-// The values it keeps are copied into one array, as http.Header.Clone does.
-// A header it would keep whole, every name canonical, it returns as it is:
-// the record is only this call's, and a Store copies what it keeps
-// (journal.Store).
+// storedHeader drops sensitive headers and the key header before writing,
+// copying the values kept into one array, as http.Header.Clone does. A
+// header kept whole, every name canonical, is returned as it is: a Store
+// copies what it keeps.
 func (t *Transport) storedHeader(h http.Header) http.Header {
 	n, whole := 0, true
 	for k, v := range h {
@@ -298,8 +285,7 @@ func (t *Transport) storedHeader(h http.Header) http.Header {
 			vs = values[len(values)-len(v) : len(values) : len(values)]
 		}
 		if ov := out[ck]; len(ov) > 0 {
-			// Spelled two ways (set through the map): the values of
-			// both are kept, under the canonical name.
+			// Spelled two ways: both kept, under the canonical name.
 			vs = append(ov[:len(ov):len(ov)], vs...)
 		}
 		out[ck] = vs

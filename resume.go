@@ -1,7 +1,6 @@
 // This file holds Resume: after a restart (or whenever the caller likes) it
 // re-sends every pending operation in the journal with its key and exact
-// bytes, through the same attempt loop as RoundTrip (attempt.go). A record is
-// judged by its target before the journal builds it (journal.Picker).
+// bytes, through the same attempt loop as RoundTrip.
 
 package idem
 
@@ -18,22 +17,19 @@ import (
 )
 
 // Outcome is the result of resuming one operation. Exactly one of Response and
-// Err is non-nil. Err may be a *PendingError (still unknown; resumed again
-// later; it matches ErrRetryBudgetExhausted if the RetryBudget held the
-// operation back, unsent), an error matching ErrKeyExpired (not sent:
-// reconcile it), an error from Options.PrepareResume,
-// ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing, or
-// journal.ErrUnknownEncryptionKey or journal.ErrDecrypt (a sealed record that could not be
-// opened: nothing was sent, the operation stays pending until KeyTTL, then
-// expires with ErrKeyExpired joined to the reason; Record may be Sealed,
-// without its request).
+// Err is non-nil. Err may be a *PendingError (still unknown, resumed later;
+// matching ErrRetryBudgetExhausted if the RetryBudget held it back, unsent),
+// an error matching ErrKeyExpired (not sent: reconcile it), an error from
+// Options.PrepareResume, ErrSensitiveHeaderMissing, ErrSensitiveQueryMissing,
+// ErrIdentityMismatch, or journal.ErrUnknownEncryptionKey or
+// journal.ErrDecrypt (a sealed record that could not be opened: nothing sent,
+// pending until KeyTTL, then expired with ErrKeyExpired joined to the
+// reason; Record may be Sealed, without its request).
 type Outcome struct {
 	// Record is the operation as journaled after this outcome: with its
-	// body while it is still pending, failed or expired, without once
-	// settled (a settle drops the body), and without for an operation the
-	// RetryBudget held back (not read in full). It is nil only when a
-	// background resumer reports, in Err, that it could not read the
-	// journal (see Client.StartResumer).
+	// body while pending, failed or expired; without once settled, or when
+	// the RetryBudget held it back. It is nil only when a background
+	// resumer reports, in Err, that it could not read the journal.
 	Record   *Record
 	Response *http.Response
 	Err      error
@@ -49,26 +45,25 @@ var (
 // Resume re-sends every pending operation whose next-attempt time has come and
 // reports each outcome to fn, one call at a time. fn must close
 // Outcome.Response.Body; if fn is nil, idem closes it. With a Reconciler
-// (Options.Reconcile, or WithReconcile on ctx), each is first looked up: found,
-// it settles with what was found, reported as its Response, unsent. Without one,
-// operations pending for longer than Options.KeyTTL are not sent: they become
-// expired and are reported with ErrKeyExpired. Operations in flight in this process are
-// skipped, and so are the operations already attempted of a host whose
-// RetryBudget held one back in this pass (that one is reported; see
-// RetryBudget). At most Options.ResumeConcurrency operations are sent at
+// (Options.Reconcile, or WithReconcile on ctx), each is first looked up:
+// found, it settles with what was found, reported as its Response, unsent.
+// Without one, operations pending for longer than Options.KeyTTL are not
+// sent: they become expired and are reported with ErrKeyExpired. Operations
+// in flight in this process are skipped, and so are the operations already
+// attempted of a host whose RetryBudget held one back in this pass (that one
+// is reported). At most Options.ResumeConcurrency operations are sent at
 // once, each with up to Options.MaxAttempts attempts; WithMaxAttempts and
 // WithAttemptTimeout on ctx override those for every operation sent. The
 // slots are shared fairly among hosts: while another host has due
 // operations, one holding more than its share gives a slot up after its
-// current attempt or backoff wait (the operation stays pending, reported
-// with a *PendingError), so a host that never answers delays the others by
-// at most one attempt timeout (Options.AttemptTimeout) or, if longer, one
-// backoff wait (Options.MaxInterval).
+// current attempt or backoff wait (the operation stays pending, with a
+// *PendingError), so a host that never answers delays the others by at most
+// one Options.AttemptTimeout or, if longer, one Options.MaxInterval.
 //
 // Resume returns when every due operation has been tried, or ctx ends; the
-// error is non-nil only if the journal could not be read, or ctx carries an
-// invalid per-call option (ErrInvalidRequest). To resume in the background
-// as operations come due, see Client.StartResumer.
+// error is non-nil only if the journal could not be read, ctx carries an
+// invalid per-call option (ErrInvalidRequest), or there is no journal
+// (ErrNoJournal). To resume in the background, see Client.StartResumer.
 func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 	if t.journal == nil {
 		return ErrNoJournal
@@ -77,7 +72,7 @@ func (t *Transport) Resume(ctx context.Context, fn func(Outcome)) error {
 	if err != nil {
 		return err
 	}
-	return t.newResumeRun(ctx, lim, nil, fn, func(time.Time) {}).all() // resume_pass.go
+	return t.newResumeRun(ctx, lim, nil, fn, func(time.Time) {}).all()
 }
 
 // resumeDenied reports an operation that Resume did not send because its
@@ -100,8 +95,7 @@ func closed(ch <-chan struct{}) bool {
 }
 
 // resume runs one pending operation, or expires it, and logs the outcome.
-// isRetry says the operation had been attempted before, and Resume took a
-// retry token to send it.
+// isRetry says Resume took a retry token to send it.
 func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry bool) (resp *http.Response, err error) {
 	var req *http.Request
 	defer func() { t.logResume(ctx, rec, req, resp, err) }()
@@ -132,10 +126,8 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 		return nil, fmt.Errorf("%w: operation %q (key %s) created %s, last attempt %s",
 			ErrKeyExpired, rec.OperationID, rec.Key, rec.Created.UTC(), rec.LastAttempt.UTC())
 	}
-	// A 307 or 308 moves the operation (redirect.go): it is sent again
-	// there, as an http.Client would follow it, rebuilt for its new target.
-	// The 10th redirect in a row settles it instead (maxRedirects), which
-	// ends the loop.
+	// A 307 or 308 moves the operation: it is rebuilt and sent there, as an
+	// http.Client would follow it, until the 10th settles it.
 	for hops := 0; ; hops++ {
 		req, err = http.NewRequestWithContext(resumeContext(ctx, rec), rec.Method, rec.Target(), bytes.NewReader(rec.Body))
 		if err != nil {
@@ -153,8 +145,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 				Resumed: true, NotSent: true})
 			return nil, err
 		}
-		// A pending operation may have reached the server in an earlier life: a
-		// Reconciler is asked before it is sent again (reconcile.go).
+		// It may have reached the server before: a Reconciler is asked first.
 		resp, err = t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
 			maybeSent: true, uncertain: hops == 0, expired: expired, limits: lim, resumed: true,
 			retryToken: isRetry && hops == 0, redirects: hops})
@@ -174,7 +165,7 @@ func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 			return fmt.Errorf("idem: PrepareResume: %w", err)
 		}
 	}
-	if err := t.checkResumed(req, rec); err != nil { // identity.go
+	if err := t.checkResumed(req, rec); err != nil {
 		return err
 	}
 	for _, name := range rec.Dropped {
@@ -193,13 +184,10 @@ func (t *Transport) prepareResume(req *http.Request, rec *Record) error {
 	return nil
 }
 
-// expireUnopened ends a pending operation that Resume could not open
-// (openErr: its key ID is not in the Keyring, or its sealed bytes do not
-// decrypt) once it is older than KeyTTL, as resume expires any other: it
-// becomes expired, its sealed part and body kept as they are, and the error
-// returned matches both ErrKeyExpired and openErr. Within KeyTTL it returns
-// openErr: the operation stays pending, for the key to be put back. rec is
-// the record as listed (Created is readable in a sealed record).
+// expireUnopened expires a pending operation Resume could not open (openErr:
+// unknown key ID, or no decrypt) once older than KeyTTL, sealed part and body
+// kept, with an error matching ErrKeyExpired and openErr. Within KeyTTL it
+// returns openErr, for the key to be put back. rec is as listed.
 func (t *Transport) expireUnopened(ctx context.Context, rec *Record, openErr error) error {
 	if !errors.Is(openErr, journal.ErrUnknownEncryptionKey) && !errors.Is(openErr, journal.ErrDecrypt) {
 		return openErr
@@ -300,14 +288,11 @@ func (h originHosts) of(target []byte) (host string, ok bool) {
 	return host, true
 }
 
-// picker returns the pick of a scan that leaves out left and reads again
-// only what only left out (nil: everything). It passes over what the scan
-// would by its host alone: the records of a host left out so far, and
-// those not to be read again. It takes as many records of a host as its
-// queue had room for when first met, then leaves the host out from there.
-// Once every host to be read again is left out, it ends the listing. The
-// scan still judges every record it is given: a Store may give a record
-// pick did not see.
+// picker returns the journal.Picker of a scan that leaves out left and reads
+// again only what only left out (nil: everything), judging a record by its
+// target's host before the journal builds it: it skips hosts left out and
+// takes as many of a host as its queue had room for when first met. The
+// scan still judges each record: a Store may give one pick did not see.
 func (r *resumeRun) picker(left, only *leftOut) func(uint64, []byte) journal.Pick {
 	hosts := originHosts{}
 	room := map[string]int{}

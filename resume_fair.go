@@ -1,29 +1,22 @@
 // This file holds fairPool, the scheduler of Resume and the background
-// resumer (resume_pass.go): pending operations wait in one queue per host,
-// and each free slot goes to the host that has the fewest operations being
-// sent, so that a host that accepts connections and never answers cannot
-// hold every slot while another host has due work.
+// resumer: pending operations wait in one queue per host, and each free slot
+// goes to the host with the fewest operations being sent.
 
 package idem
 
 import "sync"
 
-// fairPool sends queued records on at most slots goroutines. It is work
-// conserving: a host alone may use every slot. While another host waits, an
-// operation of a host holding more than its share gives its slot up after
-// its current attempt or backoff wait (yield), so one dead host delays the
-// others by at most one attempt timeout or backoff wait. Memory is bounded
-// by records as listed: a host's queue holds at most perHost records
-// (without their Body; a Store may keep a small stored form in the Ref), and
-// the pool at most maxQueued; add refuses more, and the scanner reads them
-// again once there is room. It is safe for concurrent use.
+// fairPool sends queued records on at most slots goroutines. A host alone
+// may use every slot; while another host waits, an operation of a host
+// holding more than its share gives its slot up after its current attempt
+// or backoff wait (yield). A host's queue holds at most perHost records as
+// listed (without their Body), the pool at most maxQueued; add refuses more,
+// and the scanner reads them again once there is room. It is safe for
+// concurrent use.
 type fairPool struct {
 	slots, perHost int
-	// maxQueued is twice perHost: a host alone still queues a whole page, and
-	// the pool holds at most twice the page a pass held before resume
-	// fairness, however many hosts the journal names.
-	maxQueued int
-	send      func(host string, rec *Record)
+	maxQueued      int // 2*perHost: a host alone still queues a whole page
+	send           func(host string, rec *Record)
 
 	mu      sync.Mutex
 	queues  map[string][]*Record
@@ -60,12 +53,11 @@ type added struct {
 	evictedHost string
 }
 
-// add queues rec for host. It queues nothing if host's queue is full, or if
-// the pool is full and no host has a queue at least two longer than host's;
-// else a full pool makes room by evicting the last record of the longest
-// queue, so that hosts already queued (a dead one's page) cannot keep
-// another host out. A record already queued or being sent is not queued
-// again.
+// add queues rec for host, unless it is queued or being sent already. It
+// queues nothing if host's queue is full, or if the pool is full and no
+// queue is at least two longer than host's; else a full pool evicts the
+// last record of the longest queue, so hosts queued first cannot keep
+// another out.
 func (p *fairPool) add(host string, rec *Record) added {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -147,8 +139,7 @@ func (p *fairPool) pump() {
 			return
 		}
 		p.workers++
-		// A worker's stack, grown deep by net/http and bbolt, serves many
-		// operations.
+		// A worker's stack, grown deep by net/http and bbolt, serves many.
 		p.wg.Go(func() {
 			for rec != nil {
 				p.send(host, rec)
@@ -176,11 +167,8 @@ func (p *fairPool) done(host string, rec *Record) (string, *Record) {
 }
 
 // next takes a queued record of the host with the fewest records being sent,
-// the least recently served among equals. p.mu is held.
-//
-// At most slots hosts have a record being sent, so the first host in order
-// with none, the best there can be, is at most slots+1 hosts in: the scan
-// and the removal cost O(slots), not O(hosts), however many hosts wait.
+// the least recently served among equals; p.mu is held. The scan stops at
+// the first host with none, at most slots+1 in: O(slots), not O(hosts).
 func (p *fairPool) next() (string, *Record) {
 	best := -1
 	for i, h := range p.order {

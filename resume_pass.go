@@ -1,7 +1,6 @@
 // This file holds a resume run: the scans over the journal's pending records
-// that Resume and the background resumer (resumer.go) make, and the send of
-// each due operation through a fairPool (resume_fair.go), which shares
-// Options.ResumeConcurrency slots fairly among hosts.
+// that Resume and the background resumer make, and the send of each due
+// operation through a fairPool.
 
 package idem
 
@@ -34,14 +33,11 @@ type resumeRun struct {
 
 	reportMu sync.Mutex // serialises fn
 	// deniedHosts are the hosts whose budget held an operation back in this
-	// pass: their other operations wait for the next pass, unreported, so
-	// that an outage's backlog is not reported (and logged) again in full on
-	// every pass.
+	// pass: their other operations wait for the next pass, unreported.
 	deniedMu    sync.Mutex
 	deniedHosts map[string]bool
-	// denied and answered tell whether the retry budget held some
-	// operations back while the server answered others: then the budget is
-	// filling again and a pass soon after sends more.
+	// denied and answered, both set, mean the budget is filling again: a
+	// pass soon after sends more.
 	denied, answered atomic.Bool
 }
 
@@ -52,10 +48,9 @@ func (t *Transport) newResumeRun(ctx context.Context, lim limits, stop <-chan st
 	return r
 }
 
-// all runs one pass over the journal, then reads again, from where they were
-// left out, the records of hosts whose queue was full and, if the pool was,
-// those of every host past where the pass stopped, until every due record
-// has been queued; it returns when all have been sent. This is Resume.
+// all is Resume: one pass over the journal, then passes over what it left
+// out (full host queues, or all past where a full pool stopped it) until
+// every due record was queued; it returns once all have been sent.
 func (r *resumeRun) all() error {
 	var err error
 	left := r.scan(0, nil, &err)
@@ -175,9 +170,8 @@ func (r *resumeRun) scan(after uint64, only *leftOut, errp *error) *leftOut {
 			left.hold(res.evictedHost, seqOf(res.evicted))
 		}
 		if res.poolFull {
-			// The records past this one are read again, every host's, once
-			// the pool has room; a host read again whose first record is
-			// further on keeps its place.
+			// The records past this one are read again once the pool has
+			// room; a host whose first record is further on keeps its place.
 			left.rest = seqOf(rec)
 			if only != nil {
 				for h, from := range only.hosts {
@@ -263,10 +257,8 @@ func (r *resumeRun) send(host string, rec *Record) {
 		return // in flight in this process
 	}
 	defer t.journal.Release(name)
-	// Re-sending an operation already attempted is a retry: it needs a
-	// token of the retry budget, so that a pass stops sending to a failing
-	// host instead of queueing its whole backlog. One past KeyTTL is only
-	// marked expired: nothing is sent.
+	// Re-sending an operation already attempted is a retry, which needs a
+	// budget token; one past KeyTTL is only marked expired, nothing sent.
 	isRetry := rec.Attempts > 0 && !t.keyExpired(rec)
 	var g grant
 	if isRetry {

@@ -42,9 +42,8 @@ const minResumeGap = 50 * time.Millisecond
 // stop may be called more than once, and after Close.
 //
 // WithMaxAttempts and WithAttemptTimeout on ctx apply to every operation the
-// resumer sends. StartResumer panics if ctx carries an invalid one, as
-// time.NewTicker does for a bad interval. After Close, StartResumer starts
-// nothing and returns a stop that does nothing.
+// resumer sends; StartResumer panics if ctx carries an invalid one. After
+// Close, StartResumer starts nothing and returns a stop that does nothing.
 //
 // Several resumers on one Client are safe but pointless: each operation is
 // sent by one at a time.
@@ -94,10 +93,7 @@ type resumer struct {
 	mu  sync.Mutex
 	due time.Time // earliest next attempt noted since the last pass; zero if none
 
-	// run sends what the passes find due. A pass does not wait for its
-	// sends: operations that come due meanwhile, for another host, are
-	// queued by the next pass and get their share of the slots at once.
-	run *resumeRun
+	run *resumeRun // sends what the passes find due; a pass does not wait for it
 }
 
 func (r *resumer) loop() {

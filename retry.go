@@ -1,8 +1,6 @@
 // This file holds the waiting between attempts: jittered exponential backoff
-// (github.com/cenkalti/backoff/v4) or Options.Backoff, the server's
-// Retry-After (RFC 9110 section 10.2.3), and the clock: injectable, so tests
-// never sleep, and never earlier than a time already read (a wall-clock step
-// back must not hold operations back or make them look younger).
+// or Options.Backoff, the server's Retry-After (RFC 9110 section 10.2.3),
+// and the injectable clock, which never reads earlier than it already did.
 
 package idem
 
@@ -70,9 +68,8 @@ func (s *schedule) backoff(n int) time.Duration {
 		return clampWait(s.cfg.Backoff(n), s.cfg.MaxInterval)
 	}
 	if s.b == nil {
-		// Jitter multiplies an interval by up to (1 + RandomizationFactor);
-		// capping the interval below MaxInterval by that factor keeps every
-		// jittered wait within MaxInterval and still spread out at the cap.
+		// Jitter multiplies an interval by up to 1+RandomizationFactor: capped
+		// by that factor, every wait stays within MaxInterval, still spread.
 		capped := time.Duration(float64(s.cfg.MaxInterval) / (1 + s.cfg.RandomizationFactor))
 		s.b = backoff.NewExponentialBackOff(
 			backoff.WithInitialInterval(min(s.cfg.InitialInterval, capped)),
@@ -169,11 +166,9 @@ type stepClock struct {
 
 func newStepClock(base clock) *stepClock { return &stepClock{base: base} }
 
-// journalClock returns the clock of a Transport over j (nil: none): base,
-// or j's time if j keeps one (journal.Clock), never earlier than the newest time j holds (Store.LatestWritten). Until a
-// record is read, that time is all the clock knows of the journal: without
-// it, after a step back, a first write-ahead would be dated before records
-// already there and look older than it is once Resume read them.
+// journalClock returns the clock of a Transport over j (nil: none): base, or
+// j's time if j keeps one (journal.Clock), never earlier than the newest
+// time j holds (Store.LatestWritten).
 func journalClock(base clock, j journal.Store) *stepClock {
 	if sc, ok := j.(journal.Clock); ok {
 		base = storeClock{clock: base, store: sc}
@@ -196,20 +191,14 @@ func (c *stepClock) Now() time.Time {
 		n := now.UnixNano()
 		switch {
 		case n < last-int64(stepTolerance) && !fresh:
-			// This goroutine may have stalled (GC, CPU throttling, a
-			// stopped process) between reading the clock and here, while
-			// others read it on time: read it again before taking the
-			// reading for a step, which would move idem's time ahead of
-			// the wall clock for good.
+			// This goroutine may have stalled since it read the clock: read
+			// again before taking it for a step, which would be for good.
 			raw, fresh = c.base.Now(), true
 		case n < last-int64(stepTolerance):
-			// Earlier than a time already seen, read again: the clock
-			// went back.
+			// Earlier than a time seen, read again: the clock went back.
 			c.skew.CompareAndSwap(skew, skew+(last-n))
 		case n <= last || c.last.CompareAndSwap(last, n):
-			// A reading a little behind the latest is two goroutines
-			// racing, not a step: taking it as one would make the skew
-			// creep ahead.
+			// A little behind the latest is goroutines racing, not a step.
 			return now
 		}
 	}

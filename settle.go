@@ -1,8 +1,6 @@
-// This file holds how a call ends, for the attempt loop (attempt.go): the
-// operation settles, fails, or stays pending and the caller gets a
-// *PendingError; journal.Apply moves the record and the Store records it.
-// Expiry asks the state machine's predicates (journal/state.go) at the
-// Transport's time and KeyTTL.
+// This file holds how a call ends: the operation settles, fails, or stays
+// pending and the caller gets a *PendingError; journal.Apply moves the
+// record, and expiry is judged at the Transport's time and KeyTTL.
 
 package idem
 
@@ -24,7 +22,7 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 	}
 	t.crash(crashResponse)
 	if t.redirected(ctx, o, resp) {
-		return resp, nil // a 307 or 308: pending at its Location (redirect.go)
+		return resp, nil // a 307 or 308: pending at its Location
 	}
 	// The response is final; losing the settle only costs one harmless replay with
 	// the same key on the next Resume.
@@ -127,7 +125,6 @@ func (t *Transport) giveUp(ctx context.Context, o *op, last outcome, next time.T
 	return nil, perr
 }
 
-// keyExpired is journal.Expired.
 func keyExpired(rec *Record, now time.Time, ttl time.Duration) bool {
 	return journal.Expired(rec, now, ttl)
 }
@@ -137,11 +134,8 @@ func (t *Transport) keyExpired(rec *Record) bool {
 	return journal.Expired(rec, t.now(rec), t.cfg.KeyTTL)
 }
 
-// dueAt is journal.Due under the Transport's KeyTTL. A NextAttempt with no
-// LastAttempt, which idem never writes, waits at most
-// max(MaxRetryAfter, MaxInterval): the longest wait idem chooses. The
-// Transport's clock never reads earlier than rec's LastAttempt
-// (clockstep.go), so a stored wait is never stretched by a clock set back.
+// dueAt is journal.Due under the Transport's KeyTTL: a NextAttempt with no
+// LastAttempt waits at most maxWait, the longest wait idem chooses.
 func (c *config) dueAt(rec *Record, now time.Time) time.Time {
 	return journal.Due(rec, now, c.KeyTTL, c.maxWait())
 }

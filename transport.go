@@ -30,16 +30,15 @@ import (
 //  2. takes the caller's idempotency key, or mints a random UUID;
 //  3. commits key, method, URL (without userinfo, fragment and
 //     Options.SensitiveQueryParams), non-sensitive headers and body to the
-//     journal, sealed if the journal was opened with encryption at rest
-//     (boltjournal.Options.Encryption; Open takes it as Options.Journal), with fsync, before the
-//     first byte is sent;
+//     journal, with fsync, before the first byte is sent; sealed if the
+//     journal was opened with encryption at rest (Options.Journal);
 //  4. sends attempts with that key and the journaled bytes until a final
 //     response, retrying as the Classifier, the backoff and the host's
 //     RetryBudget allow;
 //  5. settles the operation and returns the response, or leaves it pending
 //     and returns a *PendingError, which Resume picks up later. A 307 or 308
 //     leaves it pending at its Location, unless it is the 10th redirect of
-//     its chain, which settles it (see Redirects in the package docs).
+//     its chain, which settles it.
 //
 // Other requests are retried the same way but not journaled; when their
 // attempts run out they return the last response with a nil error, as the
@@ -56,18 +55,16 @@ import (
 // journal and refuses the others with ErrNoJournal. A nil *Transport is
 // not usable.
 type Transport struct {
-	zero     sync.Once // sets up the zero Transport (transport_zero.go)
+	zero     sync.Once // sets up the zero Transport (setup)
 	cfg      *config
 	journal  journal.Store // nil: none; also holds the claims on operations
-	tags     *tagger       // credential tags under the Store's identity key (identity_tag.go)
+	tags     *tagger       // credential tags under the Store's identity key
 	clock    clock
-	resumers resumerSet        // background resumers to tell of new pending work
-	pending  pendingGauge      // this Transport's share of the Observer's gauge
-	budget   *budget           // retry tokens per host
-	own      http.RoundTripper // the base when Options.Base is nil (base.go)
-	// crashAt is a test-only hook, nil in normal use: a test worker sets it to
-	// die at the crash points of crashpoint.go.
-	crashAt func(point string)
+	resumers resumerSet         // background resumers to tell of new pending work
+	pending  pendingGauge       // this Transport's share of the Observer's gauge
+	budget   *budget            // retry tokens per host
+	own      http.RoundTripper  // the base when Options.Base is nil
+	crashAt  func(point string) // test hook: die at a crash point; nil in use
 }
 
 // NewTransport returns a Transport that journals to store: a
@@ -149,7 +146,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	if m := t.hopOf(req); m != nil { // net/http follows a redirect idem returned (redirect.go)
+	if m := t.hopOf(req); m != nil { // net/http follows a redirect idem returned
 		if m.follows {
 			return t.continueHop(req, m, lim)
 		}
@@ -199,10 +196,8 @@ func (t *Transport) journaled(req *http.Request) bool {
 
 // unjournaled builds the operation for a request that is retried but not
 // written down. A body over the cap is streamed once, without retries. A
-// caller's key still goes on the wire, so it is checked as for a journaled
-// request: an empty or malformed key, or two keys, is ErrInvalidKey. A
-// journaled method sent WithoutJournal gets a key kept in memory, as
-// stripe-go does, so its retries within this call stay safe.
+// caller's key is checked as for a journaled request (ErrInvalidKey). A
+// journaled method sent WithoutJournal gets a key kept in memory.
 func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
 	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
 	if err != nil {
@@ -284,15 +279,9 @@ func defaultBase() http.RoundTripper {
 	return http.DefaultTransport
 }
 
-// callerBase returns the base of a Transport whose Options.Base is rt. An
-// *http.Transport with a Proxy gets the classification the default base has:
-// it is cloned (http.Transport.Clone) with CheckProxyConnect installed on
-// the clone, after any OnProxyConnectResponse of the caller's, so that a
-// proxy's refusal of CONNECT (a 407 for wrong credentials) fails the
-// operation at once instead of being retried as "nothing sent" and left
-// pending. The caller's Transport is never modified. Any other base,
-// including an *http.Transport without a Proxy (it never sends CONNECT), is
-// used as it is.
+// callerBase returns the base of a Transport whose Options.Base is rt: for an
+// *http.Transport with a Proxy, a clone with CheckProxyConnect (see
+// Options.Base); else rt itself, as one without a Proxy never sends CONNECT.
 func callerBase(rt http.RoundTripper) http.RoundTripper {
 	ht, ok := rt.(*http.Transport)
 	if !ok || ht.Proxy == nil {
