@@ -143,7 +143,7 @@ func parseMarker(marker string) (snippet, error) {
 			clause, p = &s.then, rest
 		}
 		if clause == nil {
-			return snippet{}, fmt.Errorf("snippet marker: %q is neither given: nor then:", p)
+			return snippet{}, fmt.Errorf("snippet marker: %q is neither a given: nor a then: clause", p)
 		}
 		*clause = append(*clause, strings.TrimSpace(p))
 	}
