@@ -122,7 +122,9 @@ func buildSnippets(user string, env []string, snips []snippet) error {
 		}
 	}
 	if _, err := run(user, env, "go", "build", "./..."); err != nil {
-		return fmt.Errorf("a README snippet does not compile against the release: %w", err)
+		// goimports adds a package only if it has every name the snippet uses
+		// from it, so a renamed name shows up as "undefined: pkg".
+		return fmt.Errorf("a README snippet does not compile against the release (\"undefined: pkg\": a name the snippet uses from pkg is not in it): %w", err)
 	}
 	if _, err := run(user, env, "go", "vet", "./..."); err != nil {
 		return fmt.Errorf("go vet finds a problem in a README snippet: %w", err)
