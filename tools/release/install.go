@@ -78,9 +78,13 @@ func installEnv(tmp, proxy, bin string) ([]string, error) {
 	if vars[1] != "" && vars[1] != "off" {
 		proxies = append(proxies, vars[1])
 	}
+	// -modcacherw lets the temporary directory, module cache included, be removed.
+	// GOPRIVATE and GONOPROXY are cleared: either would send the release's paths
+	// past the local proxy.
 	return []string{
 		"GOWORK=off",
-		"GOFLAGS=-mod=mod",
+		"GOFLAGS=-mod=mod -modcacherw",
+		"GONOPROXY=",
 		"GOMODCACHE=" + filepath.Join(tmp, "modcache"),
 		"GOPROXY=" + strings.Join(proxies, ","),
 		"GONOSUMDB=" + rootPath,
