@@ -120,10 +120,8 @@ func buildSnippets(user string, env []string, snips []snippet) error {
 			files = append(files, f)
 		}
 	}
-	for _, f := range files {
-		if _, err := run(filepath.Dir(f), env, self, "imports", f); err != nil {
-			return fmt.Errorf("goimports on a snippet program: %w", err)
-		}
+	if _, err := run(user, env, self, append([]string{"imports"}, files...)...); err != nil {
+		return fmt.Errorf("goimports on the snippet programs: %w", err)
 	}
 	if _, err := run(user, env, "go", "build", "./..."); err != nil {
 		// goimports adds a package only if it has every name the snippet uses

@@ -32,10 +32,11 @@ func main() {
 	case "imports":
 		// Internal: the install check runs goimports on a snippet program in
 		// the user's module, with that module's environment.
-		if len(os.Args) != 3 {
-			usage()
+		for _, f := range os.Args[2:] {
+			if err = fixImports(f); err != nil {
+				break
+			}
 		}
-		err = fixImports(os.Args[2])
 	default:
 		usage()
 	}
