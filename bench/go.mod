@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/idem-go/idem v0.0.0
-	github.com/idem-go/idem/journal/pgjournal v0.0.0
+	github.com/idem-go/idem v0.1.0
+	github.com/idem-go/idem/journal/pgjournal v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.45.0

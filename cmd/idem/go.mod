@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/idem-go/idem v0.0.0
-	github.com/idem-go/idem/journal/pgjournal v0.0.0-00010101000000-000000000000
+	github.com/idem-go/idem v0.1.0
+	github.com/idem-go/idem/journal/pgjournal v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
@@ -18,8 +18,8 @@ require (
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
-	github.com/idem-go/idem/server/pgstore v0.0.0
-	github.com/idem-go/idem/server/redisstore v0.0.0
+	github.com/idem-go/idem/server/pgstore v0.1.0
+	github.com/idem-go/idem/server/redisstore v0.1.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -29,12 +29,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace (
-	github.com/idem-go/idem => ../..
-	github.com/idem-go/idem/journal/pgjournal => ../../journal/pgjournal
-)
-
-replace github.com/idem-go/idem/server/pgstore => ../../server/pgstore
-
-replace github.com/idem-go/idem/server/redisstore => ../../server/redisstore

@@ -3,8 +3,8 @@ module github.com/idem-go/idem/server/brokertest
 go 1.26.0
 
 require (
-	github.com/idem-go/idem v0.0.0
-	github.com/idem-go/idem/server/pgstore v0.0.0
+	github.com/idem-go/idem v0.1.0
+	github.com/idem-go/idem/server/pgstore v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 )

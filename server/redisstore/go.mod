@@ -3,7 +3,7 @@ module github.com/idem-go/idem/server/redisstore
 go 1.26.0
 
 require (
-	github.com/idem-go/idem v0.0.0
+	github.com/idem-go/idem v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
