@@ -1,8 +1,10 @@
 // Tests for the attempt loop (attempt.go): cancellation ends a wait at once,
 // a wait that would outlast the deadline is not started, a deadline shorter
 // than one attempt ends the loop, every 429/503 counts as one of MaxAttempts,
-// and discarded responses are drained and closed. Field scenarios S08, S10-S12
-// and S15 (SCENARIOS.md); S24, jitter at the cap, is in retry_test.go.
+// discarded responses are drained and closed (S08, S10-S12, S15); the
+// Idem-Attempt header on every attempt, never in the journal or the
+// fingerprint; a 421 Misdirected Request retried once on a new connection
+// (RFC 9110 section 15.5.20). S24, jitter at the cap, is in retry_test.go.
 
 package idem
 

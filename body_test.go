@@ -1,5 +1,8 @@
-// Tests for the caller's request body: read once, at most MaxBodyBytes for a
-// journaled request, and closed exactly once on every path.
+// Tests for the request body (body.go): read once, at most MaxBodyBytes for a
+// journaled request, closed exactly once on every path; every attempt replays
+// the byte-identical body with a matching Content-Length, a reused
+// *http.Request still sends it, no cap truncates it (S06, S07); and the
+// memory one large journaled body costs (BenchmarkLargeBody).
 
 package idem
 

@@ -1,6 +1,6 @@
 // Tests for the retry budget (budget.go): the per-host token bucket, its
-// probe, its options, and its accounting around Resume and re-calls of a
-// pending operation.
+// probe, its options, its accounting around Resume and re-calls of a pending
+// operation, and what it saves a server in an outage, with nothing lost.
 
 package idem
 

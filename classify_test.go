@@ -1,6 +1,8 @@
-// Tests for classify.go: every row of DefaultClassifier's table, for
-// errors as the base transport returns them and wrapped as http.Client and
-// callers wrap them.
+// Tests for classify.go: every row of DefaultClassifier's table, for errors as
+// the base transport returns them and wrapped as http.Client and callers wrap
+// them; the same table against real loopback servers (TLS alerts, CONNECT
+// proxies, raw HTTP/2 frames, any status line), with what the journaled
+// operation ends as; S09, S13, S14; CheckProxyConnect.
 
 package idem
 
@@ -662,7 +664,7 @@ func proxyRows() []classRow {
 		row("proxy/CONNECT 502", ClassRetry, viaProxy(http.StatusBadGateway, true)).with(proxyStatus(502)),
 		row("proxy/CONNECT 503", ClassRetry, viaProxy(http.StatusServiceUnavailable, true)).with(proxyStatus(503)),
 		// A caller's *http.Transport without CheckProxyConnect: idem sends
-		// through a clone of it with the hook (base.go).
+		// through a clone of it with the hook (transport.go).
 		row("proxy/CONNECT 407 on the caller's Transport without CheckProxyConnect", ClassPermanent,
 			viaProxy(http.StatusProxyAuthRequired, false)).with(proxyStatus(407)),
 		// Known limit: behind a RoundTripper that wraps the Transport, idem

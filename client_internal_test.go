@@ -1,8 +1,7 @@
-// Tests for the ways out of an operation nothing else will finish
-// (journal/boltjournal's resolve.go), through the Transport: a sealed record
-// whose key is gone expires past KeyTTL and stops being reported; an
-// operation Resolve or Discard ended is never sent again, and one a call is
-// sending is refused.
+// Tests for Client's ways out of an operation nothing else will finish
+// (client.go's Resolve and Discard, journal/boltjournal's resolve.go), from
+// inside the package: an ended operation is never sent again, one a call is
+// sending is refused, and the Observer's pending gauge follows.
 
 package idem
 

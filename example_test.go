@@ -1,3 +1,7 @@
+// Checked examples of idem's public API (package idem_test): a journaled
+// client, operation IDs, PendingError, the background resumer, per-call
+// options, ResponseInfo, the test server, encryption at rest, reconciling.
+
 package idem_test
 
 import (

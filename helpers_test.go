@@ -260,7 +260,7 @@ func boltTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock, *boltj
 }
 
 // testTransport is boltTransport without the journal. newScenario
-// (scenarios_helpers_test.go) builds on it, and its callers read the bbolt
+// (loopback servers, below) builds on it, and its callers read the bbolt
 // journal through tr.bolt(); a new test that needs no file uses memTransport.
 func testTransport(tb testing.TB, opts *Options) (*Transport, *fakeClock) {
 	tb.Helper()
@@ -1274,13 +1274,13 @@ const (
 // exit status. Modes print "name=value" lines on stdout for the parent (see
 // parseReport).
 var helperModes = map[string]func() int{
-	"lock":       helperLock,
-	"lock-ro":    helperLockReadOnly,
-	"s19-worker": helperS19Worker,
-	"fsize-post": helperFsizePost,
-	"crash":      helperCrashWorker,
+	"lock":       helperLock,         // journal_test.go
+	"lock-ro":    helperLockReadOnly, // journal_test.go
+	"s19-worker": helperS19Worker,    // resume_test.go
+	"fsize-post": helperFsizePost,    // record_test.go
+	"crash":      helperCrashWorker,  // transport_crash_test.go
 
-	// journal_torture_test.go
+	// transport_crash_test.go
 	"torture-writer": helperTortureWriter,
 }
 

@@ -1,8 +1,8 @@
-// Tests for one journal shared by several identities (identity.go): an
-// operation ID or caller key used under another identity is refused before
-// anything is sent, in this process and after a restart, over HTTP/1.1 and
-// HTTP/2 with TLS, against the payments testserver, which scopes keys by
-// the Authorization header as a real API does.
+// Tests for identity.go: one journal shared by several identities (an
+// operation ID or caller key used under another is refused before anything is
+// sent, in this process and after a restart, over HTTP/1.1 and HTTP/2 with
+// TLS), declared identities across token refreshes, no credential on disk,
+// the pooled credential tag, and representation headers in the fingerprint.
 
 package idem
 

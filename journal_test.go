@@ -1,6 +1,9 @@
 // Tests for journal.go, the root's side of the bbolt journal, through the
-// Transport and Open: no secret reaches the file, Open finds the journal
-// held, and Open prunes. The engine's own tests are in journal/boltjournal.
+// Transport and Open: no secret reaches the file, Open finds the journal held
+// (in this process and in a second one, S20), prunes, keeps settled operations
+// for KeyTTL, resumes journals written by an older idem exactly once
+// (testdata/legacy), and rotates encryption keys. The engine's own tests are
+// in journal/boltjournal.
 
 package idem
 

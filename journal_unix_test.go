@@ -1,9 +1,9 @@
-// Tests for opening a journal at a bad path (journal.go, client.go): a
-// directory, a named pipe, a missing parent, an unwritable directory or file,
-// a read-only file system. Each open
-// fails at once (no lock wait, no hang) with an error that names the path and
-// matches the file system's error, and leaves nothing behind. Unix only: the
-// cases are made of permission bits, mkfifo and mounts.
+// Tests for opening a journal at a bad path (journal.go): a directory, a named
+// pipe, a missing parent, an unwritable directory or file, a read-only file
+// system. Each open fails at once (no lock wait, no hang) with an error that
+// names the path and matches the file system's error, and leaves nothing
+// behind. Unix only: the cases are made of permission bits, mkfifo, mounts
+// and a child that drops root (setuidNobody).
 
 //go:build unix
 

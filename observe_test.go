@@ -1,5 +1,7 @@
-// Tests for the Observer (observer.go): what a settle, a give-up, a resume,
-// an expiry and a Close report, and that the pending gauge adds up.
+// Tests for observe.go: what the Observer hears of a settle, a give-up, a
+// resume, an expiry and a Close, and that the pending gauge adds up; the
+// structured logs, which carry no secret; and ResponseInfo, which names the
+// call behind every response idem returns.
 
 package idem
 

@@ -1,5 +1,6 @@
-// Options' exported defaults: the default lists are functions returning fresh
-// slices, so no caller can change another's defaults (issue 14, item 7).
+// Tests for options.go: the default lists are functions returning fresh
+// slices, zero means the default, and every constructor refuses an Options
+// value with no meaning with ErrInvalidOptions naming the field.
 
 package idem
 

@@ -1,3 +1,9 @@
+// Tests for record.go, the journaled call's steps up to its record: Prepare;
+// the write-ahead (a record exists only once its insert returned, S22) and its
+// failures on a full or read-only file system (S21); operation IDs (one ID,
+// one key, one record, across calls, concurrent calls and KeyTTL; S18 hold,
+// 409, replay); and the cost of one write-ahead commit.
+
 package idem
 
 import (

@@ -1,7 +1,8 @@
 // Tests of redirects after a journaled call (redirect.go): a payments API
 // (testserver) behind a loopback front that redirects its endpoints, reached
-// through an *http.Client whose Transport is idem's, over HTTP/1.1 and over
-// HTTP/2 with TLS.
+// through an *http.Client whose Transport is idem's, over HTTP/1.1 and HTTP/2
+// with TLS; and calling again, by operation ID, an operation a 307 or 308
+// moved, through a primary that fails over to another region.
 
 package idem
 

@@ -1,6 +1,8 @@
-// Tests for validate.go: what net/http would refuse is refused before the
-// write-ahead, and the journaled URL (storedURL) keeps neither userinfo nor a
-// fragment.
+// Tests for request.go: what net/http would refuse is refused before the
+// write-ahead; idempotency keys and operation IDs minted, validated and kept
+// on every attempt (S16, S17, with fuzz targets); the journaled URL without
+// userinfo, fragment or sensitive query parameters; and the stored headers,
+// so no secret is at rest in the journal file.
 
 package idem
 

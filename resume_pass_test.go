@@ -1,3 +1,10 @@
+// Tests for resume_pass.go, a resume run's scans and sends: each pending
+// record is read again just before it is sent, so what is no longer due is
+// not; a scan that left a full host out waits for room; and thousands of
+// pending operations resumed while new calls flow, with no deadlock and each
+// settled once (IDEM_RESUME_SCALE sets how many: default 2,000, 500 with
+// -short; docs/reliability.md runs 10,000).
+
 package idem
 
 import (

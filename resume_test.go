@@ -1,7 +1,8 @@
 // Tests for Resume (resume.go): it pages through many pending operations,
 // never runs a call in flight in this process, refuses to send without the
-// credentials it dropped, keeps the Host override, and after a SIGKILL re-sends
-// the same key and bytes (field scenario S19).
+// credentials it dropped, keeps the Host override, reads a record's host from
+// its origin, builds each record once, is bounded by its context, and after a
+// SIGKILL re-sends the same key and bytes (S19).
 
 package idem
 

@@ -1,5 +1,8 @@
-// Tests for retry.go: Retry-After parsing (RFC 9110 section 10.2.3) and the
-// backoff schedule's bounds, for any attempt number and odd Options.
+// Tests for retry.go, the waiting between attempts: Retry-After parsing (RFC
+// 9110 section 10.2.3, read as UTC) and as the attempt loop honours it
+// (S01-S05), the backoff schedule and Options.Backoff, fuzz targets for both;
+// the step clock across wall-clock steps between a give-up and a restart, and
+// a Transport reading its store's clock (S30).
 
 package idem
 

@@ -1,6 +1,7 @@
 // Tests for how a call ends (settle.go): an operation that may have reached
 // the server is never failed, one that cannot have is, a settled one is never
-// downgraded, and a response a Classifier calls permanent still settles.
+// downgraded or pending again, a response a Classifier calls permanent still
+// settles, and one pending past KeyTTL expires with what reconciling needs.
 
 package idem
 

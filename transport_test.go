@@ -1,7 +1,8 @@
-// Tests for Transport's RoundTripper contract (transport.go): the caller's
-// request is not modified, an odd base neither panics nor loses the call, a
-// canceled context journals nothing, "" is GET, and one Transport serves many
-// goroutines at once (field scenario S23).
+// Tests for Transport (transport.go): its RoundTripper contract, the zero
+// Transport, what RoundTrip makes of each kind of input (S23 for many at
+// once), a fuzzed server's answers, the base it sends through (S43 proxy
+// CONNECT), and benchmarks of a whole round trip. Crash points:
+// transport_crash_test.go.
 
 package idem
 
