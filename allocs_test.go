@@ -1,3 +1,6 @@
+// Allocation counts on the hot paths (identity.go's credential tag and
+// binding, attempt.go's attempt, request.go's stored header), without -race.
+
 //go:build !race
 
 // The race detector makes sync.Pool drop items at random, and adds

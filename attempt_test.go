@@ -1,23 +1,35 @@
 // Tests for the attempt loop (attempt.go): cancellation ends a wait at once,
 // a wait that would outlast the deadline is not started, a deadline shorter
 // than one attempt ends the loop, every 429/503 counts as one of MaxAttempts,
-// and discarded responses are drained and closed. Field scenarios S08, S10-S12
-// and S15 (SCENARIOS.md); S24, jitter at the cap, is in retry_test.go.
+// discarded responses are drained and closed (S08, S10-S12, S15); the
+// Idem-Attempt header on every attempt, never in the journal or the
+// fingerprint; a 421 Misdirected Request retried once on a new connection
+// (RFC 9110 section 15.5.20). S24, jitter at the cap, is in retry_test.go.
 
 package idem
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/internal/leakcheck"
 )
 
 func always503(_ int, w http.ResponseWriter, _ *http.Request) {
@@ -276,5 +288,194 @@ func TestS08_DiscardedBodiesDrained(t *testing.T) {
 	for _, rec := range recs {
 		require.Equal(t, StateSettled, rec.State)
 		require.Equal(t, 3, rec.Attempts)
+	}
+}
+
+func TestAttemptHeaderCountsAttemptsWithoutChangingTheOperation(t *testing.T) {
+	t.Parallel()
+	tr, _, srv := newScenario(t, &Options{MaxAttempts: 4}, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n < 3 {
+			reply(w, http.StatusServiceUnavailable)
+			return
+		}
+		reply(w, http.StatusCreated)
+	})
+	ctx := WithOperationID(context.Background(), "order-9/charge")
+	req := newRequest(t, http.MethodPost, srv.URL, `{"amount":5}`)
+	req.Header.Set(AttemptHeader, "attempt=99; max=99") // the caller's is replaced
+	resp, err := tr.RoundTrip(req.WithContext(ctx))
+	require.NoError(t, err)
+	drain(t, resp)
+
+	reqs := srv.requests()
+	require.Len(t, reqs, 3)
+	for i, r := range reqs {
+		require.Equal(t, []string{[]string{"attempt=1; max=4", "attempt=2; max=4", "attempt=3; max=4"}[i]},
+			r.Header.Values(AttemptHeader))
+		sameBytes(t, reqs[0].Body, r.Body, "attempt %d", i+1)
+	}
+	sameKey(t, reqs)
+
+	// Not journaled, so not part of the fingerprint: calling again with the
+	// same operation ID and body is the same operation, not ErrKeyReuse.
+	rec := onlyRecord(t, tr)
+	require.Empty(t, rec.Header.Values(AttemptHeader))
+	resp, err = tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{"amount":5}`).WithContext(ctx))
+	require.NoError(t, err)
+	drain(t, resp)
+	sameKey(t, srv.requests())
+
+	require.NoError(t, tr.bolt().Close())
+	raw, err := os.ReadFile(tr.bolt().Path())
+	require.NoError(t, err)
+	require.False(t, bytes.Contains(raw, []byte(AttemptHeader)), "the attempt header is never journaled")
+	require.False(t, bytes.Contains(raw, []byte("attempt=")))
+}
+
+func TestAttemptHeaderOnResumeAndUnjournaled(t *testing.T) {
+	tr, clk, srv := memScenario(t, &Options{MaxAttempts: 2}, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n <= 2 {
+			reply(w, http.StatusBadGateway)
+			return
+		}
+		reply(w, http.StatusOK)
+	})
+	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{}`))
+	pe := pendingErr(t, err)
+	clk.Advance(pe.NextAttempt.Sub(clk.Now()))
+	require.NoError(t, tr.Resume(context.Background(), nil))
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, ""))
+	require.NoError(t, err)
+	drain(t, resp)
+
+	var got []string
+	for _, r := range srv.requests() {
+		got = append(got, r.Header.Get(AttemptHeader))
+	}
+	// Two attempts in the call, one in Resume (it counts from 1 again), one GET.
+	require.Equal(t, []string{"attempt=1; max=2", "attempt=2; max=2", "attempt=1; max=2", "attempt=1; max=2"}, got)
+}
+
+func TestDisableAttemptHeader(t *testing.T) {
+	tr, _, srv := memScenario(t, &Options{DisableAttemptHeader: true}, func(n int, w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusCreated)
+	})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, `{}`))
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Empty(t, srv.requests()[0].Header.Values(AttemptHeader))
+}
+
+// The values made once at start are the ones formatted on demand, inside the
+// table and beyond it.
+func TestAttemptHeaderTable(t *testing.T) {
+	for maxN := 0; maxN <= len(attemptHeaders)+2; maxN++ {
+		for n := 0; n <= maxN+1; n++ {
+			want := "attempt=" + strconv.Itoa(n) + "; max=" + strconv.Itoa(maxN)
+			require.Equal(t, want, attemptHeader(n, maxN))
+		}
+	}
+}
+
+func TestMisdirectedRetriedOnNewConnection(t *testing.T) {
+	t.Parallel()
+	type wrapped struct{ *http.Transport } // a base idem cannot clone
+	for _, tc := range []struct {
+		name string
+		h2   bool
+		wrap bool
+	}{
+		{"HTTP/1.1", false, false},
+		{"HTTP/2", true, false},
+		{"HTTP/1.1 through a wrapping base", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conns, requests atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if requests.Add(1) == 1 {
+					reply(w, http.StatusMisdirectedRequest)
+					return
+				}
+				reply(w, http.StatusCreated)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.EnableHTTP2 = tc.h2
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			roots := x509.NewCertPool()
+			roots.AddCert(srv.Certificate())
+			var base http.RoundTripper = tlsBase(t, roots)
+			if tc.wrap {
+				base = wrapped{base.(*http.Transport)}
+			}
+
+			var mu sync.Mutex
+			var got []Attempt
+			tr, _ := memTransport(t, &Options{Base: base, Classifier: func(a Attempt) Class {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, a)
+				return DefaultClassifier(a)
+			}})
+			var gotConns []httptrace.GotConnInfo
+			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+				mu.Lock()
+				defer mu.Unlock()
+				gotConns = append(gotConns, i)
+			}}
+			req := newRequest(t, http.MethodPost, srv.URL, payload)
+			req = req.WithContext(httptrace.WithClientTrace(context.Background(), trace))
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			drain(t, resp)
+			if tc.h2 {
+				require.Equal(t, 2, resp.ProtoMajor)
+			}
+
+			rec := onlyRecordIn(t, tr.journal)
+			require.Equal(t, StateSettled, rec.State)
+			require.Equal(t, 2, rec.Attempts)
+			require.Equal(t, int64(2), requests.Load(), "net/http does not retry a 421 itself; idem retries it once")
+			require.Equal(t, int64(2), conns.Load(), "the retry came on a connection of its own")
+
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, got, 2)
+			require.False(t, got[0].Misdirected)
+			require.True(t, got[1].Misdirected)
+			require.Equal(t, []int{1, 2}, []int{got[0].N, got[1].N})
+			require.Len(t, gotConns, 2)
+			require.False(t, gotConns[1].Reused, "the second attempt dialed a new connection")
+			require.NotSame(t, gotConns[0].Conn, gotConns[1].Conn)
+		})
+	}
+}
+
+func TestMisdirectedTwiceIsFinal(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			reply(w, http.StatusMisdirectedRequest)
+		}))
+		srv.EnableHTTP2 = h2
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		roots := x509.NewCertPool()
+		roots.AddCert(srv.Certificate())
+		tr, clk := memTransport(t, &Options{Base: tlsBase(t, roots)})
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, payload))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
+		require.Equal(t, http.StatusText(http.StatusMisdirectedRequest), string(drain(t, resp)), "the second 421 is the caller's")
+		rec := onlyRecordIn(t, tr.journal)
+		require.Equal(t, StateSettled, rec.State)
+		require.Equal(t, http.StatusMisdirectedRequest, rec.Status)
+		require.Equal(t, 2, rec.Attempts)
+		require.Len(t, clk.Sleeps(), 1)
 	}
 }

@@ -1,3 +1,7 @@
+// Tests for reconcile.go: a Reconciler asked before a re-send of an operation
+// that may have reached the server, in RoundTrip and in Resume, and for one
+// whose key expired; never twice at once, never a silent replay (S41).
+
 package idem
 
 import (

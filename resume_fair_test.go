@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
@@ -385,11 +384,4 @@ func TestResumeReadsOnPastFullPool(t *testing.T) {
 	for id, n := range sent {
 		require.Equal(t, 1, n, "record %d sent %d times", id, n)
 	}
-}
-
-// seqRec is a record with only its journal sequence number set.
-func seqRec(seq uint64) *Record {
-	rec := new(Record)
-	journal.SetRef(rec, journal.Ref{Seq: seq})
-	return rec
 }

@@ -1,27 +1,35 @@
 // Tests for Resume (resume.go): it pages through many pending operations,
 // never runs a call in flight in this process, refuses to send without the
-// credentials it dropped, keeps the Host override, and after a SIGKILL re-sends
-// the same key and bytes (field scenario S19).
+// credentials it dropped, keeps the Host override, reads a record's host from
+// its origin, builds each record once, is bounded by its context, and after a
+// SIGKILL re-sends the same key and bytes (S19).
 
 package idem
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
-	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idem-go/idem/testserver"
 )
 
 // Resume reads pending operations a page at a time; every one is sent once,
@@ -337,4 +345,215 @@ func TestS19_SIGKILLBeforeResponseThenResume(t *testing.T) {
 	require.Equal(t, StateSettled, after.State)
 	require.Equal(t, http.StatusCreated, after.Status)
 	require.Equal(t, rec.Key, after.Key)
+}
+
+// The host from a target's origin is the host from the whole of it, as
+// budgetHost reads a request's URL.
+func TestRecordHostFromOrigin(t *testing.T) {
+	for _, target := range []string{
+		"https://api.test/v1/payments?mode=live",
+		"http://API.Test/p",
+		"https://api.test",
+		"https://api.test?x=1",
+		"https://api.test:8443/p",
+		"http://127.0.0.1:8080/orders/7",
+		"http://[::1]:9000/p",
+		"https://[2001:db8::1]/p",
+		"HTTPS://api.test/p#frag",
+		"https://xn--caf-dma.test/p",
+	} {
+		u, err := url.Parse(target)
+		require.NoError(t, err)
+		require.Equal(t, budgetHost(u), recordHost(&Record{URL: target}), target)
+		require.Equal(t, budgetHost(u), recordHost(&Record{URL: "https://elsewhere.test/p", Location: target}), "moved to %s", target)
+		host, ok := originHosts{}.of([]byte(target))
+		require.True(t, ok, target)
+		require.Equal(t, budgetHost(u), host, target)
+	}
+	for _, target := range []string{"", "/p", "api.test/p", "://api.test/p", "1http://api.test/p", "https:/api.test"} {
+		_, ok := originOf(target)
+		require.False(t, ok, "%q has no origin", target)
+	}
+}
+
+// countingPicker is a Store whose picked listings count the records they
+// build (yield) and those they take (copy out of the file).
+type countingPicker struct {
+	journal.Store // a Picker
+	built, taken  atomic.Int64
+}
+
+func (s *countingPicker) PendingPicked(ctx context.Context, after uint64, pick func(uint64, []byte) journal.Pick) iter.Seq2[*Record, error] {
+	counted := func(seq uint64, target []byte) journal.Pick {
+		p := pick(seq, target)
+		if p == journal.Take {
+			s.taken.Add(1)
+		}
+		return p
+	}
+	return func(yield func(*Record, error) bool) {
+		for rec, err := range s.Store.(journal.Picker).PendingPicked(ctx, after, counted) {
+			if err == nil {
+				s.built.Add(1)
+			}
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
+}
+
+// A backlog of one host several queues long, then a few operations of a
+// second host: the first scan queues the second host's at once (fairness),
+// and over the whole Resume each record is copied out of the file and
+// built once, not once per scan that passes over it.
+func TestResumeBuildsEachRecordOnce(t *testing.T) {
+	t.Parallel()
+	const many, few = 4*resumePage + 10, 5
+	j, _ := testJournal(t)
+	now := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, many+few)
+	for w := range 32 { // concurrent inserts share commits
+		wg.Go(func() {
+			for i := w; i < many; i += 32 {
+				errs <- insertRec(j, &Record{Key: fmt.Sprintf("a-%d", i), Method: http.MethodPost,
+					URL: fmt.Sprintf("https://a.example/payments/%d", i), Body: []byte("{}"),
+					Created: now, Updated: now, State: StatePending}, true)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range few {
+		errs <- insertRec(j, &Record{Key: fmt.Sprintf("b-%d", i), Method: http.MethodPost,
+			URL: "https://b.example/payments", Body: []byte("{}"), Created: now, Updated: now, State: StatePending}, true)
+	}
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	store := &countingPicker{Store: j}
+	tr, _ := transportWith(t, store, nil)
+
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	sent := map[uint64]int{}
+	run := tr.newResumeRun(context.Background(), limits{}, nil, nil, func(time.Time) {})
+	run.pool = newFairPool(4, resumePage, func(_ string, rec *Record) {
+		<-gate
+		mu.Lock()
+		sent[seqOf(rec)]++
+		mu.Unlock()
+	})
+	done := make(chan error, 1)
+	go func() { done <- run.all() }()
+	eventually(t, 10*time.Second, func() bool {
+		run.pool.mu.Lock()
+		defer run.pool.mu.Unlock()
+		return len(run.pool.queues["b.example:443"]) == few
+	}, "the first scan queues the second host's operations")
+	close(gate)
+	require.NoError(t, <-done)
+	require.Len(t, sent, many+few, "every operation sent")
+	for id, n := range sent {
+		require.Equal(t, 1, n, "record %d sent %d times", id, n)
+	}
+	require.Equal(t, int64(many+few), store.taken.Load(), "records copied out of the file")
+	require.Equal(t, int64(many+few), store.built.Load(), "records built")
+}
+
+// downPending leaves n operations pending for a server that is down (nothing
+// listens on its address), and moves the clock past their next attempts.
+func downPending(t *testing.T, opts *Options, n int) (*Transport, *fakeClock) {
+	t.Helper()
+	opts.RetryBudget = RetryBudget{Disabled: true} // every operation tries: the worst case
+	tr, clk := testTransport(t, opts)
+	url := "http://" + freeAddr(t) + "/payments"
+	for i := range n {
+		ctx := WithMaxAttempts(WithOperationID(context.Background(), fmt.Sprintf("boot-%d", i)), 1)
+		req := newRequest(t, http.MethodPost, url, paymentBody(fmt.Sprintf("boot-%d", i), 1))
+		_, err := tr.RoundTrip(req.WithContext(ctx))
+		pendingErr(t, err)
+	}
+	clk.Advance(time.Minute)
+	return tr, clk
+}
+
+// A deadline on Resume's context bounds it: under the default backoff the
+// six attempts of each operation would wait about 8 s; with 2 s left, each
+// gives up once its next wait would pass the deadline, pending.
+func TestResumeBoundedByDeadline(t *testing.T) {
+	t.Parallel()
+	// One at a time: the fake clock is shared, and waits of concurrent
+	// sends would add up on it.
+	tr, clk := downPending(t, &Options{ResumeConcurrency: 1}, 4)
+	start, began := clk.Now(), time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(2*time.Second))
+	defer cancel()
+	var outs []Outcome
+	require.NoError(t, tr.Resume(ctx, func(o Outcome) { outs = append(outs, o) }))
+	require.Len(t, outs, 4)
+	for _, o := range outs {
+		var pe *PendingError
+		require.ErrorAs(t, o.Err, &pe, "%s", o.Record.OperationID)
+		require.Less(t, pe.Attempts, DefaultMaxAttempts+1, "gave up before its schedule ran out")
+	}
+	require.Less(t, clk.Now().Sub(start), 2*time.Second, "no wait past the deadline")
+	// Waited for real, the four schedules would take tens of seconds; 5 s
+	// leaves a busy machine room.
+	require.Less(t, time.Since(began), 5*time.Second, "no real waiting")
+	require.Equal(t, 4, countState(t, tr.bolt(), StatePending))
+}
+
+// A Resume whose context is canceled while it waits to retry returns
+// promptly: the operation it was sending stays pending, and those it had not
+// started are not touched.
+func TestResumeCanceledReturnsPromptly(t *testing.T) {
+	t.Parallel()
+	tr, clk := downPending(t, &Options{ResumeConcurrency: 1}, 3)
+	before, err := listRecords(tr.journal)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	clk.onSleep = func(time.Duration) { cancel() } // the process is told to stop mid-wait
+	var outs []Outcome
+	require.NoError(t, tr.Resume(ctx, func(o Outcome) { outs = append(outs, o) }))
+	require.Len(t, outs, 1, "nothing started after the cancel")
+	require.ErrorIs(t, outs[0].Err, context.Canceled)
+	var pe *PendingError
+	require.True(t, errors.As(outs[0].Err, &pe))
+	after, err := listRecords(tr.journal)
+	require.NoError(t, err)
+	require.Len(t, after, 3)
+	for i, r := range after {
+		require.Equal(t, StatePending, r.State, r.OperationID)
+		if r.OperationID != outs[0].Record.OperationID {
+			require.Equal(t, before[i].Attempts, r.Attempts, "%s untouched", r.OperationID)
+		}
+	}
+}
+
+// helperS19Worker journals one payment and sends it; the parent kills it
+// with SIGKILL before the (delayed) response arrives. Returning at all is a
+// failure.
+func helperS19Worker() int {
+	c, err := Open(os.Getenv(envJournal), nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer c.Close()
+	ref := os.Getenv(envRef)
+	ctx := WithOperationID(context.Background(), "charge/"+ref)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, os.Getenv(envURL)+"/payments",
+		strings.NewReader(paymentBody(ref, 4827)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	resp, err := c.HTTPClient().Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
+	fmt.Fprintf(os.Stderr, "worker was not killed: response %v, error %v\n", resp != nil, err)
+	return 4
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -21,74 +20,6 @@ import (
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
-
-// eventually polls cond every few milliseconds for up to limit (real time).
-func eventually(tb testing.TB, limit time.Duration, cond func() bool, msg string, args ...any) {
-	tb.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("not within %v: "+msg, append([]any{limit}, args...)...)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// outcomes collects what a resumer reports.
-type outcomes struct {
-	mu   sync.Mutex
-	list []Outcome
-}
-
-func (o *outcomes) add(out Outcome) {
-	if out.Response != nil {
-		out.Response.Body.Close()
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.list = append(o.list, out)
-}
-
-func (o *outcomes) settled() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, out := range o.list {
-		if out.Response != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func (o *outcomes) all() []Outcome {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]Outcome(nil), o.list...)
-}
-
-// freeAddr returns a loopback address nothing listens on (yet).
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	addr := l.Addr().String()
-	require.NoError(tb, l.Close())
-	return addr
-}
-
-func countState(tb testing.TB, j *boltjournal.Journal, s State) int {
-	tb.Helper()
-	recs, err := j.Records()
-	require.NoError(tb, err)
-	n := 0
-	for _, r := range recs {
-		if r.State == s {
-			n++
-		}
-	}
-	return n
-}
 
 // The acceptance test: a service sends payments while its payments server is
 // down; they go pending. The server comes up; the background resumer settles

@@ -1,11 +1,9 @@
-// Resume at scale: thousands of pending operations resumed while new calls keep
-// going through the same Transport. No deadlock (Resume pages through the
-// journal with no read transaction open while it writes), concurrency bounded
-// by ResumeConcurrency, every operation settled exactly once.
-//
-// IDEM_RESUME_SCALE sets the number of pending operations (default 2,000,
-// eight of Resume's pages; 500 with -short). docs/reliability.md runs it
-// with 10,000; the bench module resumes 100,000.
+// Tests for resume_pass.go, a resume run's scans and sends: each pending
+// record is read again just before it is sent, so what is no longer due is
+// not; a scan that left a full host out waits for room; and thousands of
+// pending operations resumed while new calls flow, with no deadlock and each
+// settled once (IDEM_RESUME_SCALE sets how many: default 2,000, 500 with
+// -short; docs/reliability.md runs 10,000).
 
 package idem
 
@@ -27,6 +25,73 @@ import (
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
+
+// A scan's pick may leave a host out without the pool refusing it a record
+// (its queue had room for what was taken, and some of that was not due):
+// waiting for room then returns at once if the host has room already, and
+// else once its queue is half empty, as after a refusal.
+func TestWaitRoomAfterPickLeftHostOut(t *testing.T) {
+	t.Parallel()
+	tr, _ := testTransport(t, nil)
+	run := tr.newResumeRun(context.Background(), limits{}, nil, nil, func(time.Time) {})
+	const host = "a.example:443"
+	left := &leftOut{}
+	left.hold(host, 1000)
+	waited := make(chan bool, 1)
+	go func() { waited <- run.waitRoom(left) }()
+	select {
+	case ok := <-waited:
+		require.True(t, ok)
+	case <-time.After(10 * time.Second):
+		t.Fatal("waited for room an empty queue has")
+	}
+
+	for i := range resumePage - 10 {
+		require.True(t, run.pool.add(host, seqRec(uint64(i+1))).ok)
+	}
+	go func() { waited <- run.waitRoom(left) }()
+	eventually(t, 10*time.Second, func() bool {
+		run.pool.mu.Lock()
+		defer run.pool.mu.Unlock()
+		return run.pool.full[host]
+	}, "waiting marks the host's queue full, to be told of room")
+	run.pool.mu.Lock()
+	for len(run.pool.queues[host]) > resumePage/2 {
+		run.pool.next()
+	}
+	run.pool.mu.Unlock()
+	select {
+	case ok := <-waited:
+		require.True(t, ok)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not told of room once the queue was half empty")
+	}
+}
+
+// An operation a call gave up on until later, after Resume listed it, is not
+// sent by that pass: the re-read is checked for being due, not the listing.
+func TestResumeSkipsOperationNoLongerDue(t *testing.T) {
+	srv := newRecordingServer(t, nil, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		reply(w, http.StatusCreated)
+	})
+	tr, clk := memTransport(t, &Options{Base: srv.base()})
+	rec := pendingRecord("a")
+	rec.URL, rec.Body, rec.Created = srv.URL+"/payments", []byte(`{"amount":700}`), clk.Now()
+	rec.BodySHA256 = bodySum(rec.Body) // as a write-ahead has it
+	require.NoError(t, insertRec(tr.journal, rec, true))
+	page, err := pendingAfter(tr.journal, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+
+	rec.Attempts, rec.NextAttempt = 1, clk.Now().Add(time.Minute)
+	require.NoError(t, saveRec(tr.journal, rec))
+	lim, err := tr.cfg.callLimits(context.Background())
+	require.NoError(t, err)
+	resp, err := tr.resume(context.Background(), page[0], lim, false)
+	require.ErrorIs(t, err, errNotDue)
+	require.Nil(t, resp)
+	require.Zero(t, srv.count(), "nothing sent before NextAttempt")
+}
 
 // inFlight is middleware that counts requests in progress, the resumed
 // ones (their keys start with resumedPrefix) apart, and keeps the maxima.

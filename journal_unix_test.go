@@ -1,9 +1,9 @@
-// Tests for opening a journal at a bad path (journal.go, client.go): a
-// directory, a named pipe, a missing parent, an unwritable directory or file,
-// a read-only file system. Each open
-// fails at once (no lock wait, no hang) with an error that names the path and
-// matches the file system's error, and leaves nothing behind. Unix only: the
-// cases are made of permission bits, mkfifo and mounts.
+// Tests for opening a journal at a bad path (journal.go): a directory, a named
+// pipe, a missing parent, an unwritable directory or file, a read-only file
+// system. Each open fails at once (no lock wait, no hang) with an error that
+// names the path and matches the file system's error, and leaves nothing
+// behind. Unix only: the cases are made of permission bits, mkfifo, mounts
+// and a child that drops root (setuidNobody).
 
 //go:build unix
 
@@ -192,4 +192,19 @@ func TestBadInputJournalPath(t *testing.T) {
 		_, err = os.Stat(fresh)
 		require.ErrorIs(t, err, fs.ErrNotExist, "no journal created")
 	})
+}
+
+// nobody is the conventional unprivileged uid and gid.
+const nobody = 65534
+
+// setuidNobody makes this process (every thread) uid and gid 65534, so a
+// root test can see what a file's permissions do to an ordinary user.
+func setuidNobody() error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return err
+	}
+	if err := syscall.Setgid(nobody); err != nil {
+		return err
+	}
+	return syscall.Setuid(nobody)
 }

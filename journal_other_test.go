@@ -1,4 +1,4 @@
-// mount_linux_test.go's counterpart where the tests cannot mount.
+// journal_linux_test.go's counterpart where the tests cannot mount.
 
 //go:build !linux
 

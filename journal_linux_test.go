@@ -1,5 +1,6 @@
-// Small file systems for writeahead_failure_test.go: a tmpfs of a given size
-// that can be remounted read-only. Linux, as root, only.
+// Small file systems for the journal to fail on (record_test.go's write-ahead
+// failures, journal_unix_test.go's bad paths): a tmpfs of a given size that
+// can be remounted read-only. Linux, as root, only.
 
 //go:build linux
 

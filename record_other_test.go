@@ -1,4 +1,4 @@
-// process_unix_test.go's counterpart where there is no RLIMIT_FSIZE.
+// record_unix_test.go's counterpart where there is no RLIMIT_FSIZE.
 
 //go:build !unix
 

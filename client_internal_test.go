@@ -1,8 +1,7 @@
-// Tests for the ways out of an operation nothing else will finish
-// (journal/boltjournal's resolve.go), through the Transport: a sealed record
-// whose key is gone expires past KeyTTL and stops being reported; an
-// operation Resolve or Discard ended is never sent again, and one a call is
-// sending is refused.
+// Tests for Client's ways out of an operation nothing else will finish
+// (client.go's Resolve and Discard, journal/boltjournal's resolve.go), from
+// inside the package: an ended operation is never sent again, one a call is
+// sending is refused, and the Observer's pending gauge follows.
 
 package idem
 
@@ -15,81 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/journal"
-	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 )
-
-// A record sealed under a key the boltjournal.Keyring no longer has is reported (not
-// sent) by every resumer pass within KeyTTL; once past KeyTTL it expires,
-// reported once with ErrKeyExpired joined to the unknown-key reason, and
-// later passes say nothing of it. Its sealed part is left intact: with the
-// key back it still opens.
-func TestSealedRecordWithoutItsKeyExpires(t *testing.T) {
-	leakcheck.Check(t)
-	f := newSealedFixture(t)
-	ka, kb := newKey32(t), newKey32(t)
-	onlyA := &boltjournal.Keyring{Current: "A", Keys: map[string][]byte{"A": ka}}
-	onlyB := &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"B": kb}}
-	j, tr := f.open(t, onlyA)
-	body := f.leavePending(t, tr, "gone-1")
-	created := onlyRecordOf(t, j).Created
-	require.NoError(t, j.Close())
-
-	// Key A removed while gone-1 still needs it.
-	opts := Options{MaxAttempts: 1, Journal: boltjournal.Options{Encryption: onlyB}, KeyTTL: time.Hour, ResumeInterval: time.Minute}
-	j, err := boltjournal.Open(f.path, &opts.Journal)
-	require.NoError(t, err)
-	t.Cleanup(func() { j.Close() })
-	tr, clk := transportOn(t, j, opts, f.srv.base(), created)
-	clk.Advance(10 * time.Minute) // past its next attempt, within KeyTTL
-	c := &Client{journal: j, transport: tr}
-	var got outcomes
-	stop := c.StartResumer(context.Background(), got.add)
-	defer stop()
-
-	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 1 && clk.Timers() == 1 }, "first pass")
-	require.ErrorIs(t, got.all()[0].Err, journal.ErrUnknownEncryptionKey)
-	require.NotErrorIs(t, got.all()[0].Err, ErrKeyExpired, "within KeyTTL it waits for its key")
-	require.Equal(t, StatePending, onlyRecordOf(t, j).State)
-
-	clk.Advance(time.Minute) // the next poll, still within KeyTTL
-	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 2 && clk.Timers() == 1 }, "second pass")
-	require.NotErrorIs(t, got.all()[1].Err, ErrKeyExpired)
-
-	clk.Advance(time.Hour) // past KeyTTL
-	eventually(t, 2*time.Second, func() bool { return len(got.all()) == 3 && clk.Timers() == 1 }, "pass past KeyTTL")
-	out := got.all()[2]
-	require.ErrorIs(t, out.Err, ErrKeyExpired)
-	require.ErrorIs(t, out.Err, journal.ErrUnknownEncryptionKey, "the reason it could not be sent stays visible")
-	require.Equal(t, "gone-1", out.Record.OperationID)
-	require.Equal(t, StateExpired, out.Record.State)
-	rec := onlyRecordOf(t, j)
-	require.Equal(t, StateExpired, rec.State)
-	require.True(t, rec.Sealed)
-
-	// Later passes report nothing more.
-	for range 3 {
-		clk.Advance(time.Minute)
-		eventually(t, 2*time.Second, func() bool { return clk.Timers() == 1 }, "a later pass")
-	}
-	time.Sleep(10 * time.Millisecond)
-	require.Len(t, got.all(), 3, "an expired operation is not reported again")
-	require.Empty(t, f.srv.requests()[1:], "nothing sent after the first attempt")
-	stop()
-	require.NoError(t, j.Close())
-
-	// The sealed part was written back untouched: with A back it opens.
-	j, err = boltjournal.Open(f.path, &boltjournal.Options{Encryption: &boltjournal.Keyring{Current: "B", Keys: map[string][]byte{"A": ka, "B": kb}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { j.Close() })
-	rec, err = j.Lookup("gone-1")
-	require.NoError(t, err)
-	require.Equal(t, StateExpired, rec.State)
-	require.Equal(t, body, string(rec.Body), "expired keeps its body, for reconciling")
-	require.Equal(t, "trace-gone-1", rec.Header.Get("X-Trace"))
-}
 
 // failingScenario is a Transport over a fresh journal whose server answers
 // 503 to everything but requests carrying the header X-Hold, which wait

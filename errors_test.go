@@ -1,4 +1,4 @@
-// Tests for PendingError's message.
+// Tests for errors.go: PendingError's message.
 
 package idem
 

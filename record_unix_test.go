@@ -1,4 +1,4 @@
-// The Unix side of process_test.go's helpers.
+// limitFileSize, for record_test.go's write-ahead failure child: the Unix side.
 
 //go:build unix
 
