@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/childtest"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 
@@ -1300,89 +1301,21 @@ func TestHelperProcess(t *testing.T) {
 }
 
 // helperCommand returns a command that runs mode in a child process with env
-// ("NAME=value") added to this process's environment. ctx bounds the child:
-// when it ends the child is killed.
+// ("NAME=value") added (childtest.Command); ctx bounds the child.
 func helperCommand(ctx context.Context, mode string, env ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	// Under -race a child would otherwise linger a second at exit
-	// (atexit_sleep_ms) waiting for reports no one will read.
-	race := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "GORACE="+race), env...)
-	cmd.WaitDelay = time.Second
-	return cmd
+	return childtest.Command(ctx, "^TestHelperProcess$", append([]string{helperEnv + "=" + mode}, env...)...)
 }
 
-// runHelper runs mode to completion, within 10 s, and returns its report and
-// its combined output (for failure messages). A non-zero exit fails the test.
+// runHelper runs mode to completion and returns its report and its combined
+// output (childtest.Run).
 func runHelper(tb testing.TB, mode string, env ...string) (map[string]string, string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cmd := helperCommand(ctx, mode, env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	all := string(out) + stderr.String()
-	require.NoError(tb, ctx.Err(), "helper %s did not finish within 10 s:\n%s", mode, all)
-	require.NoError(tb, err, "helper %s:\n%s", mode, all)
-	return parseReport(string(out)), all
+	return childtest.Run(tb, "^TestHelperProcess$", append([]string{helperEnv + "=" + mode}, env...)...)
 }
 
-// runAndKill starts a helper child in mode with env, lets it run for life
-// once it prints "ready", kills it with SIGKILL, and returns the operation
-// IDs it reported written ahead ("op=ID" lines). run names the child in
-// failures.
+// runAndKill runs mode, kills it with SIGKILL life after it is ready, and
+// returns the operation IDs it wrote ahead (childtest.RunAndKill).
 func runAndKill(tb testing.TB, run int, life time.Duration, mode string, env ...string) []string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := helperCommand(ctx, mode, env...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(tb, err)
-	require.NoError(tb, cmd.Start())
-
-	ready := make(chan struct{})
-	var ops []string
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "ready":
-				close(ready)
-			case strings.HasPrefix(line, "op="):
-				ops = append(ops, strings.TrimPrefix(line, "op="))
-			}
-		}
-	})
-	select {
-	case <-ready:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		wg.Wait()
-		cmd.Wait()
-		tb.Fatalf("run %d: the child was not ready within 15 s:\n%s", run, stderr.String())
-	}
-	time.Sleep(life)
-	require.NoError(tb, cmd.Process.Signal(syscall.SIGKILL))
-	wg.Wait() // the pipe ends once the child is dead
-	err = cmd.Wait()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	require.True(tb, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL,
-		"run %d: the child ended before the kill (%v):\n%s", run, err, stderr.String())
-	return ops
-}
-
-// parseReport reads the "name=value" lines a helper printed.
-func parseReport(out string) map[string]string {
-	report := make(map[string]string)
-	for line := range strings.Lines(out) {
-		if name, value, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
-			report[name] = value
-		}
-	}
-	return report
+	return childtest.RunAndKill(tb, run, life, "^TestHelperProcess$", append([]string{helperEnv + "=" + mode}, env...)...)
 }
