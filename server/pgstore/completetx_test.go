@@ -96,15 +96,15 @@ func TestCompleteTxInHandler(t *testing.T) {
 
 	const body = `{"ref":"order-1","amount":1250}`
 	first := in.post("k-commit", body)
-	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
-	assert.False(t, first.replayed())
+	require.Equal(t, http.StatusCreated, first.Status, "%s", first.Body)
+	assert.False(t, first.Replayed())
 	eventually(t, 2*time.Second, "the answer counted as stored", func() bool { return in.obs.count("stored") == 1 })
 	for range 2 {
 		again := in.post("k-commit", body)
-		assert.Equal(t, http.StatusCreated, again.status)
-		assert.True(t, again.replayed())
-		assert.Equal(t, first.body, again.body)
-		assert.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
+		assert.Equal(t, http.StatusCreated, again.Status)
+		assert.True(t, again.Replayed())
+		assert.Equal(t, first.Body, again.Body)
+		assert.Equal(t, first.Header.Get("Location"), again.Header.Get("Location"))
 	}
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-1"))
 	assert.EqualValues(t, 1, p.effects.Load())
@@ -113,13 +113,13 @@ func TestCompleteTxInHandler(t *testing.T) {
 	failing.Store(true)
 	const body2 = `{"ref":"order-2","amount":990}`
 	got := in.post("k-rollback", body2)
-	assert.Equal(t, http.StatusInternalServerError, got.status)
+	assert.Equal(t, http.StatusInternalServerError, got.Status)
 	assert.Zero(t, paymentCount(t, pool, schema, "order-2"), "the rolled-back payment exists")
 	failing.Store(false)
 	got = in.post("k-rollback", body2)
-	require.Equal(t, http.StatusCreated, got.status, "%s", got.body)
-	assert.False(t, got.replayed(), "the rolled-back answer was stored")
-	assert.True(t, in.post("k-rollback", body2).replayed())
+	require.Equal(t, http.StatusCreated, got.Status, "%s", got.Body)
+	assert.False(t, got.Replayed(), "the rolled-back answer was stored")
+	assert.True(t, in.post("k-rollback", body2).Replayed())
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-2"))
 	assert.EqualValues(t, 2, p.effects.Load())
 }
@@ -157,8 +157,8 @@ func TestCompleteTxHeartbeatNotLost(t *testing.T) {
 	})
 	in := newInstance(t, server.Options{Store: s, Lease: lease}, h)
 	got := in.post("k-hb", `{}`)
-	require.Equal(t, http.StatusCreated, got.status)
-	assert.True(t, in.post("k-hb", `{}`).replayed())
+	require.Equal(t, http.StatusCreated, got.Status)
+	assert.True(t, in.post("k-hb", `{}`).Replayed())
 	assert.Equal(t, 1, in.obs.count("stored"))
 	assert.Zero(t, in.obs.count("lease-lost"), "the handler's own completion was reported as a lost lease")
 }

@@ -1,4 +1,4 @@
-// s31_test.go: S31 on Redis. Two middleware instances, each with its own go-redis client
+// copies_test.go: S31 on Redis. Two middleware instances, each with its own go-redis client
 // and loopback server, share one Redis; copies of one key sent to both at once run the
 // handler exactly once.
 
@@ -85,26 +85,26 @@ func TestS31TwoInstancesOneRedis(t *testing.T) {
 	var first answer
 	created := 0
 	for i, a := range answers {
-		switch a.status {
+		switch a.Status {
 		case http.StatusCreated:
 			created++
 			first = a
 		case http.StatusConflict:
-			if typ := a.problemType(t); typ != server.ProblemInProgress {
+			if typ := a.ProblemType(t); typ != server.ProblemInProgress {
 				t.Errorf("copy %d: 409 %q, want %q", i, typ, server.ProblemInProgress)
 			}
-			ra, err := strconv.Atoi(a.header.Get("Retry-After"))
+			ra, err := strconv.Atoi(a.Header.Get("Retry-After"))
 			if err != nil || ra < 1 || ra > int(s31Lease/time.Second) {
-				t.Errorf("copy %d: Retry-After %q, want 1..%d s (the holder's lease left)", i, a.header.Get("Retry-After"), s31Lease/time.Second)
+				t.Errorf("copy %d: Retry-After %q, want 1..%d s (the holder's lease left)", i, a.Header.Get("Retry-After"), s31Lease/time.Second)
 			}
 		default:
-			t.Errorf("copy %d: %d %s", i, a.status, a.body)
+			t.Errorf("copy %d: %d %s", i, a.Status, a.Body)
 		}
 	}
 	if created != 1 || h.runs.Load() != 1 {
 		t.Fatalf("%d copies got 201 and the handler ran %d times; want 1 and 1", created, h.runs.Load())
 	}
-	if first.replayed() {
+	if first.Replayed() {
 		t.Error("the copy that ran the handler is marked as a replay")
 	}
 	for _, in := range ins {
@@ -143,9 +143,9 @@ func TestS31TwoInstancesOneRedisWait(t *testing.T) {
 	var replays []answer
 	for i, a := range answers {
 		switch {
-		case a.status != http.StatusCreated:
-			t.Errorf("copy %d: %d %s, want 201", i, a.status, a.body)
-		case a.replayed():
+		case a.Status != http.StatusCreated:
+			t.Errorf("copy %d: %d %s, want 201", i, a.Status, a.Body)
+		case a.Replayed():
 			replays = append(replays, a)
 		default:
 			first = a
@@ -163,11 +163,11 @@ func TestS31TwoInstancesOneRedisWait(t *testing.T) {
 // byte for byte, but for Date and the replay mark.
 func checkReplay(t *testing.T, orig, got answer) {
 	t.Helper()
-	if !got.replayed() {
-		t.Errorf("answer %d %s is not marked Idempotent-Replayed", got.status, got.body)
+	if !got.Replayed() {
+		t.Errorf("answer %d %s is not marked Idempotent-Replayed", got.Status, got.Body)
 	}
-	if got.status != orig.status || string(got.body) != string(orig.body) {
-		t.Errorf("replay = %d %q, want %d %q", got.status, got.body, orig.status, orig.body)
+	if got.Status != orig.Status || string(got.Body) != string(orig.Body) {
+		t.Errorf("replay = %d %q, want %d %q", got.Status, got.Body, orig.Status, orig.Body)
 	}
 	strip := func(h http.Header) http.Header {
 		h = h.Clone()
@@ -175,7 +175,7 @@ func checkReplay(t *testing.T, orig, got answer) {
 		h.Del("Idempotent-Replayed")
 		return h
 	}
-	if a, b := strip(orig.header), strip(got.header); !reflect.DeepEqual(a, b) {
+	if a, b := strip(orig.Header), strip(got.Header); !reflect.DeepEqual(a, b) {
 		t.Errorf("replayed header = %v, want %v", b, a)
 	}
 }

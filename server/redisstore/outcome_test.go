@@ -1,4 +1,4 @@
-// s40_test.go: S40 on Redis, each way a handler ends (an unexplained 5xx, a declared one,
+// outcome_test.go: S40 on Redis, each way a handler ends (an unexplained 5xx, a declared one,
 // a panic before or after writing), with and without a Recover hook.
 
 package redisstore_test

@@ -1,4 +1,4 @@
-// s40_test.go: S40 on PostgreSQL, each way a handler ends (an unexplained 5xx, a declared
+// outcome_test.go: S40 on PostgreSQL, each way a handler ends (an unexplained 5xx, a declared
 // one, a panic before or after writing), with and without a Recover hook; and a handler
 // completing in its own transaction that rolls back, which frees the key.
 
@@ -62,11 +62,11 @@ func TestS40CompleteTxRolledBack(t *testing.T) {
 				first, err := send(context.Background(), in.srv.URL, "k-s40", body)
 				if !panics {
 					require.NoError(t, err)
-					require.Equal(t, http.StatusInternalServerError, first.status, "%s", first.body)
+					require.Equal(t, http.StatusInternalServerError, first.Status, "%s", first.Body)
 				}
 				got := in.post("k-s40", body)
-				require.Equal(t, http.StatusCreated, got.status, "%s", got.body)
-				assert.False(t, got.replayed())
+				require.Equal(t, http.StatusCreated, got.Status, "%s", got.Body)
+				assert.False(t, got.Replayed())
 				assert.Equal(t, 1, paymentCount(t, pool, schema, "order-s40"))
 				assert.Zero(t, asked.Load(), "Recover was asked about a transaction that rolled back")
 			})

@@ -1,4 +1,4 @@
-// s37_test.go: S37 on PostgreSQL. The database cannot be reached (the Store's pool points
+// outage_test.go: S37 on PostgreSQL. The database cannot be reached (the Store's pool points
 // at a loopback port that is closed; the real server keeps running for everyone else):
 // the middleware fails closed, 503 problem+json, the handler not run, nothing stored. On
 // the real database, the same key then works normally.
@@ -100,10 +100,10 @@ func TestS37PostgresDown(t *testing.T) {
 	const body = `{"ref":"order-s37","amount":42}`
 	for range 2 {
 		got := in.post("k-s37", body)
-		require.Equal(t, http.StatusServiceUnavailable, got.status, "%s", got.body)
-		assert.Equal(t, "store-unavailable", got.problemType(t))
-		assert.Equal(t, "1", got.header.Get("Retry-After"))
-		assert.NotContains(t, string(got.body), "127.0.0.1", "the database's error leaks to the client")
+		require.Equal(t, http.StatusServiceUnavailable, got.Status, "%s", got.Body)
+		assert.Equal(t, "store-unavailable", got.ProblemType(t))
+		assert.Equal(t, "1", got.Header.Get("Retry-After"))
+		assert.NotContains(t, string(got.Body), "127.0.0.1", "the database's error leaks to the client")
 	}
 	assert.Zero(t, ran.Load(), "the handler ran without a claim")
 	assert.Equal(t, 2, in.obs.count("store-error"))
@@ -114,11 +114,11 @@ func TestS37PostgresDown(t *testing.T) {
 
 	up := newInstance(t, server.Options{Store: upStore}, p)
 	first := up.post("k-s37", body)
-	require.Equal(t, http.StatusCreated, first.status, "%s", first.body)
-	assert.False(t, first.replayed())
+	require.Equal(t, http.StatusCreated, first.Status, "%s", first.Body)
+	assert.False(t, first.Replayed())
 	again := up.post("k-s37", body)
-	assert.True(t, again.replayed())
-	assert.Equal(t, first.body, again.body)
+	assert.True(t, again.Replayed())
+	assert.Equal(t, first.Body, again.Body)
 	assert.EqualValues(t, 1, ran.Load())
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-s37"))
 }

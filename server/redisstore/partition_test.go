@@ -1,4 +1,4 @@
-// s39_test.go: S39 on Redis, an instance cut off from Redis by a real network fault (both
+// partition_test.go: S39 on Redis, an instance cut off from Redis by a real network fault (both
 // ways, outward, replies only) for longer than its lease while another takes over: the
 // cut-off handler is cancelled before the other starts, and the effect happens once.
 

@@ -1,4 +1,4 @@
-// s38_test.go: S38 on PostgreSQL, a Store call whose reply is lost after the database
+// lostreply_test.go: S38 on PostgreSQL, a Store call whose reply is lost after the database
 // acted: through a wrapper that loses replies, and through a real network cut (replies
 // dropped on a veth link in a network namespace of the test's own).
 

@@ -1,7 +1,8 @@
-// service_test.go has what the HTTP tests share: a payments service (the middleware on a
-// pgstore Store, a handler that writes its payment and the stored answer in one
-// transaction) on a loopback server, plain requests on fresh connections, and a recording
-// Observer.
+// helpers_test.go has what the tests share: the PostgreSQL server under test (its
+// address from IDEM_POSTGRES_URL, a random schema per test, dropped when the test ends;
+// internal/pgtest), and a payments service on it (the middleware on a pgstore Store, a
+// handler that writes its payment and the stored answer in one transaction) on a loopback
+// server, with plain requests on fresh connections and a recording Observer.
 
 package pgstore_test
 
@@ -13,19 +14,43 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/pgtest"
+	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/internal/servicetest"
+	"github.com/idem-go/idem/server/pgstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-go/idem/server"
-	"github.com/idem-go/idem/server/pgstore"
 )
+
+// testPool connects to the test server, closed when t ends. If the server does not
+// answer, it fails t when CI is set and skips it otherwise.
+func testPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return pgtest.Connect(t, pgtest.URL(), pgxpool.New, (*pgxpool.Pool).Ping, (*pgxpool.Pool).Close)
+}
+
+// testSchema returns a fresh schema name, dropped with everything in it when t ends.
+func testSchema(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	return pgtest.Schema(t, "idem_pgstore_", pool.Exec)
+}
+
+// openStore opens a Store on pool in schema, closed when t ends.
+func openStore(t testing.TB, pool *pgxpool.Pool, opts pgstore.Options) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), pool, &opts)
+	if err != nil {
+		t.Fatalf("Open schema %s: %v", opts.Schema, err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
 
 // payments creates the business table in schema: one row per payment, unique by the
 // client's reference.
@@ -153,71 +178,12 @@ func newInstance(t *testing.T, opts server.Options, h http.Handler) *instance {
 	return in
 }
 
-// answer is a response read in full.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (a answer) replayed() bool { return a.header.Get("Idempotent-Replayed") == "true" }
-
-// problemType returns the fragment of a problem+json answer's type, failing t if the
-// answer is not problem+json.
-func (a answer) problemType(t *testing.T) string {
-	t.Helper()
-	require.Equal(t, "application/problem+json", a.header.Get("Content-Type"), "body %s", a.body)
-	var p struct {
-		Type   string `json:"type"`
-		Status int    `json:"status"`
-	}
-	require.NoError(t, json.Unmarshal(a.body, &p))
-	require.Equal(t, a.status, p.Status)
-	_, frag, _ := strings.Cut(p.Type, "#")
-	return frag
-}
-
 // post sends POST /payments with key and body on a fresh connection and reads the answer.
 func (in *instance) post(key, body string) answer {
 	in.t.Helper()
 	a, err := send(context.Background(), in.srv.URL, key, body)
 	require.NoError(in.t, err)
 	return a
-}
-
-// send sends POST base/payments with key and body on a fresh connection (so net/http
-// never re-sends it behind the test's back) and reads the answer.
-func send(ctx context.Context, base, key, body string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/payments", strings.NewReader(body))
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{}, err
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
-}
-
-// eventually polls cond every 5 ms for up to limit, failing t if it never holds.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // recorder is an Observer that counts what it is told. It is safe for concurrent use.
@@ -259,3 +225,11 @@ func (o *recorder) Conflict(_ *http.Request, stuck bool) {
 		o.add("conflict")
 	}
 }
+
+// answer, send and eventually are servicetest's.
+type answer = servicetest.Answer
+
+var (
+	send       = servicetest.Send
+	eventually = servicetest.Eventually
+)

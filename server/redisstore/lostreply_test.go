@@ -1,4 +1,4 @@
-// s38_test.go: S38 on Redis, a Store call whose reply is lost after Redis acted: through a
+// lostreply_test.go: S38 on Redis, a Store call whose reply is lost after Redis acted: through a
 // wrapper that loses replies, and through a real network cut (replies dropped on a veth
 // link in a network namespace of the test's own).
 

@@ -1,4 +1,4 @@
-// s32_test.go: S32 on PostgreSQL with a real crash. A child process (this test binary
+// crash_test.go: S32 on PostgreSQL with a real crash. A child process (this test binary
 // re-executed) serves the middleware on PostgreSQL; its handler commits the payment in its
 // own table, then blocks mid-request; the parent SIGKILLs it. Once its lease has run out,
 // another instance gets the same key: without a Recover hook, 409 (never re-run); with a
@@ -117,13 +117,13 @@ func TestS32HandlerKilledOnPostgres(t *testing.T) {
 	var got answer
 	eventually(t, 10*time.Second, "the dead holder's lease to run out", func() bool {
 		got = plain.post("k-s32", s32Body)
-		require.Equal(t, http.StatusConflict, got.status, "%s", got.body)
-		return got.problemType(t) == "key-stuck"
+		require.Equal(t, http.StatusConflict, got.Status, "%s", got.Body)
+		return got.ProblemType(t) == "key-stuck"
 	})
-	ra, err := strconv.Atoi(got.header.Get("Retry-After"))
+	ra, err := strconv.Atoi(got.Header.Get("Retry-After"))
 	require.NoError(t, err)
 	assert.Greater(t, ra, 3600, "Retry-After is not the time until the record expires (24 h)")
-	assert.Equal(t, http.StatusConflict, plain.post("k-s32", s32Body).status)
+	assert.Equal(t, http.StatusConflict, plain.post("k-s32", s32Body).Status)
 
 	// With a hook that finds the payment by its reference: the hook's answer, stored and
 	// replayed; the hook is asked once, the handler never.
@@ -138,12 +138,12 @@ func TestS32HandlerKilledOnPostgres(t *testing.T) {
 	want := paymentResponse(id, pay)
 	for range 2 {
 		got := recovering.post("k-s32", s32Body)
-		require.Equal(t, http.StatusCreated, got.status, "%s", got.body)
-		assert.True(t, got.replayed())
-		assert.Equal(t, want.Body, got.body)
-		assert.Equal(t, want.Header.Get("Location"), got.header.Get("Location"))
+		require.Equal(t, http.StatusCreated, got.Status, "%s", got.Body)
+		assert.True(t, got.Replayed())
+		assert.Equal(t, want.Body, got.Body)
+		assert.Equal(t, want.Header.Get("Location"), got.Header.Get("Location"))
 	}
-	assert.True(t, plain.post("k-s32", s32Body).replayed(), "the instance without a hook replays the recovered answer")
+	assert.True(t, plain.post("k-s32", s32Body).Replayed(), "the instance without a hook replays the recovered answer")
 	assert.EqualValues(t, 1, asked.Load())
 	assert.Zero(t, reran.Load(), "the handler ran again")
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-s32"))

@@ -1,4 +1,4 @@
-// s31_test.go: S31 on PostgreSQL. Two middleware instances (two pools, two loopback
+// copies_test.go: S31 on PostgreSQL. Two middleware instances (two pools, two loopback
 // servers) share one database; concurrent copies of one key sent to both at once run the
 // handler exactly once.
 
@@ -115,17 +115,17 @@ func TestS31TwoInstancesOnePostgres(t *testing.T) {
 		p.g.release()
 		created := 0
 		for i, got := range wait() {
-			switch got.status {
+			switch got.Status {
 			case http.StatusCreated:
 				created++
-				assert.False(t, got.replayed())
+				assert.False(t, got.Replayed())
 			case http.StatusConflict:
-				assert.Equal(t, "key-in-progress", got.problemType(t))
-				ra, err := strconv.Atoi(got.header.Get("Retry-After"))
+				assert.Equal(t, "key-in-progress", got.ProblemType(t))
+				ra, err := strconv.Atoi(got.Header.Get("Retry-After"))
 				assert.NoError(t, err)
 				assert.True(t, ra >= 1 && ra <= 30, "Retry-After %d, want the holder's lease left, 1-30 s", ra)
 			default:
-				t.Errorf("copy %d: %d %s", i, got.status, got.body)
+				t.Errorf("copy %d: %d %s", i, got.Status, got.Body)
 			}
 		}
 		assert.Equal(t, 1, created)
@@ -134,9 +134,9 @@ func TestS31TwoInstancesOnePostgres(t *testing.T) {
 		assert.Equal(t, 1, p.checkPayments("order-s31"))
 		first := p.a.post("k-s31", s31Body)
 		for _, got := range []answer{first, p.b.post("k-s31", s31Body)} {
-			assert.Equal(t, http.StatusCreated, got.status)
-			assert.True(t, got.replayed())
-			assert.Equal(t, first.body, got.body)
+			assert.Equal(t, http.StatusCreated, got.Status)
+			assert.True(t, got.Replayed())
+			assert.Equal(t, first.Body, got.Body)
 		}
 	})
 
@@ -153,17 +153,17 @@ func TestS31TwoInstancesOnePostgres(t *testing.T) {
 		answers := wait()
 		var first *answer
 		for i, got := range answers {
-			require.Equal(t, http.StatusCreated, got.status, "copy %d: %s", i, got.body)
-			if !got.replayed() {
+			require.Equal(t, http.StatusCreated, got.Status, "copy %d: %s", i, got.Body)
+			if !got.Replayed() {
 				require.Nil(t, first, "two copies were not replays")
 				first = &answers[i]
 			}
 		}
 		require.NotNil(t, first, "every copy was a replay")
 		for _, got := range answers {
-			assert.Equal(t, first.body, got.body)
-			assert.Equal(t, first.header.Get("Location"), got.header.Get("Location"))
-			assert.Equal(t, first.header.Get("Content-Type"), got.header.Get("Content-Type"))
+			assert.Equal(t, first.Body, got.Body)
+			assert.Equal(t, first.Header.Get("Location"), got.Header.Get("Location"))
+			assert.Equal(t, first.Header.Get("Content-Type"), got.Header.Get("Content-Type"))
 		}
 		assert.Equal(t, n-1, p.a.obs.count("replayed")+p.b.obs.count("replayed"))
 		assert.EqualValues(t, 1, p.g.entered.Load())

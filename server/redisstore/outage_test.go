@@ -1,4 +1,4 @@
-// s37_test.go: S37 on Redis. While the middleware cannot reach Redis it answers 503
+// outage_test.go: S37 on Redis. While the middleware cannot reach Redis it answers 503
 // problem+json and never runs the handler; once Redis answers again, the same key works
 // normally. The real Redis is never stopped: the outage is a client pointed at a closed
 // loopback port, or a proxy in front of Redis that the test cuts and restores.
@@ -20,13 +20,13 @@ const s37Body = `{"amount":900,"currency":"EUR"}`
 // wantUnavailable fails t unless a is the middleware's 503 for a Store it cannot reach.
 func wantUnavailable(t *testing.T, a answer) {
 	t.Helper()
-	if a.status != http.StatusServiceUnavailable {
-		t.Fatalf("answer %d %s while Redis is down, want 503", a.status, a.body)
+	if a.Status != http.StatusServiceUnavailable {
+		t.Fatalf("answer %d %s while Redis is down, want 503", a.Status, a.Body)
 	}
-	if typ := a.problemType(t); typ != server.ProblemUnavailable {
+	if typ := a.ProblemType(t); typ != server.ProblemUnavailable {
 		t.Errorf("503 %q, want %q", typ, server.ProblemUnavailable)
 	}
-	if ra := a.header.Get("Retry-After"); ra != "1" {
+	if ra := a.Header.Get("Retry-After"); ra != "1" {
 		t.Errorf("Retry-After %q, want 1", ra)
 	}
 }
@@ -36,8 +36,8 @@ func wantUnavailable(t *testing.T, a answer) {
 func wantFresh(t *testing.T, in *instance, key string) {
 	t.Helper()
 	first := in.post(key, s37Body)
-	if first.status != http.StatusCreated || first.replayed() {
-		t.Fatalf("answer %d %s (replayed %v) once Redis is back, want a fresh 201", first.status, first.body, first.replayed())
+	if first.Status != http.StatusCreated || first.Replayed() {
+		t.Fatalf("answer %d %s (replayed %v) once Redis is back, want a fresh 201", first.Status, first.Body, first.Replayed())
 	}
 	checkReplay(t, first, in.post(key, s37Body))
 }
@@ -86,8 +86,8 @@ func TestS37RedisDownMidTest(t *testing.T) {
 	in := newInstance(t, viaProxy, prefix, server.Options{}, h)
 
 	stored := in.post("k-before", s37Body)
-	if stored.status != http.StatusCreated {
-		t.Fatalf("answer %d %s before the outage, want 201", stored.status, stored.body)
+	if stored.Status != http.StatusCreated {
+		t.Fatalf("answer %d %s before the outage, want 201", stored.Status, stored.Body)
 	}
 	p.down()
 	wantUnavailable(t, in.post("k-during", s37Body))

@@ -1,4 +1,4 @@
-// s32_test.go: S32 on Redis. A child process (this test binary, re-executed) serves the
+// crash_test.go: S32 on Redis. A child process (this test binary, re-executed) serves the
 // middleware on Redis; its handler records its effect by business reference in a file
 // and blocks; the parent SIGKILLs it mid-request. Once the dead holder's lease has run
 // out on Redis's clock, another instance never re-runs the handler: without a Recover
@@ -168,18 +168,18 @@ func TestS32HandlerKilledOnRedis(t *testing.T) {
 		var a answer
 		eventually(t, 5*time.Second, "the dead holder's lease to lapse", func() bool {
 			a = plain.post(keys[0], s32Body)
-			if a.status != http.StatusConflict {
-				t.Fatalf("answer %d %s while the holder's record is in progress, want 409", a.status, a.body)
+			if a.Status != http.StatusConflict {
+				t.Fatalf("answer %d %s while the holder's record is in progress, want 409", a.Status, a.Body)
 			}
-			return a.problemType(t) != server.ProblemInProgress
+			return a.ProblemType(t) != server.ProblemInProgress
 		})
 		for range 2 {
-			if typ := a.problemType(t); typ != server.ProblemStuck {
+			if typ := a.ProblemType(t); typ != server.ProblemStuck {
 				t.Errorf("409 %q after the lease, want %q", typ, server.ProblemStuck)
 			}
-			ra, _ := strconv.Atoi(a.header.Get("Retry-After"))
+			ra, _ := strconv.Atoi(a.Header.Get("Retry-After"))
 			if ra <= int(s32Lease/time.Second) || ra > int(s32TTL/time.Second) {
-				t.Errorf("Retry-After %q, want the time to the record's expiry (up to %v)", a.header.Get("Retry-After"), s32TTL)
+				t.Errorf("Retry-After %q, want the time to the record's expiry (up to %v)", a.Header.Get("Retry-After"), s32TTL)
 			}
 			a = plain.post(keys[0], s32Body)
 		}
@@ -189,15 +189,15 @@ func TestS32HandlerKilledOnRedis(t *testing.T) {
 		var a answer
 		eventually(t, 5*time.Second, "the dead holder's lease to lapse", func() bool {
 			a = hooked.post(keys[1], s32Body)
-			if a.status == http.StatusConflict && a.problemType(t) != server.ProblemInProgress {
-				t.Fatalf("409 %q, want key-in-progress until the hook answers", a.problemType(t))
+			if a.Status == http.StatusConflict && a.ProblemType(t) != server.ProblemInProgress {
+				t.Fatalf("409 %q, want key-in-progress until the hook answers", a.ProblemType(t))
 			}
-			return a.status != http.StatusConflict
+			return a.Status != http.StatusConflict
 		})
 		want := `{"id":"pay_k-hook","recovered":true}`
 		for range 2 {
-			if a.status != http.StatusCreated || string(a.body) != want || !a.replayed() {
-				t.Errorf("answer %d %s (replayed %v), want the hook's 201 %s, replayed", a.status, a.body, a.replayed(), want)
+			if a.Status != http.StatusCreated || string(a.Body) != want || !a.Replayed() {
+				t.Errorf("answer %d %s (replayed %v), want the hook's 201 %s, replayed", a.Status, a.Body, a.Replayed(), want)
 			}
 			a = plain.post(keys[1], s32Body) // stored: any instance replays it
 		}
