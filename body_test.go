@@ -21,13 +21,13 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
-	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
 
+	"github.com/idem-go/idem/internal/memtest"
 	"github.com/idem-go/idem/journal/boltjournal"
 	"github.com/stretchr/testify/require"
 
@@ -599,33 +599,5 @@ func (r *countingReader) Read(p []byte) (int, error) {
 	return int(m), nil
 }
 
-// peakDuring runs f after a collection and returns the most heap memory its
-// objects took above that baseline, sampled every 50 µs (dead objects not yet
-// swept included, so an upper bound of what f kept alive).
-func peakDuring(f func()) float64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	base := read()
-	var peak atomic.Uint64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(50 * time.Microsecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	f()
-	close(stop)
-	<-done
-	return float64(peak.Load()) - float64(base)
-}
+// peakDuring is memtest.PeakDuring.
+var peakDuring = memtest.PeakDuring
