@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 )
 
@@ -45,9 +44,6 @@ func (c *Client) HTTPClient() *http.Client { return c.http }
 // *http.Client.
 func (c *Client) Transport() *Transport { return c.transport }
 
-// Journal returns the Client's journal, for inspection.
-func (c *Client) Journal() *boltjournal.Journal { return c.journal }
-
 // Resume re-sends pending operations; see Transport.Resume. It returns when
 // each due operation settled or ran out of attempts, which with its server
 // down is the whole backoff schedule: bound ctx at startup
@@ -81,24 +77,4 @@ func (c *Client) Close() error {
 		c.transport.cfg.observer.PendingChanged(-int(n))
 	}
 	return c.journal.Close()
-}
-
-// Resolve is boltjournal.Journal.Resolve on the Client's journal, which also takes the
-// operation off the Observer's pending gauge (Options.Observer).
-func (c *Client) Resolve(ref journal.Name, status int) (*Record, error) {
-	rec, from, err := c.journal.ResolveFrom(ref, status)
-	if err == nil {
-		c.transport.stateChanged(from, rec.State)
-	}
-	return rec, err
-}
-
-// Discard is boltjournal.Journal.Discard on the Client's journal, which also takes the
-// operation off the Observer's pending gauge (Options.Observer).
-func (c *Client) Discard(ref journal.Name, reason string) (*Record, error) {
-	rec, from, err := c.journal.DiscardFrom(ref, reason)
-	if err == nil {
-		c.transport.stateChanged(from, rec.State)
-	}
-	return rec, err
 }

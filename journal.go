@@ -1,6 +1,8 @@
 // This file is the root's side of storage: Open, which opens the embedded
 // bbolt journal (package journal/boltjournal, the only bbolt importer) and
-// returns a Client over it. Any other journal.Store goes to NewTransport.
+// returns a Client over it, and the Client's way to that journal: to read it,
+// or to end an operation by hand. Any other journal.Store goes to
+// NewTransport.
 
 package idem
 
@@ -9,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/boltjournal"
 )
 
@@ -49,4 +52,27 @@ func Open(path string, opts *Options) (*Client, error) {
 		return nil, errors.Join(err, j.Close())
 	}
 	return &Client{journal: j, transport: t, http: &http.Client{Transport: t}}, nil
+}
+
+// Journal returns the Client's journal, for inspection.
+func (c *Client) Journal() *boltjournal.Journal { return c.journal }
+
+// Resolve is boltjournal.Journal.Resolve on the Client's journal, which also takes the
+// operation off the Observer's pending gauge (Options.Observer).
+func (c *Client) Resolve(ref journal.Name, status int) (*Record, error) {
+	rec, from, err := c.journal.ResolveFrom(ref, status)
+	if err == nil {
+		c.transport.stateChanged(from, rec.State)
+	}
+	return rec, err
+}
+
+// Discard is boltjournal.Journal.Discard on the Client's journal, which also takes the
+// operation off the Observer's pending gauge (Options.Observer).
+func (c *Client) Discard(ref journal.Name, reason string) (*Record, error) {
+	rec, from, err := c.journal.DiscardFrom(ref, reason)
+	if err == nil {
+		c.transport.stateChanged(from, rec.State)
+	}
+	return rec, err
 }
