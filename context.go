@@ -19,6 +19,7 @@ const (
 	noJournalCtx
 	maxAttemptsCtx
 	attemptTimeoutCtx
+	reconcileCtx
 )
 
 // WithKey returns a context that makes the request use idempotency key k
@@ -109,4 +110,18 @@ func (c *config) callLimits(ctx context.Context) (limits, error) {
 		l.attemptTimeout = d
 	}
 	return l, nil
+}
+
+// WithReconcile returns a context whose calls use r instead of Options.Reconcile; on
+// the context given to Resume, it applies to every operation Resume sends.
+func WithReconcile(ctx context.Context, r Reconciler) context.Context {
+	return context.WithValue(ctx, reconcileCtx, r)
+}
+
+// reconciler is the Reconciler for calls made with ctx, or nil.
+func (t *Transport) reconciler(ctx context.Context) Reconciler {
+	if r, ok := ctx.Value(reconcileCtx).(Reconciler); ok && r != nil {
+		return r
+	}
+	return t.cfg.Reconcile
 }

@@ -43,22 +43,6 @@ type Reconciliation struct {
 // because its Reconciler could not tell whether it had happened.
 var ErrNotReconciled = errors.New("idem: the Reconciler could not tell whether the operation happened")
 
-const reconcileCtx ctxKey = attemptTimeoutCtx + 1
-
-// WithReconcile returns a context whose calls use r instead of Options.Reconcile; on
-// the context given to Resume, it applies to every operation Resume sends.
-func WithReconcile(ctx context.Context, r Reconciler) context.Context {
-	return context.WithValue(ctx, reconcileCtx, r)
-}
-
-// reconciler is the Reconciler for calls made with ctx, or nil.
-func (t *Transport) reconciler(ctx context.Context) Reconciler {
-	if r, ok := ctx.Value(reconcileCtx).(Reconciler); ok && r != nil {
-		return r
-	}
-	return t.cfg.Reconcile
-}
-
 // verdict is what reconciliation decided for an operation.
 type verdict int
 
