@@ -278,7 +278,7 @@ func (r *repo) printTags() error {
 		fmt.Printf("git tag -a %s -m '%s %s' %s\n", tag, m.path, r.version, head)
 	}
 	fmt.Printf("git push origin %s\n", strings.Join(tags, " "))
-	fmt.Printf("Then record the release for the next API report: git rev-parse %s^{commit} > release/%s, and commit it.\n", r.version, r.version)
+	fmt.Printf("Then record the release for the next API report, from the repository's root: mkdir -p release && git rev-parse %s^{commit} > release/%s, and commit it.\n", r.version, r.version)
 	return nil
 }
 
