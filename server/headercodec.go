@@ -13,9 +13,9 @@ import (
 	"slices"
 )
 
-// ErrBadHeader is returned by ParseHeader for bytes AppendHeader did not write: damaged,
+// ErrCorruptHeader is returned by ParseHeader for bytes AppendHeader did not write: damaged,
 // or cut short.
-var ErrBadHeader = errors.New("server: stored header fields are damaged")
+var ErrCorruptHeader = errors.New("server: stored header fields are damaged")
 
 // AppendHeader appends h to b as the count of its (name, value) pairs, then the pairs,
 // each string a uvarint length then its bytes; a name with several values appears once per
@@ -39,7 +39,7 @@ func AppendHeader(b []byte, h http.Header) []byte {
 }
 
 // ParseHeader reads what AppendHeader wrote: nil for no fields (a name without values does
-// not survive the trip), and for empty b. It returns an error matching ErrBadHeader, never
+// not survive the trip), and for empty b. It returns an error matching ErrCorruptHeader, never
 // panics, for anything else, a cut-short encoding included.
 func ParseHeader(b []byte) (http.Header, error) {
 	if len(b) == 0 {
@@ -47,12 +47,12 @@ func ParseHeader(b []byte) (http.Header, error) {
 	}
 	pairs, w := binary.Uvarint(b)
 	if w <= 0 || pairs > uint64(len(b)) { // each pair takes at least two bytes
-		return nil, ErrBadHeader
+		return nil, ErrCorruptHeader
 	}
 	b = b[w:]
 	if pairs == 0 {
 		if len(b) > 0 {
-			return nil, ErrBadHeader
+			return nil, ErrCorruptHeader
 		}
 		return nil, nil
 	}
@@ -69,16 +69,16 @@ func ParseHeader(b []byte) (http.Header, error) {
 	for range pairs {
 		k, ok := next()
 		if !ok {
-			return nil, ErrBadHeader
+			return nil, ErrCorruptHeader
 		}
 		v, ok := next()
 		if !ok {
-			return nil, ErrBadHeader
+			return nil, ErrCorruptHeader
 		}
 		h[k] = append(h[k], v)
 	}
 	if len(b) > 0 {
-		return nil, ErrBadHeader
+		return nil, ErrCorruptHeader
 	}
 	return h, nil
 }

@@ -40,18 +40,18 @@ func TestHeaderNameWithoutValues(t *testing.T) {
 func TestHeaderCorrupt(t *testing.T) {
 	good := AppendHeader(nil, http.Header{"Location": {"/payments/1", "/x"}})
 	for i := 1; i < len(good); i++ {
-		if _, err := ParseHeader(good[:i]); !errors.Is(err, ErrBadHeader) {
-			t.Errorf("decode of the first %d of %d bytes: %v, want ErrBadHeader", i, len(good), err)
+		if _, err := ParseHeader(good[:i]); !errors.Is(err, ErrCorruptHeader) {
+			t.Errorf("decode of the first %d of %d bytes: %v, want ErrCorruptHeader", i, len(good), err)
 		}
 	}
 	for _, b := range [][]byte{{0xff, 0xff, 0xff}, append(good, 'x'), {0, 1}} {
-		if _, err := ParseHeader(b); !errors.Is(err, ErrBadHeader) {
-			t.Errorf("decode of %q: %v, want ErrBadHeader", b, err)
+		if _, err := ParseHeader(b); !errors.Is(err, ErrCorruptHeader) {
+			t.Errorf("decode of %q: %v, want ErrCorruptHeader", b, err)
 		}
 	}
 }
 
-// FuzzParseHeader: any bytes give a header or ErrBadHeader, never a panic, and what parses
+// FuzzParseHeader: any bytes give a header or ErrCorruptHeader, never a panic, and what parses
 // encodes back to the same bytes.
 func FuzzParseHeader(f *testing.F) {
 	f.Add(AppendHeader(nil, http.Header{"Location": {"/payments/1", "/x"}}))
@@ -59,8 +59,8 @@ func FuzzParseHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := ParseHeader(b)
 		if err != nil {
-			if !errors.Is(err, ErrBadHeader) {
-				t.Fatalf("ParseHeader(%q) = %v, not ErrBadHeader", b, err)
+			if !errors.Is(err, ErrCorruptHeader) {
+				t.Fatalf("ParseHeader(%q) = %v, not ErrCorruptHeader", b, err)
 			}
 			return
 		}

@@ -30,9 +30,9 @@ var (
 	ErrNoStore = errors.New("consumer: Options.Store is nil")
 	// ErrInvalidOptions is wrapped by New's error for an option out of range.
 	ErrInvalidOptions = errors.New("consumer: invalid options")
-	// ErrBadMessage is returned by Process, which then does nothing, for an empty or
+	// ErrInvalidMessage is returned by Process, which then does nothing, for an empty or
 	// oversized (over 1,024 bytes) queue name or message ID.
-	ErrBadMessage = errors.New("consumer: invalid queue name or message ID")
+	ErrInvalidMessage = errors.New("consumer: invalid queue name or message ID")
 )
 
 // Result says what Process did and what to tell the broker (see the package doc).
@@ -170,7 +170,7 @@ var doneMark = &server.Response{Status: 200}
 // done), ctx had ended before the claim, or a bad message.
 func (p *Processor) Process(ctx context.Context, queue, id string, handle func(ctx context.Context) error) (Result, error) {
 	if queue == "" || id == "" || len(queue) > maxIDBytes || len(id) > maxIDBytes {
-		return 0, ErrBadMessage
+		return 0, ErrInvalidMessage
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -263,7 +263,7 @@ func TestBadInputAndOutage(t *testing.T) {
 	never := func(context.Context) error { t.Error("handler ran"); return nil }
 	for _, m := range [][2]string{{"", "m"}, {"q", ""}, {"q", string(make([]byte, 1025))}} {
 		_, err := p.Process(bg, m[0], m[1], never)
-		require.ErrorIs(t, err, consumer.ErrBadMessage)
+		require.ErrorIs(t, err, consumer.ErrInvalidMessage)
 	}
 	require.Zero(t, store.Len())
 
