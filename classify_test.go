@@ -598,7 +598,7 @@ func tlsRows() []classRow {
 		// then sees "use of closed network connection" instead of the
 		// alert. HTTP/1.1 only: over HTTP/2 an alert read before the first
 		// stream opens reaches idem as net/http's untyped "client conn
-		// could not be established" (the known limit in doc.go).
+		// could not be established" (the known limit in docs/real-world.md).
 		row("TLS 1.3 alert after handshake/no client certificate/HTTP/1.1", ClassPermanent, gated(false, native)).
 			with(alertAfterWrite(116)), // certificate_required
 		row("TLS 1.3 alert after handshake/client certificate from another CA/HTTP/1.1", ClassPermanent, gated(true, native)).

@@ -144,13 +144,10 @@ func TestBadInputOptions(t *testing.T) {
 	}
 }
 
-// Review (issue 5, item 4), fixed: an empty name in
-// Options.SensitiveQueryParams was accepted. stripQuery then cut every empty
-// query part ("a=1&&b=2") or nameless one ("=v") and recorded "" in
-// DroppedQuery; url.Values never has the key "", so Resume reported
-// ErrSensitiveQueryMissing whatever PrepareResume did, and the operation
-// stayed pending until KeyTTL. Options.check now refuses "" with
-// ErrInvalidOptions.
+// An empty name in Options.SensitiveQueryParams is refused (ErrInvalidOptions):
+// stripQuery would cut every empty query part ("a=1&&b=2") or nameless one
+// ("=v") and record "" in DroppedQuery, which url.Values never holds, so Resume
+// would report ErrSensitiveQueryMissing whatever PrepareResume did.
 func TestReviewEmptySensitiveQueryParamRefused(t *testing.T) {
 	opts := &Options{SensitiveQueryParams: []string{"token", ""}}
 	_, err := Open(filepath.Join(t.TempDir(), "q.journal"), opts)

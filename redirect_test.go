@@ -95,7 +95,7 @@ func TestRedirectChainIsOneOperation(t *testing.T) {
 }
 
 // TestRedirectStatusTable: what each redirect status does to a journaled
-// POST followed by an http.Client (the table in doc.go): never ErrKeyReuse,
+// POST followed by an http.Client (the table in docs/real-world.md): never ErrKeyReuse,
 // and the record keeps what the server said. A 301 or 302 to a POST is
 // followed by net/http as a GET: the payment was not made, and the record
 // says so with its status.

@@ -132,12 +132,10 @@ func TestPlainURL(t *testing.T) {
 	}
 }
 
-// Review (issue 5, item 4), fixed: request inputs that net/http refuses
-// before writing a byte (a control character or DEL in a header value, a
-// port out of range) were journaled, "retried" in vain (classified ClassRetry:
-// nothing was written), left pending and re-sent by every Resume until
-// KeyTTL. validRequest now refuses them with ErrInvalidRequest before the
-// write-ahead.
+// Request inputs that net/http refuses before writing a byte (a control
+// character or DEL in a header value, a port out of range) are refused with
+// ErrInvalidRequest before the write-ahead: journaled, they would be retried in
+// vain and re-sent by every Resume until KeyTTL.
 func TestReviewBadInputRefusedBeforeJournal(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -230,11 +228,9 @@ func TestOpaqueURLUserinfoNotJournaled(t *testing.T) {
 	require.False(t, bytes.Contains(raw, []byte("S3CR3T")), "the password is in the journal file")
 }
 
-// Review (issue 5, item 3), fixed: a sensitive parameter in the URL's
-// fragment. net/http never sends a fragment, yet storedURL journaled it
-// verbatim, so "#access_token=..." (the OAuth implicit-flow shape) landed in
-// a plaintext journal's bytes. The journaled URL now leaves the fragment
-// out; Resume loses nothing.
+// A sensitive parameter in the URL's fragment ("#access_token=...", the OAuth
+// implicit-flow shape) never reaches the journal: net/http never sends a
+// fragment, so the journaled URL leaves it out and Resume loses nothing.
 func TestReviewSensitiveParamInFragmentNotJournaled(t *testing.T) {
 	t.Parallel()
 	const secret = "FRAGSECRET-9d8e7f"

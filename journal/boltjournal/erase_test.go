@@ -22,7 +22,7 @@ import (
 // Many concurrent calls through a Transport against a loopback server, with
 // large and staged bodies: once every call has settled, no byte of any body
 // is in the file's buckets. The bytes of freed pages are another matter
-// (doc.go, "What the file keeps"): the test reports them, it cannot promise
+// (docs/real-world.md, "The journal file"): the test reports them, it cannot promise
 // them gone.
 func TestTransportSettlesLeaveNoBody(t *testing.T) {
 	t.Parallel()

@@ -14,14 +14,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Review (issue 5, item 3), fixed: the body a pending record resumed with
-// was never checked against the record's BodySHA256. A sealed record's body
-// was authenticated only when it was there, and the key ID that says
-// "sealed" is itself unauthenticated, so a lost body entry, or a record
-// whose "kid" and "sealed" fields were gone, was resumed with the wrong bytes
-// under the operation's real idempotency key. Now the journal refuses a
-// record whose body does not hash to its BodySHA256 (journal.ErrCorrupt):
-// nothing is sent and it stays pending.
+// The journal checks the body a pending record is resumed with against the
+// record's BodySHA256: a sealed record's key ID is itself unauthenticated, so a
+// lost body entry, or a record whose "kid" and "sealed" fields are gone, would
+// otherwise be resumed with the wrong bytes under the operation's real key. Such
+// a record is refused (journal.ErrCorrupt): nothing is sent and it stays pending.
 func TestReviewResumeChecksBodyIntegrity(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

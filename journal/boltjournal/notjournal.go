@@ -153,7 +153,7 @@ func journalBucketPage(b []byte, off int64) (id uint64, pageSize int64, ok bool)
 // both invalid while its data pages hold idem's buckets: bbolt cannot open
 // it, and it may hold operations the server has received or must still
 // receive. It says so, where the root bucket's copies are, and what an
-// operator can do (the package docs and docs/real-world.md give the steps).
+// operator can do (docs/real-world.md gives the steps).
 func errMetasLost(path string, m [2]metaPage, c rootCopies) error {
 	ids := make([]string, len(c.ids))
 	for i, id := range c.ids {
@@ -163,7 +163,7 @@ func errMetasLost(path string, m [2]metaPage, c rootCopies) error {
 		"its data pages still hold its buckets, and may hold pending operations. Keep the file: do not delete or "+
 		"overwrite it. Restore it from a copy if there is one; else rebuild a copy with bbolt's own surgery meta "+
 		"update and compact commands (go.etcd.io/bbolt/cmd/bbolt), naming one of the copies of its root bucket, "+
-		"at pages %s (page size %d), as \"The journal file\" in the idem package docs shows; "+
+		"at pages %s (page size %d), as \"The journal file\" in the docs/real-world.md of github.com/idem-go/idem shows; "+
 		"idem journal accept-older needs one intact meta page and cannot open it",
 		journal.ErrCorrupt, path, m[0].err, m[1].err, strings.Join(ids, ", "), c.pageSize)
 }

@@ -171,9 +171,8 @@ func TestSettlesInOneCommitLeaveNoBody(t *testing.T) {
 // and settled as a Transport does it (Create, then a deferred Update each,
 // while others commit): once every one has settled, no byte of any body is
 // in the file's buckets. The bytes of freed pages are another matter
-// (doc.go, "What the file keeps"): the test reports them, it cannot promise
-// them gone. (The same through a Transport against a loopback server:
-// boltjournal_transport_test.go in the idem package.)
+// (docs/real-world.md, "The journal file"): the test reports them, it cannot
+// promise them gone. (The same through a Transport: erase_test.go.)
 func TestConcurrentSettlesLeaveNoBody(t *testing.T) {
 	t.Parallel()
 	j, path := testJournal(t)

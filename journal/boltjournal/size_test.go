@@ -1,6 +1,6 @@
 // Tests that the journal's file stays bounded under churn: bbolt reuses the
 // pages that settled bodies free, and never gives them back to the file
-// system (doc.go, "What the file keeps").
+// system (docs/real-world.md, "The journal file").
 
 package boltjournal
 

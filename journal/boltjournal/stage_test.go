@@ -217,8 +217,7 @@ func helperStageWriter() int {
 }
 
 // A large body written after Close gets journal.ErrClosed, like a small
-// one. (That a Client sends nothing then is tested in the idem package:
-// boltjournal_transport_test.go.)
+// one. (That a Client sends nothing then: closed_test.go.)
 func TestStagedBodyAfterClose(t *testing.T) {
 	for _, n := range []int{stageMin - 1, stageMin} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
