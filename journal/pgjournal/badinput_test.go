@@ -4,6 +4,7 @@
 package pgjournal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A nil pool is invalid options, not a panic on its first use.
@@ -20,6 +22,23 @@ func TestOpenNilPool(t *testing.T) {
 	}
 	if err := Migrate(bg, nil, nil); !errors.Is(err, journal.ErrInvalidOptions) {
 		t.Fatalf("Migrate(nil pool) = %v; want ErrInvalidOptions", err)
+	}
+}
+
+// A nil context is invalid options too, refused before the pool is used (this one
+// connects nowhere: pgxpool dials on first use).
+func TestOpenNilContext(t *testing.T) {
+	pool, err := pgxpool.New(bg, "postgres://postgres@127.0.0.1:1/none?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var noCtx context.Context
+	if j, err := Open(noCtx, pool, nil); j != nil || !errors.Is(err, journal.ErrInvalidOptions) {
+		t.Fatalf("Open(nil context) = %v, %v; want ErrInvalidOptions", j, err)
+	}
+	if err := Migrate(noCtx, pool, nil); !errors.Is(err, journal.ErrInvalidOptions) {
+		t.Fatalf("Migrate(nil context) = %v; want ErrInvalidOptions", err)
 	}
 }
 

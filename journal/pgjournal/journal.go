@@ -73,6 +73,9 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	if pool == nil {
 		return nil, errNilPool
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := Migrate(ctx, pool, &c); err != nil {
 		return nil, err
 	}

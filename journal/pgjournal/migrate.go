@@ -40,6 +40,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *Options) error {
 	if pool == nil {
 		return errNilPool
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	schema := pgx.Identifier{c.Schema}.Sanitize()
 	tx, err := pool.Begin(ctx)
 	if err != nil {

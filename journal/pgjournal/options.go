@@ -72,6 +72,9 @@ type Options struct {
 // panicking on its first use.
 var errNilPool = fmt.Errorf("%w: nil *pgxpool.Pool", journal.ErrInvalidOptions)
 
+// errNilContext refuses a nil context.Context, which pgx would dereference.
+var errNilContext = fmt.Errorf("%w: nil context", journal.ErrInvalidOptions)
+
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func (o *Options) resolved() (Options, error) {

@@ -35,6 +35,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *Options) error {
 	if pool == nil {
 		return fmt.Errorf("%w: nil *pgxpool.Pool", ErrInvalidOptions)
 	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidOptions)
+	}
 	schema := pgx.Identifier{c.Schema}.Sanitize()
 	fail := func(err error) error { return fmt.Errorf("pgstore: migrate schema %s: %w", c.Schema, err) }
 	tx, err := pool.Begin(ctx)

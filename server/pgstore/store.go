@@ -38,7 +38,7 @@ type Store struct {
 // Open migrates opts.Schema (Migrate) and returns a Store on pool, which remains the
 // caller's to close (after Close). Unless opts.PruneEvery is negative, the Store deletes
 // expired rows every PruneEvery in the background until Close. It returns an error
-// wrapping ErrInvalidOptions for a nil pool or bad opts, ErrNewerSchema for a schema from
+// wrapping ErrInvalidOptions for a nil pool or ctx or bad opts, ErrNewerSchema for a schema from
 // a newer pgstore, or the database's error.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	c, err := opts.resolved()

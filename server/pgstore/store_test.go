@@ -36,6 +36,9 @@ func TestOpenChecksOptions(t *testing.T) {
 	}
 	_, err := pgstore.Open(ctx, nil, nil)
 	assert.ErrorIs(t, err, pgstore.ErrInvalidOptions, "nil pool")
+	var noCtx context.Context // a caller's nil context is refused, not dereferenced
+	_, err = pgstore.Open(noCtx, pool, nil)
+	assert.ErrorIs(t, err, pgstore.ErrInvalidOptions, "nil context")
 }
 
 // A Store pointed at a closed port is refused at start-up, not found out by every

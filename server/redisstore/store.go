@@ -43,7 +43,7 @@ type Store struct {
 // deadline bounds every call. It checks, within ctx, that Redis answers a PING: a Store
 // that cannot reach Redis fails every request closed (503), which a service should learn
 // when it starts, not from its users. It returns ErrNoClient for a nil client, an error
-// wrapping ErrInvalidOptions for a prefix with a brace, ErrNoContextTimeout for a client
+// wrapping ErrInvalidOptions for a prefix with a brace or a nil ctx, ErrNoContextTimeout for a client
 // that would ignore deadlines, or the PING's error; opts may be nil.
 func Open(ctx context.Context, client redis.UniversalClient, opts *Options) (*Store, error) {
 	if client == nil {
@@ -64,6 +64,9 @@ func Open(ctx context.Context, client redis.UniversalClient, opts *Options) (*St
 	}
 	if !contextTimeout(client) {
 		return nil, ErrNoContextTimeout
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidOptions)
 	}
 	s := &Store{client: client, prefix: o.Prefix}
 	if err := s.Ping(ctx); err != nil {

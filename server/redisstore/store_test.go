@@ -107,6 +107,10 @@ func TestOpen(t *testing.T) {
 	if _, err := redisstore.Open(context.Background(), none, nil); !errors.Is(err, redisstore.ErrNoClient) {
 		t.Errorf("Open of a nil *redis.Client: %v, want ErrNoClient", err)
 	}
+	var noCtx context.Context // a caller's nil context is refused, not dereferenced
+	if _, err := redisstore.Open(noCtx, c, nil); !errors.Is(err, redisstore.ErrInvalidOptions) {
+		t.Errorf("Open with a nil context: %v, want ErrInvalidOptions", err)
+	}
 	deaf := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	defer deaf.Close()
 	if _, err := redisstore.Open(context.Background(), deaf, nil); !errors.Is(err, redisstore.ErrNoContextTimeout) {
