@@ -15,6 +15,8 @@ import (
 func TestNewChecksOptions(t *testing.T) {
 	_, err := server.New(&server.Options{})
 	assert.ErrorIs(t, err, server.ErrNoStore)
+	_, err = server.New(nil) // nil means the defaults, and a Store has none
+	assert.ErrorIs(t, err, server.ErrNoStore)
 	for name, o := range map[string]server.Options{
 		"negative lease":  {Lease: -1},
 		"tiny lease":      {Lease: time.Millisecond},

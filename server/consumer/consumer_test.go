@@ -247,6 +247,8 @@ func (downStore) Claim(context.Context, server.Scope, string, string, time.Durat
 func TestBadInputAndOutage(t *testing.T) {
 	_, err := consumer.New(&consumer.Options{})
 	require.ErrorIs(t, err, consumer.ErrNoStore)
+	_, err = consumer.New(nil) // nil means the defaults, and a Store has none
+	require.ErrorIs(t, err, consumer.ErrNoStore)
 	store, _ := newStore()
 	for _, lease := range []time.Duration{-time.Second, time.Millisecond} {
 		_, err = consumer.New(&consumer.Options{Store: store, Lease: lease})
