@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/internal/childtest"
+	"github.com/idem-go/idem/internal/paytest"
 	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 
@@ -447,15 +448,6 @@ func (f *sealedFixture) leavePending(t *testing.T, tr *Transport, op string) str
 	return body
 }
 
-// newKey32 returns a random AES-256 key.
-func newKey32(tb testing.TB) []byte {
-	tb.Helper()
-	k := make([]byte, boltjournal.KeySize)
-	_, err := rand.Read(k)
-	require.NoError(tb, err)
-	return k
-}
-
 // seqRec is a record with only its journal sequence number set.
 func seqRec(seq uint64) *Record {
 	rec := new(Record)
@@ -496,19 +488,6 @@ func scenarioOver(tb testing.TB, s journal.Store, opts *Options, reply func(n in
 		tr.cfg.Base = srv.base()
 	}
 	return tr, clk, srv
-}
-
-// startPayments starts a testserver, closed at the end of the test.
-func startPayments(tb testing.TB, opts *testserver.Options) *testserver.Server {
-	tb.Helper()
-	srv := testserver.NewServer(opts)
-	tb.Cleanup(srv.Close)
-	return srv
-}
-
-// paymentBody is the JSON body of POST /payments.
-func paymentBody(ref string, amount int) string {
-	return fmt.Sprintf(`{"amount":%d,"currency":"eur","reference":%q}`, amount, ref)
 }
 
 // paymentRequest builds POST {base}/payments with ctx and a body that is a
@@ -628,19 +607,6 @@ func reply(w http.ResponseWriter, status int, header ...string) {
 }
 
 func created(_ int, w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusCreated) }
-
-// newRequest builds a request as http.NewRequest does: with ContentLength and
-// GetBody set for a non-empty body.
-func newRequest(tb testing.TB, method, url, body string) *http.Request {
-	tb.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, r)
-	require.NoError(tb, err)
-	return req
-}
 
 // noRequests asserts that nothing was journaled and nothing reached srv.
 func noRequests(tb testing.TB, tr *Transport, srv *recordingServer) {
@@ -1012,15 +978,6 @@ func synthetic(r *http.Request, status int) *http.Response {
 	}
 }
 
-// drain reads and closes a response body and returns it.
-func drain(tb testing.TB, resp *http.Response) []byte {
-	tb.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(tb, err)
-	return b
-}
-
 // bodyTracker wraps a RoundTripper and records, for every response body it
 // hands out, whether it was read to the end and whether it was closed.
 type bodyTracker struct {
@@ -1319,3 +1276,12 @@ func runAndKill(tb testing.TB, run int, life time.Duration, mode string, env ...
 	tb.Helper()
 	return childtest.RunAndKill(tb, run, life, "^TestHelperProcess$", append([]string{helperEnv + "=" + mode}, env...)...)
 }
+
+// The helpers this package's tests share with the root package's, from paytest.
+var (
+	startPayments = paytest.StartPayments
+	paymentBody   = paytest.PaymentBody
+	newRequest    = paytest.NewRequest
+	drain         = paytest.Drain
+	newKey32      = paytest.NewKey
+)

@@ -7,22 +7,19 @@ package boltjournal_test
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/internal/paytest"
 	"github.com/idem-go/idem/journal/boltjournal"
-	"github.com/idem-go/idem/testserver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -169,49 +166,6 @@ func keyIDs(t *testing.T, j *boltjournal.Journal) map[string]string {
 	return ids
 }
 
-// newKey32 returns a random AES-256 key.
-func newKey32(tb testing.TB) []byte {
-	tb.Helper()
-	k := make([]byte, boltjournal.KeySize)
-	_, err := rand.Read(k)
-	require.NoError(tb, err)
-	return k
-}
-
-// startPayments starts a testserver, closed at the end of the test.
-func startPayments(tb testing.TB, opts *testserver.Options) *testserver.Server {
-	tb.Helper()
-	srv := testserver.NewServer(opts)
-	tb.Cleanup(srv.Close)
-	return srv
-}
-
-// paymentBody is the JSON body of POST /payments.
-func paymentBody(ref string, amount int) string {
-	return fmt.Sprintf(`{"amount":%d,"currency":"eur","reference":%q}`, amount, ref)
-}
-
-// newRequest builds a request with body ("" for none).
-func newRequest(tb testing.TB, method, url, body string) *http.Request {
-	tb.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, r)
-	require.NoError(tb, err)
-	return req
-}
-
-// drain reads and closes a response body and returns it.
-func drain(tb testing.TB, resp *http.Response) []byte {
-	tb.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(tb, err)
-	return b
-}
-
 // pendingErr asserts err is a *idem.PendingError and returns it.
 func pendingErr(tb testing.TB, err error) *idem.PendingError {
 	tb.Helper()
@@ -229,3 +183,12 @@ func closedPort(tb testing.TB) string {
 	require.NoError(tb, ln.Close())
 	return addr
 }
+
+// The helpers this package's tests share with the root package's, from paytest.
+var (
+	startPayments = paytest.StartPayments
+	paymentBody   = paytest.PaymentBody
+	newRequest    = paytest.NewRequest
+	drain         = paytest.Drain
+	newKey32      = paytest.NewKey
+)
