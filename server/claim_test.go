@@ -55,7 +55,7 @@ func TestS31ConcurrentCopiesConflict(t *testing.T) {
 			answers[i] = got
 		})
 	}
-	eventually(t, "seven 409s", func() bool { return a.obs.count("conflict") == n-1 })
+	eventually(t, "seven 409s", func() bool { return a.obs.Count("conflict") == n-1 })
 	g.release()
 	wg.Wait()
 
@@ -124,7 +124,7 @@ func TestS31WaitRunsOut(t *testing.T) {
 	assert.Equal(t, "key-in-progress", got.problemType(t))
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "it did not wait")
 	g.release()
-	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+	eventually(t, "the first answer stored", func() bool { return a.obs.Count("stored") == 1 })
 }
 
 // A copy waiting for the holder stops waiting when its client gives up.
@@ -140,7 +140,7 @@ func TestS31WaitHonoursRequestContext(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	g.release()
-	eventually(t, "the first answer stored", func() bool { return a.obs.count("stored") == 1 })
+	eventually(t, "the first answer stored", func() bool { return a.obs.Count("stored") == 1 })
 	assert.EqualValues(t, 1, a.effects.Load())
 }
 
@@ -157,7 +157,7 @@ func TestS37StoreDownFailsClosed(t *testing.T) {
 		assert.NotContains(t, string(got.body), errDown.Error(), "the store's error leaks to the client")
 	}
 	assert.EqualValues(t, 0, s.effects.Load(), "the handler ran without a claim")
-	assert.Equal(t, 2, s.obs.count("store-error"))
+	assert.Equal(t, 2, s.obs.Count("store-error"))
 	assert.Zero(t, s.store.Len())
 
 	fs.down.Store(false)

@@ -64,8 +64,8 @@ func TestS34CanonicalFingerprint(t *testing.T) {
 	assert.Equal(t, "key-reused", changed.problemType(t))
 	assert.NotContains(t, string(changed.body), "k-s34", "the problem echoes the key")
 	assert.EqualValues(t, 1, s.effects.Load())
-	assert.Equal(t, 1, s.obs.count("mismatch"))
-	assert.Equal(t, 3, s.obs.count("replayed"))
+	assert.Equal(t, 1, s.obs.Count("mismatch"))
+	assert.Equal(t, 3, s.obs.Count("replayed"))
 }
 
 // The fingerprint covers the path: one key on two paths is two operations, each refusing

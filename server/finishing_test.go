@@ -55,5 +55,5 @@ func TestCopyDuringCompletionWaitsForIt(t *testing.T) {
 	a := <-first
 	assert.Equal(t, a.body, got.body)
 	assert.EqualValues(t, 1, s.effects.Load())
-	assert.Zero(t, s.obs.count("conflict"))
+	assert.Zero(t, s.obs.Count("conflict"))
 }

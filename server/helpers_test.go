@@ -23,6 +23,7 @@ import (
 
 	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/internal/servicetest"
 	"github.com/idem-go/idem/server/memstore"
 	"github.com/idem-go/idem/server/servertest"
 )
@@ -177,58 +178,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// recorder is an Observer that counts what it is told. It is safe for concurrent use.
-type recorder struct {
-	mu     sync.Mutex
-	counts map[string]int
-	stored []int
-}
-
-func (o *recorder) add(name string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.counts == nil {
-		o.counts = map[string]int{}
-	}
-	o.counts[name]++
-}
-
-// count returns how many times name was reported.
-func (o *recorder) count(name string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.counts[name]
-}
-
-func (o *recorder) Claimed(*http.Request)                 { o.add("claimed") }
-func (o *recorder) Replayed(*http.Request, time.Duration) { o.add("replayed") }
-func (o *recorder) Mismatch(*http.Request)                { o.add("mismatch") }
-func (o *recorder) LeaseLost(*http.Request)               { o.add("lease-lost") }
-func (o *recorder) Recovered(_ *http.Request, rec server.Recovery) {
-	o.add("recovered:" + rec.String())
-}
-func (o *recorder) StoreError(*http.Request, error) { o.add("store-error") }
-func (o *recorder) StoreUncertain(_ *http.Request, call string, _ error) {
-	o.add("uncertain:" + call)
-}
-func (o *recorder) StoreResolved(_ *http.Request, call, how string) {
-	o.add("resolved:" + call + ":" + how)
-}
-
-func (o *recorder) Conflict(_ *http.Request, stuck bool) {
-	if stuck {
-		o.add("conflict-stuck")
-	} else {
-		o.add("conflict")
-	}
-}
-
-func (o *recorder) Stored(_ *http.Request, n int) {
-	o.add("stored")
-	o.mu.Lock()
-	o.stored = append(o.stored, n)
-	o.mu.Unlock()
-}
+// recorder is servicetest's counting Observer.
+type recorder = servicetest.Observer
 
 // flakyStore is a Store that fails every call while down, and counts calls.
 type flakyStore struct {

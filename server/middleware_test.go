@@ -56,7 +56,7 @@ func TestBadInputRefused(t *testing.T) {
 	}
 	assert.EqualValues(t, 0, s.effects.Load())
 	assert.Zero(t, s.store.Len(), "bad input left a record")
-	assert.Zero(t, s.obs.count("claimed"))
+	assert.Zero(t, s.obs.Count("claimed"))
 }
 
 // Over a raw connection: a chunked body (no Content-Length) over the limit is refused as

@@ -110,11 +110,9 @@ func TestObserverStoredBytes(t *testing.T) {
 	s := newService(t, server.Options{}, nil)
 	first := s.post("k-o", s31Body)
 	s.post("k-o", s31Body)
-	assert.Equal(t, 1, s.obs.count("claimed"))
-	assert.Equal(t, 1, s.obs.count("replayed"))
-	s.obs.mu.Lock()
-	defer s.obs.mu.Unlock()
-	assert.Equal(t, []int{len(first.body)}, s.obs.stored)
+	assert.Equal(t, 1, s.obs.Count("claimed"))
+	assert.Equal(t, 1, s.obs.Count("replayed"))
+	assert.Equal(t, []int{len(first.body)}, s.obs.StoredSizes())
 }
 
 // Fields the Connection field names are hop-by-hop and not stored either.
@@ -181,7 +179,7 @@ func TestHandlerCompletesInItsTransaction(t *testing.T) {
 	assert.True(t, again.replayed())
 	assert.Equal(t, first.body, again.body)
 	assert.Equal(t, "1", again.header.Get("X-Tx"))
-	assert.Zero(t, s.obs.count("lease-lost"))
+	assert.Zero(t, s.obs.Count("lease-lost"))
 	assert.EqualValues(t, 1, s.effects.Load())
 	_, ok := server.HoldFrom(t.Context())
 	assert.False(t, ok)

@@ -33,7 +33,7 @@ func wantNotReplayable(t *testing.T, s *service, key, body string, status int) {
 		}
 	}
 	assert.EqualValues(t, 1, s.effects.Load(), "an unreplayable answer was run again")
-	assert.Equal(t, 1, s.obs.count("stored"))
+	assert.Equal(t, 1, s.obs.Count("stored"))
 }
 
 func TestS35LargeResponse(t *testing.T) {
@@ -122,7 +122,7 @@ func TestS35HijackedConnection(t *testing.T) {
 	assert.Equal(t, "ok", string(first.body))
 	// The client has its answer once the handler flushed it; the record is completed when
 	// the handler returns, a moment later.
-	eventually(t, "the completion", func() bool { return s.obs.count("stored") == 1 })
+	eventually(t, "the completion", func() bool { return s.obs.Count("stored") == 1 })
 	wantNotReplayable(t, s, "k-hijack", `{}`, 0)
 }
 

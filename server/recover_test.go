@@ -95,7 +95,7 @@ func TestS32StuckWithoutRecoverAnswers409UntilExpiry(t *testing.T) {
 		assert.InDelta(t, (time.Hour - 10*time.Second).Seconds(), ra, 1, "Retry-After is not the time to expiry")
 	}
 	assert.EqualValues(t, 1, s.effects.Load(), "the stuck record was re-run")
-	assert.Equal(t, 2, s.obs.count("conflict-stuck"))
+	assert.Equal(t, 2, s.obs.Count("conflict-stuck"))
 
 	s.clock.Advance(time.Hour) // expired: the key is new again (the draft's documented limit)
 	got = s.post("k-s32", s32Body)
@@ -132,7 +132,7 @@ func TestS32RecoverReplaysFoundEffect(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, asked.Load())
 	assert.EqualValues(t, 1, s.effects.Load(), "the handler ran again")
-	assert.Equal(t, 1, s.obs.count("recovered:replay 201"))
+	assert.Equal(t, 1, s.obs.Count("recovered:replay 201"))
 }
 
 // The hook establishes that the effect did not happen: the handler runs again, once.

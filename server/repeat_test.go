@@ -25,11 +25,11 @@ func TestStoreDownAtCompletionIsRepeated(t *testing.T) {
 	fs.Store = s.store
 	first := s.post("k", s31Body)
 	assert.Equal(t, http.StatusCreated, first.status)
-	assert.Equal(t, 1, s.obs.count("uncertain:complete"))
+	assert.Equal(t, 1, s.obs.Count("uncertain:complete"))
 	got := s.post("k", s31Body)
 	assert.Equal(t, http.StatusServiceUnavailable, got.status, "the store is still down")
 	fs.down.Store(false)
-	eventually(t, "the repeated completion", func() bool { return s.obs.count("resolved:complete:landed") == 1 })
+	eventually(t, "the repeated completion", func() bool { return s.obs.Count("resolved:complete:landed") == 1 })
 	got = s.post("k", s31Body)
 	assert.True(t, got.replayed())
 	assert.Equal(t, first.body, got.body)

@@ -40,5 +40,5 @@ func TestRetryAfterFromHandlerTimes(t *testing.T) {
 	require.Equal(t, http.StatusConflict, got.status)
 	assert.Equal(t, "1", got.header.Get("Retry-After"))
 	g.release()
-	eventually(t, "the held answer stored", func() bool { return s.obs.count("stored") == 4 })
+	eventually(t, "the held answer stored", func() bool { return s.obs.Count("stored") == 4 })
 }

@@ -32,7 +32,7 @@ func TestHeartbeatRenewsLease(t *testing.T) {
 	got := s.post("k-hb", s31Body)
 	assert.Equal(t, http.StatusCreated, got.status)
 	assert.True(t, s.post("k-hb", s31Body).replayed())
-	assert.Zero(t, s.obs.count("lease-lost"))
+	assert.Zero(t, s.obs.Count("lease-lost"))
 	n := fs.renews.Load()
 	time.Sleep(50 * time.Millisecond) // more than a heartbeat: none after the handler returned
 	assert.Equal(t, n, fs.renews.Load(), "the heartbeat outlived its handler")
@@ -69,13 +69,13 @@ func TestFencedCompletionAfterTakeOver(t *testing.T) {
 	first := <-stalled
 	assert.Equal(t, http.StatusCreated, first.status, "the stalled handler's client still gets its answer")
 	assert.Contains(t, string(first.body), "pay_2")
-	eventually(t, "the lost lease", func() bool { return s.obs.count("lease-lost") == 1 })
+	eventually(t, "the lost lease", func() bool { return s.obs.Count("lease-lost") == 1 })
 
 	replay := s.post("k-fence", s31Body)
 	assert.True(t, replay.replayed())
 	assert.Equal(t, second.body, replay.body, "the stalled holder overwrote the new holder's answer")
-	assert.Equal(t, 1, s.obs.count("stored"))
-	assert.Equal(t, 1, s.obs.count("lease-lost"))
+	assert.Equal(t, 1, s.obs.Count("stored"))
+	assert.Equal(t, 1, s.obs.Count("lease-lost"))
 	assert.Contains(t, logs.String(), "lease lost")
 	assert.Contains(t, logs.String(), "decision=rerun")
 	assert.NotContains(t, logs.String(), "k-fence", "the key reached the log")
@@ -111,8 +111,8 @@ func TestHeartbeatLeaseLostCountedOnce(t *testing.T) {
 	})
 	fs.Store = s.store
 	assert.Equal(t, http.StatusCreated, s.post("k", s31Body).status)
-	assert.Equal(t, 1, s.obs.count("lease-lost"))
-	assert.Zero(t, s.obs.count("stored"))
+	assert.Equal(t, 1, s.obs.Count("lease-lost"))
+	assert.Zero(t, s.obs.Count("stored"))
 }
 
 // lostStore loses every lease at the first renewal: it takes the record over itself.

@@ -98,7 +98,7 @@ func TestCompleteTxInHandler(t *testing.T) {
 	first := in.post("k-commit", body)
 	require.Equal(t, http.StatusCreated, first.Status, "%s", first.Body)
 	assert.False(t, first.Replayed())
-	eventually(t, 2*time.Second, "the answer counted as stored", func() bool { return in.obs.count("stored") == 1 })
+	eventually(t, 2*time.Second, "the answer counted as stored", func() bool { return in.obs.Count("stored") == 1 })
 	for range 2 {
 		again := in.post("k-commit", body)
 		assert.Equal(t, http.StatusCreated, again.Status)
@@ -108,7 +108,7 @@ func TestCompleteTxInHandler(t *testing.T) {
 	}
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-1"))
 	assert.EqualValues(t, 1, p.effects.Load())
-	assert.Zero(t, in.obs.count("lease-lost"), "the refused completion was reported as a lost lease")
+	assert.Zero(t, in.obs.Count("lease-lost"), "the refused completion was reported as a lost lease")
 
 	failing.Store(true)
 	const body2 = `{"ref":"order-2","amount":990}`
@@ -159,8 +159,8 @@ func TestCompleteTxHeartbeatNotLost(t *testing.T) {
 	got := in.post("k-hb", `{}`)
 	require.Equal(t, http.StatusCreated, got.Status)
 	assert.True(t, in.post("k-hb", `{}`).Replayed())
-	assert.Equal(t, 1, in.obs.count("stored"))
-	assert.Zero(t, in.obs.count("lease-lost"), "the handler's own completion was reported as a lost lease")
+	assert.Equal(t, 1, in.obs.Count("stored"))
+	assert.Zero(t, in.obs.Count("lease-lost"), "the handler's own completion was reported as a lost lease")
 }
 
 // CompleteSQLTx does the same in a database/sql transaction (pgx's stdlib driver): the

@@ -110,7 +110,7 @@ func TestS31TwoInstancesOnePostgres(t *testing.T) {
 		p := newPair(t, server.Options{})
 		wait := p.sendAll(t, n, "k-s31", s31Body)
 		eventually(t, 10*time.Second, "seven 409s", func() bool {
-			return p.a.obs.count("conflict")+p.b.obs.count("conflict") == n-1
+			return p.a.obs.Count("conflict")+p.b.obs.Count("conflict") == n-1
 		})
 		p.g.release()
 		created := 0
@@ -165,7 +165,7 @@ func TestS31TwoInstancesOnePostgres(t *testing.T) {
 			assert.Equal(t, first.Header.Get("Location"), got.Header.Get("Location"))
 			assert.Equal(t, first.Header.Get("Content-Type"), got.Header.Get("Content-Type"))
 		}
-		assert.Equal(t, n-1, p.a.obs.count("replayed")+p.b.obs.count("replayed"))
+		assert.Equal(t, n-1, p.a.obs.Count("replayed")+p.b.obs.Count("replayed"))
 		assert.EqualValues(t, 1, p.g.entered.Load())
 		assert.EqualValues(t, 1, p.effects())
 		assert.Equal(t, 1, p.checkPayments("order-s31"))

@@ -147,7 +147,7 @@ func TestS32HandlerKilledOnPostgres(t *testing.T) {
 	assert.EqualValues(t, 1, asked.Load())
 	assert.Zero(t, reran.Load(), "the handler ran again")
 	assert.Equal(t, 1, paymentCount(t, pool, schema, "order-s32"))
-	assert.Equal(t, 1, recovering.obs.count("recovered:replay 201"))
+	assert.Equal(t, 1, recovering.obs.Count("recovered:replay 201"))
 }
 
 // findPayment is the Recover hook: it looks the payment up by the request's reference and

@@ -14,7 +14,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,45 +185,8 @@ func (in *instance) post(key, body string) answer {
 	return a
 }
 
-// recorder is an Observer that counts what it is told. It is safe for concurrent use.
-type recorder struct {
-	server.NopObserver
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (o *recorder) add(name string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.counts == nil {
-		o.counts = map[string]int{}
-	}
-	o.counts[name]++
-}
-
-// count returns how many times name was reported.
-func (o *recorder) count(name string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.counts[name]
-}
-
-func (o *recorder) Claimed(*http.Request)                 { o.add("claimed") }
-func (o *recorder) Replayed(*http.Request, time.Duration) { o.add("replayed") }
-func (o *recorder) LeaseLost(*http.Request)               { o.add("lease-lost") }
-func (o *recorder) Stored(*http.Request, int)             { o.add("stored") }
-func (o *recorder) StoreError(*http.Request, error)       { o.add("store-error") }
-func (o *recorder) Recovered(_ *http.Request, rec server.Recovery) {
-	o.add("recovered:" + rec.String())
-}
-
-func (o *recorder) Conflict(_ *http.Request, stuck bool) {
-	if stuck {
-		o.add("conflict-stuck")
-	} else {
-		o.add("conflict")
-	}
-}
+// recorder is servicetest's counting Observer.
+type recorder = servicetest.Observer
 
 // answer, send and eventually are servicetest's.
 type answer = servicetest.Answer

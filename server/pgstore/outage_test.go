@@ -106,7 +106,7 @@ func TestS37PostgresDown(t *testing.T) {
 		assert.NotContains(t, string(got.Body), "127.0.0.1", "the database's error leaks to the client")
 	}
 	assert.Zero(t, ran.Load(), "the handler ran without a claim")
-	assert.Equal(t, 2, in.obs.count("store-error"))
+	assert.Equal(t, 2, in.obs.Count("store-error"))
 	var records int
 	require.NoError(t, pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+`.server_records`).Scan(&records))

@@ -1,6 +1,7 @@
-// Package servicetest holds what the stores' HTTP tests share: a request sent to a
-// payments service on a fresh connection and its answer read in full, and a poll for a
-// condition. The stores' own modules (pgstore, redisstore) test through it.
+// Package servicetest holds what the middleware's HTTP tests share, in package server and
+// in the stores' modules (pgstore, redisstore): a request sent to a payments service on a
+// fresh connection and its answer read in full, a poll for a condition, and an Observer
+// that counts what it is told.
 package servicetest
 
 import (
@@ -9,8 +10,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/server"
 )
 
 // Answer is a response read in full.
@@ -75,3 +79,68 @@ func Eventually(tb testing.TB, limit time.Duration, what string, cond func() boo
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Observer is a server.Observer that counts what it is told, by name ("claimed",
+// "replayed", "conflict", "conflict-stuck", "mismatch", "lease-lost", "recovered:<how>",
+// "stored", "store-error", "uncertain:<call>", "resolved:<call>:<how>"), and keeps the
+// sizes of the answers stored. It is safe for concurrent use.
+type Observer struct {
+	mu     sync.Mutex
+	counts map[string]int
+	stored []int
+}
+
+func (o *Observer) add(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.counts == nil {
+		o.counts = map[string]int{}
+	}
+	o.counts[name]++
+}
+
+// Count returns how many times name was reported.
+func (o *Observer) Count(name string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts[name]
+}
+
+// StoredSizes returns the sizes Stored reported, in order.
+func (o *Observer) StoredSizes() []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]int(nil), o.stored...)
+}
+
+func (o *Observer) Claimed(*http.Request)                 { o.add("claimed") }
+func (o *Observer) Replayed(*http.Request, time.Duration) { o.add("replayed") }
+func (o *Observer) Mismatch(*http.Request)                { o.add("mismatch") }
+func (o *Observer) LeaseLost(*http.Request)               { o.add("lease-lost") }
+func (o *Observer) StoreError(*http.Request, error)       { o.add("store-error") }
+func (o *Observer) Recovered(_ *http.Request, rec server.Recovery) {
+	o.add("recovered:" + rec.String())
+}
+func (o *Observer) StoreUncertain(_ *http.Request, call string, _ error) {
+	o.add("uncertain:" + call)
+}
+func (o *Observer) StoreResolved(_ *http.Request, call, how string) {
+	o.add("resolved:" + call + ":" + how)
+}
+
+func (o *Observer) Conflict(_ *http.Request, stuck bool) {
+	if stuck {
+		o.add("conflict-stuck")
+	} else {
+		o.add("conflict")
+	}
+}
+
+func (o *Observer) Stored(_ *http.Request, n int) {
+	o.add("stored")
+	o.mu.Lock()
+	o.stored = append(o.stored, n)
+	o.mu.Unlock()
+}
+
+var _ server.Observer = (*Observer)(nil)
