@@ -55,15 +55,17 @@ func seqOf(rec *Record) uint64 { return journal.RefOf(rec).Seq }
 type call struct {
 	req      *http.Request
 	buf      []byte
-	sum      string       // bodySum(buf)
-	key      string       // the caller's key, or one minted for a new operation
-	hasKey   bool         // the key is the caller's
-	opID     string       // WithOperationID, or ""
-	name     journal.Name // the operation's name in the journal: its ID, else its key
-	identity binding      // who makes the call
-	rec      *Record      // the operation's record, once found or written
-	existed  bool         // rec was in the journal before this call
-	expired  bool         // past KeyTTL, and a Reconciler will say whether it happened
+	sum      string          // bodySum(buf)
+	key      string          // the caller's key, or one minted for a new operation
+	hasKey   bool            // the key is the caller's
+	opID     string          // WithOperationID, or ""
+	name     journal.Name    // the operation's name in the journal: its ID, else its key
+	identity binding         // who makes the call
+	rec      *Record         // the operation's record, once found or written
+	existed  bool            // rec was in the journal before this call
+	expired  bool            // past KeyTTL, and a Reconciler will say whether it happened
+	held     [2]journal.Name // the names hold claimed, released by unhold
+	nHeld    int
 }
 
 // nameCall reads the call's key, operation ID and identity, and names its
@@ -100,32 +102,41 @@ func (t *Transport) nameCall(req *http.Request, buf []byte) (*call, error) {
 // hold makes calls for one operation run one at a time, the second finding
 // the first's record, so both share one key and one server-side effect. A
 // record found by the caller's key that belongs to an operation ID is held
-// under that name too, the one Resume takes, and read again. The returned
-// release is never nil.
-func (t *Transport) hold(c *call) (release func(), err error) {
+// under that name too, the one Resume takes, and read again. unhold releases
+// what hold took, whatever it returned.
+func (t *Transport) hold(c *call) (err error) {
 	ctx := c.req.Context()
-	var held []journal.Name
-	release = func() {
-		for _, n := range held {
-			t.journal.Release(n)
-		}
+	if err := t.claim(c, c.name); err != nil {
+		return err
 	}
-	if err := t.journal.Claim(ctx, c.name); err != nil {
-		return release, err
-	}
-	held = append(held, c.name)
 	if !c.hasKey && c.opID == "" {
-		return release, nil // a key minted just now cannot be in the journal
+		return nil // a key minted just now cannot be in the journal
 	}
 	if c.rec, err = t.journal.Get(ctx, c.name); err != nil || c.rec == nil || journal.NameOf(c.rec) == c.name {
-		return release, err
+		return err
 	}
-	if err := t.journal.Claim(ctx, journal.NameOf(c.rec)); err != nil {
-		return release, err
+	if err := t.claim(c, journal.NameOf(c.rec)); err != nil {
+		return err
 	}
-	held = append(held, journal.NameOf(c.rec))
 	c.rec, err = t.journal.Get(ctx, c.name)
-	return release, err
+	return err
+}
+
+// claim takes the journal's claim on name for c.
+func (t *Transport) claim(c *call, name journal.Name) error {
+	if err := t.journal.Claim(c.req.Context(), name); err != nil {
+		return err
+	}
+	c.held[c.nHeld] = name
+	c.nHeld++
+	return nil
+}
+
+// unhold releases the claims hold took.
+func (t *Transport) unhold(c *call) {
+	for _, n := range c.held[:c.nHeld] {
+		t.journal.Release(n)
+	}
 }
 
 // findOrWriteAhead writes a new operation's record before anything is sent,

@@ -229,8 +229,8 @@ func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits
 	if err != nil {
 		return nil, err
 	}
-	release, err := t.hold(c)
-	defer release()
+	err = t.hold(c)
+	defer t.unhold(c)
 	if err != nil {
 		return nil, err
 	}
