@@ -33,6 +33,7 @@ const maxDrain = 4 << 10
 // that is only retried.
 type op struct {
 	req    *http.Request // the caller's request (or one rebuilt by Resume); never modified
+	method string        // req's method, "" made GET
 	rec    *Record       // nil when unjournaled
 	key    string        // idempotency key sent on every attempt; "" if none
 	body   []byte
@@ -54,7 +55,8 @@ type op struct {
 	uncertain, expired bool
 	// noReplay keeps net/http from re-sending an attempt on its own: set
 	// when a Reconciler is in use, for the server may not honour the key.
-	noReplay bool
+	noReplay  bool
+	reconcile Reconciler // the call's, or Resume's; nil for none
 	// retryToken is set when a retry-budget token was taken to re-send a
 	// pending operation already attempted: its first attempt here is a retry.
 	retryToken bool
@@ -74,7 +76,7 @@ type outcome struct {
 // run runs o's attempts and tells the response it returns, if any, which
 // call it answers (ResponseInfo).
 func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
-	o.noReplay = o.rec != nil && t.reconciler(ctx) != nil
+	o.noReplay = o.rec != nil && o.reconcile != nil
 	resp, err := t.loop(ctx, o)
 	if resp != nil {
 		withInfo(resp, o)
@@ -85,16 +87,18 @@ func (t *Transport) run(ctx context.Context, o *op) (*http.Response, error) {
 // loop sends attempts until one is final, the attempts or time run out, or
 // the caller's context ends.
 func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
-	sched := newSchedule(t.cfg, t.clock)
+	sched := &schedule{cfg: t.cfg, clk: t.clock}
 	maxAttempts := o.limits.maxAttempts
 	if o.stream != nil {
 		maxAttempts = 1
 	}
 	var last outcome
-	host := budgetHost(o.req.URL)
 	retried := o.retryToken // this call took a retry token
-	if !retried {
-		t.budget.first(host, t.clock.Now())
+	var host string
+	if retried {
+		host = budgetHost(o.req.URL)
+	} else {
+		host = t.budget.first(o.req.URL, t.clock.Now())
 	}
 	for n := 1; ; n++ {
 		if o.rec != nil && o.uncertain {
@@ -124,7 +128,7 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 			N: n, Misdirected: o.misdirected})
 		o.newConn = misdirected(resp)
 		o.misdirected = o.misdirected || o.newConn
-		t.cfg.observer.Attempt(ctx, AttemptEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
+		t.cfg.observer.Attempt(ctx, AttemptEvent{Method: o.method, Journaled: o.rec != nil, Resumed: o.resumed,
 			N: n, Status: last.status, Class: class, Duration: took})
 		switch {
 		case resp != nil && (class == ClassFinal || class == ClassPermanent):
@@ -136,7 +140,7 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 			return t.giveUp(ctx, o, last, t.clock.Now().Add(sched.backoff(n)))
 		case class == ClassFinal || class == ClassPermanent:
 			return nil, t.fail(ctx, o, err)
-		case class == ClassRetryIfSafe && o.key == "" && !idempotent(method(o.req)):
+		case class == ClassRetryIfSafe && o.key == "" && !idempotent(o.method):
 			if resp != nil {
 				return resp, nil
 			}
@@ -158,7 +162,7 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 		discard(resp)
 		last.resp = nil
 		t.logRetry(ctx, o, n, maxAttempts, class, last, wait)
-		t.cfg.observer.Retry(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
+		t.cfg.observer.Retry(ctx, RetryEvent{Method: o.method, Journaled: o.rec != nil, Resumed: o.resumed,
 			N: n, Status: last.status, Class: class, Wait: wait, RetryAfter: fromServer})
 		if err := t.clock.Sleep(ctx, wait); err != nil {
 			t.budget.undo(host, g) // the retry was never sent
@@ -393,4 +397,16 @@ func (t *Transport) newConnBase() (http.RoundTripper, func()) {
 		c.CloseIdleConnections()
 	}
 	return base, func() {}
+}
+
+// base is what attempts are sent through: Options.Base, else the
+// Transport's own clone of http.DefaultTransport (defaultBase).
+func (t *Transport) base() http.RoundTripper {
+	if t.cfg.Base != nil {
+		return t.cfg.Base
+	}
+	if t.own != nil {
+		return t.own
+	}
+	return http.DefaultTransport
 }

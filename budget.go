@@ -101,9 +101,12 @@ func newBudget(b RetryBudget) *budget {
 		disabled: b.Disabled, hosts: make(map[string]*bucket)}
 }
 
-// first records a first attempt to host at now, which earns Ratio.
-func (b *budget) first(host string, now time.Time) {
+// first records a first attempt to u's host at now, which earns Ratio, and
+// returns the host's bucket name (budgetHost).
+func (b *budget) first(u *url.URL, now time.Time) string {
+	host := budgetHost(u)
 	b.add(host, b.ratio, now)
+	return host
 }
 
 // answered records a final response to a call; retried says whether it

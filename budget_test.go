@@ -27,6 +27,7 @@ func TestRetryBudgetBucket(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	b := newBudget(RetryBudget{Ratio: 0.1, Burst: 3})
 	const host = "api.example:443"
+	u := &url.URL{Scheme: "https", Host: host}
 
 	for i := range 3 {
 		require.True(t, b.retry(host, now), "retry %d of the burst", i+1)
@@ -36,10 +37,10 @@ func TestRetryBudgetBucket(t *testing.T) {
 
 	// Ten first attempts at 0.1 make exactly one retry: no rounding drift.
 	for range 9 {
-		b.first(host, now)
+		b.first(u, now)
 	}
 	require.False(t, b.retry(host, now), "0.9 of a token is not a retry")
-	b.first(host, now)
+	b.first(u, now)
 	require.True(t, b.retry(host, now))
 	require.False(t, b.retry(host, now))
 
@@ -63,13 +64,14 @@ func TestRetryBudgetProbe(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	b := newBudget(RetryBudget{Burst: 1})
 	const host = "h:1"
+	u := &url.URL{Scheme: "http", Host: host}
 	require.True(t, b.retry(host, now))
 	require.False(t, b.retry(host, now.Add(probeEvery-time.Millisecond)))
 	require.True(t, b.retry(host, now.Add(probeEvery)), "a probe after a quiet second")
 	require.False(t, b.retry(host, now.Add(probeEvery)), "one probe per second")
 
 	// A first attempt is traffic: the next probe waits a second from it.
-	b.first(host, now.Add(probeEvery+500*time.Millisecond))
+	b.first(u, now.Add(probeEvery+500*time.Millisecond))
 	require.False(t, b.retry(host, now.Add(2*probeEvery)))
 	require.True(t, b.retry(host, now.Add(2*probeEvery+500*time.Millisecond)))
 }

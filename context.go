@@ -68,19 +68,33 @@ func WithAttemptTimeout(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, attemptTimeoutCtx, d)
 }
 
-func keyFrom(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(keyCtx).(string)
-	return k, ok
+// callOptions are what RoundTrip knows of a call before reading its body:
+// the request's method and its context's per-call options, read once.
+type callOptions struct {
+	method    string // "" means GET, as in net/http
+	key       string // WithKey's, if hasKey
+	hasKey    bool
+	opID      string // WithOperationID's, if hasOpID
+	hasOpID   bool
+	noJournal bool
+	limits    limits
+	reconcile Reconciler // WithReconcile's or Options.Reconcile; nil for none
 }
 
-func operationIDFrom(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(opIDCtx).(string)
-	return id, ok
-}
-
-func withoutJournal(ctx context.Context) bool {
-	v, _ := ctx.Value(noJournalCtx).(bool)
-	return v
+// callOptionsOf reads the per-call options of ctx, and refuses those that
+// make no sense (ErrInvalidRequest).
+func (t *Transport) callOptionsOf(ctx context.Context) (callOptions, error) {
+	var co callOptions
+	co.key, co.hasKey = ctx.Value(keyCtx).(string)
+	co.opID, co.hasOpID = ctx.Value(opIDCtx).(string)
+	co.noJournal, _ = ctx.Value(noJournalCtx).(bool)
+	if co.hasOpID && co.noJournal {
+		return co, fmt.Errorf("%w: WithoutJournal with WithOperationID: an operation ID needs the journal", ErrInvalidRequest)
+	}
+	co.reconcile = t.reconciler(ctx)
+	var err error
+	co.limits, err = t.cfg.callLimits(ctx)
+	return co, err
 }
 
 // limits are the attempt limits of one call: Options, overridden per call.

@@ -106,23 +106,6 @@ func (NopObserver) Result(context.Context, ResultEvent)              {}
 func (NopObserver) PendingChanged(int)                               {}
 func (NopObserver) WriteAhead(context.Context, time.Duration, error) {}
 
-// pendingGauge counts this Transport's pending operations, so that closing a
-// Client can take them off the Observer's gauge.
-type pendingGauge struct{ n atomic.Int64 }
-
-// stateChanged reports a record's move from one state to another (from 0 for
-// a new record) to the pending gauge.
-func (t *Transport) stateChanged(from, to State) {
-	switch {
-	case from != StatePending && to == StatePending:
-		t.pending.n.Add(1)
-		t.cfg.observer.PendingChanged(1)
-	case from == StatePending && to != StatePending:
-		t.pending.n.Add(-1)
-		t.cfg.observer.PendingChanged(-1)
-	}
-}
-
 // result reports where a call left a journaled operation.
 func (t *Transport) result(ctx context.Context, o *op) {
 	t.cfg.observer.Result(ctx, ResultEvent{State: o.rec.State, Status: o.rec.Status,
@@ -134,7 +117,7 @@ func (t *Transport) log(ctx context.Context, level slog.Level, msg string, o *op
 	if l == nil || !l.Enabled(ctx, level) {
 		return
 	}
-	attrs := []any{"method", method(o.req), "url", logURL(o.req.URL)}
+	attrs := []any{"method", o.method, "url", logURL(o.req.URL)}
 	if o.key != "" {
 		attrs = append(attrs, "key", o.key)
 	}

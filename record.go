@@ -1,6 +1,6 @@
-// This file holds the record of an operation and the steps of a journaled
-// call that lead to it, in the order they run: name the operation, hold it,
-// find or write ahead its record, admit the call, prepare the send.
+// This file holds the record of an operation and the journaled path of
+// RoundTrip: roundTripJournaled and its steps, in the order they run. The
+// first, nameCall, builds the call from its request (request.go).
 
 package idem
 
@@ -34,10 +34,7 @@ const (
 	StateFailed = journal.StateFailed
 )
 
-var (
-	fingerprint = journal.Fingerprint
-	bodySum     = journal.BodySum
-)
+var bodySum = journal.BodySum
 
 // stub is a record holding only rec's journal.Ref: enough for Store.Reload
 // to find rec again, without keeping its body alive.
@@ -61,42 +58,47 @@ type call struct {
 	opID     string          // WithOperationID, or ""
 	name     journal.Name    // the operation's name in the journal: its ID, else its key
 	identity binding         // who makes the call
+	fresh    *Record         // the record a new operation gets, written ahead unless one is found
 	rec      *Record         // the operation's record, once found or written
 	existed  bool            // rec was in the journal before this call
 	expired  bool            // past KeyTTL, and a Reconciler will say whether it happened
 	held     [2]journal.Name // the names hold claimed, released by unhold
 	nHeld    int
+
+	limits    limits     // the call's attempt limits
+	reconcile Reconciler // the call's, or nil
 }
 
-// nameCall reads the call's key, operation ID and identity, and names its
-// operation; a key is minted only when the caller gave none.
-func (t *Transport) nameCall(req *http.Request, buf []byte) (*call, error) {
-	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
+// roundTripJournaled runs a journaled call as a list of steps: name the
+// operation, hold it against concurrent calls, find or write its record,
+// check this call may run it, then run it.
+func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, co *callOptions) (*http.Response, error) {
+	if t.journal == nil {
+		return nil, ErrNoJournal
+	}
+	c, err := t.nameCall(req, buf, co)
 	if err != nil {
 		return nil, err
 	}
-	opID, hasOp := operationIDFrom(req.Context())
-	if hasOp {
-		if err := validateOperationID(opID); err != nil {
-			return nil, err
-		}
-	}
-	id, err := t.bindingOf(req)
+	err = t.hold(c)
+	defer t.unhold(c)
 	if err != nil {
 		return nil, err
 	}
-	if !hasKey {
-		// Minted once: the lock and a new record use the same key.
-		if key, err = newKey(); err != nil {
-			return nil, err
-		}
+	if err := req.Context().Err(); err != nil {
+		return nil, err // nothing written, nothing sent
 	}
-	c := &call{req: req, buf: buf, sum: bodySum(buf), key: key, hasKey: hasKey, opID: opID, identity: id}
-	c.name = journal.Name{Key: key}
-	if hasOp {
-		c.name = journal.Name{OperationID: opID}
+	if err := t.findOrWriteAhead(c); err != nil {
+		return nil, err
 	}
-	return c, nil
+	if err := t.admitCall(c); err != nil {
+		return nil, err
+	}
+	o, err := t.prepareSend(c)
+	if err != nil {
+		return nil, err
+	}
+	return t.run(req.Context(), o)
 }
 
 // hold makes calls for one operation run one at a time, the second finding
@@ -158,7 +160,8 @@ func (t *Transport) findOrWriteAhead(c *call) error {
 // one to go on with, as a second call would (existed true).
 func (t *Transport) writeAheadOrFind(c *call) (rec *Record, existed bool, err error) {
 	ctx := c.req.Context()
-	rec = t.newRecord(c)
+	rec = c.fresh
+	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
 	werr := t.writeAhead(ctx, rec)
 	if werr == nil {
 		return rec, false, nil
@@ -177,23 +180,6 @@ func (t *Transport) writeAheadOrFind(c *call) (rec *Record, existed bool, err er
 	}
 	// The caller's key is another operation's.
 	return nil, false, fmt.Errorf("idem: write-ahead failed, request not sent: %w: %w", ErrKeyReuse, werr)
-}
-
-// newRecord returns the record of c's new operation, pending since now,
-// bound to the call's identity or credentials.
-func (t *Transport) newRecord(c *call) *Record {
-	req := c.req
-	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
-	host := req.Host
-	if host == req.URL.Host {
-		host = "" // not an override: http.NewRequest sets it to the URL's
-	}
-	rec := &Record{Key: c.key, CallerKey: c.hasKey, OperationID: c.opID, Method: method(req), URL: u, Host: host,
-		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-		DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum}
-	journal.Apply(rec, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
-	t.bind(rec, &c.identity)
-	return rec
 }
 
 // writeAhead commits a new record before anything is sent, and tells the
@@ -218,8 +204,8 @@ func (t *Transport) admitCall(c *call) error {
 	if err := t.admit(c.rec, &c.identity, c.name); err != nil {
 		return err
 	}
-	err := t.reuse(c.rec, t.fingerprintOf(c.req, c.sum), c.key, c.hasKey)
-	if c.expired = errors.Is(err, ErrKeyExpired) && t.reconciler(c.req.Context()) != nil; err != nil && !c.expired {
+	err := t.reuse(c.rec, c.fresh.Fingerprint(), c.key, c.hasKey)
+	if c.expired = errors.Is(err, ErrKeyExpired) && c.reconcile != nil; err != nil && !c.expired {
 		return err
 	}
 	if c.req, err = t.toTarget(c.req, c.rec); err != nil {
@@ -254,17 +240,10 @@ func (t *Transport) reuse(rec *Record, fp, key string, hasKey bool) error {
 	return nil
 }
 
-// fingerprintOf is the fingerprint of req as its record would store it;
-// sum is its body's bodySum.
-func (t *Transport) fingerprintOf(req *http.Request, sum string) string {
-	u, _ := storedURL(req.URL, t.cfg.sensitiveQuery)
-	return fingerprint(method(req), u, sum)
-}
-
 // prepareSend builds the operation to run. A failed record is made pending
 // again, durably, before it is sent. A call that re-sends a pending
 // operation takes a retry-budget token, as a resume does.
-func (t *Transport) prepareSend(c *call, lim limits) (*op, error) {
+func (t *Transport) prepareSend(c *call) (*op, error) {
 	ctx, rec := c.req.Context(), c.rec
 	// A record from an earlier call may have reached the server already,
 	// unless it failed, which it does only before that could happen.
@@ -279,9 +258,12 @@ func (t *Transport) prepareSend(c *call, lim limits) (*op, error) {
 		}
 		t.stateChanged(StateFailed, StatePending)
 	}
-	o := &op{req: c.req, rec: rec, key: rec.Key, body: c.buf, maybeSent: maybeSent, uncertain: maybeSent,
-		expired: c.expired, limits: lim, retryToken: wasPending && rec.Attempts > 0}
-	if host := budgetHost(c.req.URL); o.retryToken && !t.budget.retry(host, t.clock.Now()) {
+	o := &op{req: c.req, method: rec.Method, rec: rec, key: rec.Key, body: c.buf, maybeSent: maybeSent, uncertain: maybeSent,
+		expired: c.expired, limits: c.limits, reconcile: c.reconcile, retryToken: wasPending && rec.Attempts > 0}
+	if !o.retryToken {
+		return o, nil
+	}
+	if host := budgetHost(c.req.URL); !t.budget.retry(host, t.clock.Now()) {
 		err := t.resendDenied(ctx, rec, host, false)
 		t.log(ctx, slog.LevelInfo, "idem: re-send denied by the retry budget, operation left pending", o,
 			"attempts", rec.Attempts)
@@ -307,8 +289,8 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
-	_, err := t.checkCall(req)
-	if err == nil && withoutJournal(req.Context()) {
+	co, err := t.checkCall(req)
+	if err == nil && co.noJournal {
 		err = fmt.Errorf("%w: Prepare of a call WithoutJournal: there is nothing to journal", ErrInvalidRequest)
 	}
 	if err != nil {
@@ -325,9 +307,10 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 		b.close()
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, t.cfg.MaxBodyBytes)
 	}
-	c, err := t.nameCall(req, b.buf)
+	c, err := t.nameCall(req, b.buf, &co)
 	if err != nil {
 		return nil, err
 	}
-	return t.newRecord(c), nil
+	journal.Apply(c.fresh, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
+	return c.fresh, nil
 }

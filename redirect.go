@@ -53,15 +53,6 @@ func (t *Transport) markOf(resp *http.Response) *hopMark {
 	return m
 }
 
-// hopOf returns the mark of the redirect that req follows, if req is a hop
-// net/http's Client built from a response t marked.
-func (t *Transport) hopOf(req *http.Request) *hopMark {
-	if req.Response == nil {
-		return nil
-	}
-	return t.markOf(req.Response)
-}
-
 // redirectLocation resolves resp's Location against the URL of the request
 // that got it, as net/http's Client does; nil when there is none to follow
 // (no Location, one that does not parse, or one that is not http or https).
@@ -177,8 +168,10 @@ func sameDomain(initial, dest *url.URL) bool {
 
 // unbound turns the hop that follows a 301, 302 or 303 into a request of its
 // own, without the settled operation's WithOperationID, WithKey and key
-// header: its method alone says whether it is journaled.
-func (m *hopMark) unbound(req *http.Request, keyHeader string) *http.Request {
+// header, in its context and in co: its method alone says whether it is
+// journaled.
+func (m *hopMark) unbound(req *http.Request, keyHeader string, co *callOptions) *http.Request {
+	co.key, co.hasKey, co.opID, co.hasOpID = "", false, "", false
 	ctx := context.WithValue(context.WithValue(req.Context(), opIDCtx, nil), keyCtx, nil)
 	r := req.WithContext(ctx)
 	if vs := headerValues(r.Header, keyHeader); len(vs) == 1 && vs[0] == m.key {
@@ -249,7 +242,8 @@ func (t *Transport) continueHop(req *http.Request, m *hopMark, lim limits) (*htt
 	t.crash(crashHop)
 	// Sent where the server pointed, it may act there: never "failed" from
 	// here on, only pending, as a resumed operation.
-	return t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: b.buf, maybeSent: true, limits: lim})
+	return t.run(ctx, &op{req: req, method: rec.Method, rec: rec, key: rec.Key, body: b.buf, maybeSent: true, limits: lim,
+		reconcile: t.reconciler(ctx)})
 }
 
 // unsent returns err for a call that sent nothing of rec: inside a

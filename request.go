@@ -16,20 +16,23 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/idem-go/idem/journal"
 )
 
-// validRequest refuses what net/http could never send. The key header is left
-// to callerKey, which says ErrInvalidKey.
-func (t *Transport) validRequest(req *http.Request) error {
+// validRequest refuses what net/http could never send, and returns the
+// request's method ("" means GET). The key header is left to callerKey,
+// which says ErrInvalidKey.
+func (t *Transport) validRequest(req *http.Request) (string, error) {
+	m := method(req)
 	switch u := req.URL; {
 	case u == nil:
-		return fmt.Errorf("%w: nil URL", ErrInvalidRequest)
+		return "", fmt.Errorf("%w: nil URL", ErrInvalidRequest)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%w: unsupported scheme %q", ErrInvalidRequest, u.Scheme)
+		return "", fmt.Errorf("%w: unsupported scheme %q", ErrInvalidRequest, u.Scheme)
 	case u.Host == "":
-		return fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
-	case !isToken(method(req)):
-		return fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, req.Method)
+		return "", fmt.Errorf("%w: no host in URL", ErrInvalidRequest)
+	case !isToken(m):
+		return "", fmt.Errorf("%w: invalid method %q", ErrInvalidRequest, req.Method)
 	}
 	// A host or port that does not parse is never dialed: net/http's error
 	// reads as "retry", and Resume could never parse the journaled URL back.
@@ -39,17 +42,17 @@ func (t *Transport) validRequest(req *http.Request) error {
 			if errors.As(err, &uerr) {
 				err = uerr.Err // without the URL, which may hold a password
 			}
-			return fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
+			return "", fmt.Errorf("%w: invalid URL: %v", ErrInvalidRequest, err)
 		}
 	}
 	// No request-target may hold a "#" (RFC 9112 section 3.2); journaled,
 	// the URL would be parsed back without what follows it.
 	if strings.Contains(req.URL.RawQuery, "#") {
-		return fmt.Errorf("%w: invalid URL: \"#\" in the raw query", ErrInvalidRequest)
+		return "", fmt.Errorf("%w: invalid URL: \"#\" in the raw query", ErrInvalidRequest)
 	}
 	if p := req.URL.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("%w: invalid port %q", ErrInvalidRequest, p)
+			return "", fmt.Errorf("%w: invalid port %q", ErrInvalidRequest, p)
 		}
 	}
 	for name, values := range req.Header {
@@ -57,15 +60,15 @@ func (t *Transport) validRequest(req *http.Request) error {
 			continue
 		}
 		if !isToken(name) {
-			return fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, name)
+			return "", fmt.Errorf("%w: invalid header name %q", ErrInvalidRequest, name)
 		}
 		for _, v := range values {
 			if !validFieldValue(v) {
-				return fmt.Errorf("%w: invalid value for header %q", ErrInvalidRequest, name)
+				return "", fmt.Errorf("%w: invalid value for header %q", ErrInvalidRequest, name)
 			}
 		}
 	}
-	return nil
+	return m, nil
 }
 
 // validFieldValue reports whether v may be a field value: RFC 9110 section
@@ -227,9 +230,9 @@ func validateName(what, k string, spaces bool) error {
 
 // callerKey returns the key the caller chose, from the context or the request
 // header (looked up case-insensitively), and whether there was one.
-func callerKey(r *http.Request, header string) (string, bool, error) {
-	if k, ok := keyFrom(r.Context()); ok {
-		return k, true, validateKey("idempotency key", k)
+func callerKey(r *http.Request, header string, co *callOptions) (string, bool, error) {
+	if co.hasKey {
+		return co.key, true, validateKey("idempotency key", co.key)
 	}
 	vals := headerValues(r.Header, header)
 	switch len(vals) {
@@ -304,4 +307,53 @@ func (t *Transport) droppedHeaders(h http.Header) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// nameCall reads the call's key, operation ID and identity, names its
+// operation, and builds the record a new operation gets; a key is minted
+// only when the caller gave none.
+func (t *Transport) nameCall(req *http.Request, buf []byte, co *callOptions) (*call, error) {
+	key, hasKey, err := callerKey(req, t.cfg.KeyHeader, co)
+	if err != nil {
+		return nil, err
+	}
+	if co.hasOpID {
+		if err := validateOperationID(co.opID); err != nil {
+			return nil, err
+		}
+	}
+	id, err := t.bindingOf(req)
+	if err != nil {
+		return nil, err
+	}
+	if !hasKey {
+		// Minted once: the lock and a new record use the same key.
+		if key, err = newKey(); err != nil {
+			return nil, err
+		}
+	}
+	c := &call{req: req, buf: buf, sum: bodySum(buf), key: key, hasKey: hasKey, opID: co.opID, identity: id,
+		limits: co.limits, reconcile: co.reconcile}
+	c.name = journal.Name{Key: key}
+	if co.hasOpID {
+		c.name = journal.Name{OperationID: co.opID}
+	}
+	c.fresh = t.newRecord(c, co.method)
+	return c, nil
+}
+
+// newRecord returns the record of c's new operation, bound to the call's
+// identity or credentials; writing it ahead makes it pending (EventCreate).
+func (t *Transport) newRecord(c *call, method string) *Record {
+	req := c.req
+	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
+	host := req.Host
+	if host == req.URL.Host {
+		host = "" // not an override: http.NewRequest sets it to the URL's
+	}
+	rec := &Record{Key: c.key, CallerKey: c.hasKey, OperationID: c.opID, Method: method, URL: u, Host: host,
+		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
+		DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum}
+	t.bind(rec, &c.identity)
+	return rec
 }

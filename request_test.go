@@ -553,7 +553,13 @@ func FuzzValidateKey(f *testing.F) {
 		case 4:
 			want, wantHas, wantOK = "", false, true
 		}
-		got, has, err := callerKey(req, DefaultKeyHeader)
+		var tr Transport
+		tr.setup()
+		co, err := tr.callOptionsOf(req.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, has, err := callerKey(req, DefaultKeyHeader, &co)
 		if has != wantHas || (err == nil) != wantOK || (err == nil && got != want) {
 			t.Fatalf("callerKey(%d, %q, %q) = %q, %v, %v; want %q, %v, ok=%v", how%5, k, k2, got, has, err, want, wantHas, wantOK)
 		}

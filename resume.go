@@ -146,7 +146,7 @@ func (t *Transport) resume(ctx context.Context, rec *Record, lim limits, isRetry
 			return nil, err
 		}
 		// It may have reached the server before: a Reconciler is asked first.
-		resp, err = t.run(ctx, &op{req: req, rec: rec, key: rec.Key, body: rec.Body,
+		resp, err = t.run(ctx, &op{req: req, method: rec.Method, rec: rec, key: rec.Key, body: rec.Body, reconcile: t.reconciler(ctx),
 			maybeSent: true, uncertain: hops == 0, expired: expired, limits: lim, resumed: true,
 			retryToken: isRetry && hops == 0, redirects: hops})
 		if err != nil || !t.resumedMove(resp, rec) {

@@ -57,10 +57,6 @@ type schedule struct {
 	b   *backoff.ExponentialBackOff // made at the first backoff: most calls never wait
 }
 
-func newSchedule(cfg *config, clk clock) *schedule {
-	return &schedule{cfg: cfg, clk: clk}
-}
-
 // backoff returns the backoff wait after attempt n, always in (0,
 // MaxInterval]: Options.Backoff's, or the next of the exponential backoff.
 func (s *schedule) backoff(n int) time.Duration {

@@ -123,7 +123,7 @@ func TestScheduleBackoffBounds(t *testing.T) {
 			cfg, err := opts.config()
 			require.NoError(t, err)
 			for client := 0; client < 20; client++ {
-				s := newSchedule(cfg, newFakeClock())
+				s := &schedule{cfg: cfg, clk: newFakeClock()}
 				for n := 1; n <= 100; n++ {
 					d := s.backoff(n)
 					require.Greater(t, d, time.Duration(0), "attempt %d", n)
@@ -142,7 +142,7 @@ func TestScheduleWaitBounds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := opts.config()
 			require.NoError(t, err)
-			s := newSchedule(cfg, newFakeClock())
+			s := &schedule{cfg: cfg, clk: newFakeClock()}
 			for i := 0; i < 200; i++ {
 				d, fromServer := s.wait(past, now, i+1)
 				require.True(t, fromServer)
@@ -160,7 +160,7 @@ func TestScheduleDefaultShape(t *testing.T) {
 	cfg, err := (*Options)(nil).config()
 	require.NoError(t, err)
 	for i := 0; i < 100; i++ {
-		s := newSchedule(cfg, newFakeClock())
+		s := &schedule{cfg: cfg, clk: newFakeClock()}
 		first, second := s.backoff(1), s.backoff(2)
 		require.GreaterOrEqual(t, first, 125*time.Millisecond)
 		require.LessOrEqual(t, first, 375*time.Millisecond)
@@ -177,7 +177,7 @@ func TestS24_JitterAtCap(t *testing.T) {
 
 	delays := make([]time.Duration, 1000)
 	for c := range delays {
-		s := newSchedule(cfg, newFakeClock())
+		s := &schedule{cfg: cfg, clk: newFakeClock()}
 		for n := 1; n < 20; n++ {
 			s.backoff(n)
 		}
@@ -230,7 +230,7 @@ func TestBadInputRandomizationFactorOne(t *testing.T) {
 			require.Equal(t, 1.0, cfg.RandomizationFactor)
 			var lo, hi time.Duration
 			for client := 0; client < 50; client++ {
-				s := newSchedule(cfg, newFakeClock())
+				s := &schedule{cfg: cfg, clk: newFakeClock()}
 				for n := 1; n <= 60; n++ {
 					d := s.backoff(n)
 					require.Greater(t, d, time.Duration(0), "attempt %d", n)
@@ -555,7 +555,7 @@ func TestBackoffOptionClamped(t *testing.T) {
 			t.Parallel()
 			cfg, err := (&Options{MaxInterval: tc.maxInterval, Backoff: constBackoff(tc.got)}).config()
 			require.NoError(t, err)
-			s := newSchedule(cfg, newFakeClock())
+			s := &schedule{cfg: cfg, clk: newFakeClock()}
 			for n := 1; n <= 3; n++ {
 				require.Equal(t, tc.want, s.backoff(n), "attempt %d", n)
 				d, fromServer := s.wait(nil, time.Now(), n)
@@ -700,7 +700,7 @@ func FuzzScheduleWait(f *testing.F) {
 			return // refused Options never reach a schedule
 		}
 		clk := newFakeClock()
-		s := newSchedule(cfg, clk)
+		s := &schedule{cfg: cfg, clk: clk}
 		resp := &http.Response{Header: http.Header{"Retry-After": {ra}}}
 		now := fuzzNow(sec, 0)
 		server, serverOK := retryAfterOracle(ra, now)
@@ -1136,7 +1136,7 @@ func BenchmarkBackoff(b *testing.B) {
 	resp := &http.Response{Header: http.Header{"Retry-After": {"3"}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		s := newSchedule(cfg, realClock{})
+		s := &schedule{cfg: cfg, clk: realClock{}}
 		for n := range 6 {
 			s.backoff(n + 1)
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -68,7 +69,7 @@ func (t *Transport) fail(ctx context.Context, o *op, cause error) error {
 // denied ends a call whose retry to host the RetryBudget refused after
 // attempt n (of the given class), like giveUp.
 func (t *Transport) denied(ctx context.Context, o *op, host string, n int, class Class, last outcome, next time.Time) (*http.Response, error) {
-	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: method(o.req), Journaled: o.rec != nil, Resumed: o.resumed,
+	t.cfg.observer.RetryDenied(ctx, RetryEvent{Method: o.method, Journaled: o.rec != nil, Resumed: o.resumed,
 		N: n, Status: last.status, Class: class, Wait: next.Sub(t.clock.Now())})
 	t.log(ctx, slog.LevelInfo, "idem: retry denied by the retry budget", o, "attempt", n,
 		"host", host, "status", last.status)
@@ -146,4 +147,21 @@ func (c *config) maxWait() time.Duration { return max(c.MaxRetryAfter, c.MaxInte
 func (t *Transport) dueAt(rec *Record) (due, now time.Time) {
 	now = t.now(rec)
 	return t.cfg.dueAt(rec, now), now
+}
+
+// pendingGauge counts this Transport's pending operations, so that closing a
+// Client can take them off the Observer's gauge.
+type pendingGauge struct{ n atomic.Int64 }
+
+// stateChanged reports a record's move from one state to another (from 0 for
+// a new record) to the pending gauge.
+func (t *Transport) stateChanged(from, to State) {
+	switch {
+	case from != StatePending && to == StatePending:
+		t.pending.n.Add(1)
+		t.cfg.observer.PendingChanged(1)
+	case from == StatePending && to != StatePending:
+		t.pending.n.Add(-1)
+		t.cfg.observer.PendingChanged(-1)
+	}
 }

@@ -113,16 +113,6 @@ func NewTransport(store journal.Store, opts *Options) (*Transport, error) {
 	return t, nil
 }
 
-func (t *Transport) base() http.RoundTripper {
-	if t.cfg.Base != nil {
-		return t.cfg.Base
-	}
-	if t.own != nil {
-		return t.own
-	}
-	return http.DefaultTransport
-}
-
 // RoundTrip implements http.RoundTripper; see the Transport doc. Before
 // anything is written or sent it may fail with ErrInvalidRequest,
 // ErrInvalidKey, ErrBodyTooLarge, ErrKeyReuse, ErrKeyExpired, ErrNoJournal,
@@ -139,76 +129,71 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
-	lim, err := t.checkCall(req)
+	co, err := t.checkCall(req)
 	if err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
 		return nil, err
 	}
-	if m := t.hopOf(req); m != nil { // net/http follows a redirect idem returned
-		if m.follows {
-			return t.continueHop(req, m, lim)
+	if req.Response != nil { // net/http follows a redirect: one idem returned?
+		if m := t.markOf(req.Response); m != nil {
+			if m.follows {
+				return t.continueHop(req, m, co.limits)
+			}
+			req = m.unbound(req, t.cfg.KeyHeader, &co)
 		}
-		req = m.unbound(req, t.cfg.KeyHeader)
 	}
 	body, err := t.readBody(req)
 	if err != nil {
 		return nil, err
 	}
-	if !t.journaled(req) {
-		o, err := t.unjournaled(req, body)
+	if !t.journaled(&co) {
+		o, err := t.unjournaled(req, body, &co)
 		if err != nil {
 			body.close()
 			return nil, err
 		}
-		o.limits = lim
 		return t.run(req.Context(), o)
 	}
 	if body.tooLarge {
 		body.close()
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, t.cfg.MaxBodyBytes)
 	}
-	return t.roundTripJournaled(req, body.buf, lim)
+	return t.roundTripJournaled(req, body.buf, &co)
 }
 
 // checkCall refuses, before the body is read, a request or per-call options
 // that could never be sent.
-func (t *Transport) checkCall(req *http.Request) (limits, error) {
-	if err := t.validRequest(req); err != nil {
-		return limits{}, err
+func (t *Transport) checkCall(req *http.Request) (callOptions, error) {
+	m, err := t.validRequest(req)
+	if err != nil {
+		return callOptions{}, err
 	}
-	ctx := req.Context()
-	if _, hasOp := operationIDFrom(ctx); hasOp && withoutJournal(ctx) {
-		return limits{}, fmt.Errorf("%w: WithoutJournal with WithOperationID: an operation ID needs the journal", ErrInvalidRequest)
-	}
-	return t.cfg.callLimits(ctx)
+	co, err := t.callOptionsOf(req.Context())
+	co.method = m
+	return co, err
 }
 
-func (t *Transport) journaled(req *http.Request) bool {
-	if withoutJournal(req.Context()) {
-		return false
-	}
-	_, hasKey := keyFrom(req.Context())
-	_, hasOp := operationIDFrom(req.Context())
-	return t.cfg.methods[method(req)] || hasKey || hasOp
+func (t *Transport) journaled(co *callOptions) bool {
+	return !co.noJournal && (t.cfg.methods[co.method] || co.hasKey || co.hasOpID)
 }
 
 // unjournaled builds the operation for a request that is retried but not
 // written down. A body over the cap is streamed once, without retries. A
 // caller's key is checked as for a journaled request (ErrInvalidKey). A
 // journaled method sent WithoutJournal gets a key kept in memory.
-func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
-	key, hasKey, err := callerKey(req, t.cfg.KeyHeader)
+func (t *Transport) unjournaled(req *http.Request, b body, co *callOptions) (*op, error) {
+	key, hasKey, err := callerKey(req, t.cfg.KeyHeader, co)
 	if err != nil {
 		return nil, err
 	}
-	if !hasKey && t.cfg.methods[method(req)] && withoutJournal(req.Context()) {
+	if !hasKey && t.cfg.methods[co.method] && co.noJournal {
 		if key, err = newKey(); err != nil {
 			return nil, err
 		}
 	}
-	o := &op{req: req, key: key, body: b.buf}
+	o := &op{req: req, method: co.method, key: key, body: b.buf, limits: co.limits}
 	if b.tooLarge {
 		o.stream = struct {
 			io.Reader
@@ -216,38 +201,6 @@ func (t *Transport) unjournaled(req *http.Request, b body) (*op, error) {
 		}{io.MultiReader(bytes.NewReader(b.buf), b.rest), b.rest}
 	}
 	return o, nil
-}
-
-// roundTripJournaled runs a journaled call as a list of steps: name the
-// operation, hold it against concurrent calls, find or write its record,
-// check this call may run it, then run it.
-func (t *Transport) roundTripJournaled(req *http.Request, buf []byte, lim limits) (*http.Response, error) {
-	if t.journal == nil {
-		return nil, ErrNoJournal
-	}
-	c, err := t.nameCall(req, buf)
-	if err != nil {
-		return nil, err
-	}
-	err = t.hold(c)
-	defer t.unhold(c)
-	if err != nil {
-		return nil, err
-	}
-	if err := req.Context().Err(); err != nil {
-		return nil, err // nothing written, nothing sent
-	}
-	if err := t.findOrWriteAhead(c); err != nil {
-		return nil, err
-	}
-	if err := t.admitCall(c); err != nil {
-		return nil, err
-	}
-	o, err := t.prepareSend(c, lim)
-	if err != nil {
-		return nil, err
-	}
-	return t.run(req.Context(), o)
 }
 
 // setup gives a zero Transport the default Options and no journal, on its

@@ -537,7 +537,7 @@ func helperTortureWriter() int {
 type writeAheadReporter struct{ NopObserver }
 
 func (writeAheadReporter) WriteAhead(ctx context.Context, _ time.Duration, err error) {
-	if id, ok := operationIDFrom(ctx); ok && err == nil {
+	if id, ok := ctx.Value(opIDCtx).(string); ok && err == nil {
 		// One write(2) per line, below PIPE_BUF: lines from concurrent
 		// goroutines never interleave.
 		os.Stdout.WriteString("op=" + id + "\n")
