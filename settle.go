@@ -22,7 +22,7 @@ func (t *Transport) settle(ctx context.Context, o *op, resp *http.Response) (*ht
 		return resp, nil
 	}
 	t.crash(crashResponse)
-	if t.redirected(ctx, o, resp) {
+	if resp.StatusCode/100 == 3 && t.redirected(ctx, o, resp) {
 		return resp, nil // a 307 or 308: pending at its Location
 	}
 	// The response is final; losing the settle only costs one harmless replay with
