@@ -59,20 +59,25 @@ func IdentityFrom(ctx context.Context) (string, bool) {
 // identity, or else its credentials, and its representation headers.
 type binding struct {
 	req                          *http.Request
-	identity                     string // declared; "" if none
-	tag                          string // the credential tag, once made (credentialTag)
-	contentType, contentEncoding string // normalized by representation
+	identity                     string   // declared; "" if none
+	tag                          string   // the credential tag, once made (credentialTag)
+	dropped                      []string // the sensitive headers req carries (droppedHeaders)
+	contentType, contentEncoding string   // normalized by representation
 }
 
 // bindingOf reads a journaled request's binding before anything is written
-// or sent. It fails with ErrInvalidRequest for an invalid or disputed
-// identity, or with Options.Identity's own error.
+// or sent, with its credential tag unless it declares an identity. It fails
+// with ErrInvalidRequest for an invalid or disputed identity, or with
+// Options.Identity's own error.
 func (t *Transport) bindingOf(req *http.Request) (binding, error) {
 	id, err := t.declaredIdentity(req)
 	if err != nil {
 		return binding{}, err
 	}
-	b := binding{req: req, identity: id}
+	b := binding{req: req, identity: id, dropped: t.droppedHeaders(req.Header)}
+	if id == "" {
+		t.credentialTag(&b)
+	}
 	b.contentType, b.contentEncoding = t.representation(req.Header)
 	return b, nil
 }
@@ -128,17 +133,6 @@ func (t *Transport) isCredential(req *http.Request, id string) bool {
 	return false
 }
 
-// bind writes b into rec, a new record: the declared identity, or else the
-// tag of the credentials; and the representation headers.
-func (t *Transport) bind(rec *Record, b *binding) {
-	if b.identity != "" {
-		rec.Identity = b.identity
-	} else {
-		rec.CredentialTag = t.credentialTag(b)
-	}
-	rec.ContentType, rec.ContentEncoding = b.contentType, b.contentEncoding
-}
-
 // admit checks that a call bound by b may run rec, found in the journal
 // under name: same identity (else ErrIdentityMismatch, checked first so that
 // another identity learns nothing of rec) and same representation headers
@@ -174,7 +168,7 @@ func (t *Transport) sameIdentity(rec *Record, b *binding) bool {
 // credentialTag returns the tag of b's credentials, made once.
 func (t *Transport) credentialTag(b *binding) string {
 	if b.tag == "" {
-		b.tag = t.tags.tag(t.credentials(b.req))
+		b.tag = t.tags.tag(t.credentials(b.req, b.dropped))
 	}
 	return b.tag
 }
@@ -183,13 +177,13 @@ func (t *Transport) credentialTag(b *binding) string {
 // fixed order: sensitive headers by name, each with its values sorted; URL
 // userinfo; sensitive query parameters, sorted. None encodes as empty, a
 // credential set too: a call with credentials is not one without.
-func (t *Transport) credentials(req *http.Request) []byte {
+func (t *Transport) credentials(req *http.Request, dropped []string) []byte {
 	var b []byte
 	str := func(s string) {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	for _, name := range t.droppedHeaders(req.Header) { // sorted
+	for _, name := range dropped { // sorted
 		// A header spelled two ways is read in map order.
 		vals := slices.Sorted(slices.Values(headerValues(req.Header, name)))
 		b = append(b, 'h')
@@ -311,34 +305,6 @@ func (t *Transport) recordRepresentation(rec *Record) (contentType, contentEncod
 	return contentType, contentEncoding, true
 }
 
-// resumeContext is ctx for the request Resume rebuilds for rec: it declares
-// rec's identity, or none (whatever ctx declared), for PrepareResume to read.
-func resumeContext(ctx context.Context, rec *Record) context.Context {
-	if id, _ := IdentityFrom(ctx); id == rec.Identity {
-		return ctx
-	}
-	return WithIdentity(ctx, rec.Identity)
-}
-
-// checkResumed refuses the request PrepareResume prepared for rec when
-// Options.Identity maps it to another identity than rec's. Where it cannot
-// tell, Resume trusts PrepareResume: a credential tag is not checked, or a
-// token refreshed after a restart would never be resumed.
-func (t *Transport) checkResumed(req *http.Request, rec *Record) error {
-	if t.cfg.Identity == nil || rec.Identity == "" {
-		return nil
-	}
-	id, err := t.cfg.Identity(req)
-	if err != nil {
-		return fmt.Errorf("idem: Options.Identity: %w", err)
-	}
-	if id != "" && id != rec.Identity {
-		return fmt.Errorf("%w: operation %q (key %s): Options.Identity maps the request PrepareResume prepared to another identity; nothing was sent",
-			ErrIdentityMismatch, rec.OperationID, rec.Key)
-	}
-	return nil
-}
-
 // credentialTagContext separates credential tags from any other use of the
 // key, and names the encoding of credentials, should it ever change.
 const credentialTagContext = "idem credential tag v1\x00"
@@ -388,3 +354,33 @@ type tagHash struct {
 }
 
 var credentialTagPrefix = []byte(credentialTagContext)
+
+// headerValues finds a header whatever its spelling, even one set in the map
+// without canonicalization. Under one spelling, the result is the map's own
+// slice, not a copy: callers must not modify it.
+func headerValues(h http.Header, name string) []string {
+	var vals []string
+	for k, v := range h {
+		switch {
+		case !strings.EqualFold(k, name):
+		case vals == nil:
+			vals = v
+		default: // another spelling: capped, so the append copies
+			vals = append(vals[:len(vals):len(vals)], v...)
+		}
+	}
+	return vals
+}
+
+// droppedHeaders names the sensitive headers the request carries, so Resume
+// can tell when PrepareResume did not put them back.
+func (t *Transport) droppedHeaders(h http.Header) []string {
+	var names []string
+	for k := range h {
+		if ck := http.CanonicalHeaderKey(k); t.cfg.sensitive[ck] && !slices.Contains(names, ck) {
+			names = append(names, ck)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

@@ -245,23 +245,6 @@ func callerKey(r *http.Request, header string, co *callOptions) (string, bool, e
 	}
 }
 
-// headerValues finds a header whatever its spelling, even one set in the map
-// without canonicalization. Under one spelling, the result is the map's own
-// slice, not a copy: callers must not modify it.
-func headerValues(h http.Header, name string) []string {
-	var vals []string
-	for k, v := range h {
-		switch {
-		case !strings.EqualFold(k, name):
-		case vals == nil:
-			vals = v
-		default: // another spelling: capped, so the append copies
-			vals = append(vals[:len(vals):len(vals)], v...)
-		}
-	}
-	return vals
-}
-
 // storedHeader drops sensitive headers and the key header before writing,
 // copying the values kept into one array, as http.Header.Clone does. A
 // header kept whole, every name canonical, is returned as it is: a Store
@@ -294,19 +277,6 @@ func (t *Transport) storedHeader(h http.Header) http.Header {
 		out[ck] = vs
 	}
 	return out
-}
-
-// droppedHeaders names the sensitive headers the request carries, so Resume
-// can tell when PrepareResume did not put them back.
-func (t *Transport) droppedHeaders(h http.Header) []string {
-	var names []string
-	for k := range h {
-		if ck := http.CanonicalHeaderKey(k); t.cfg.sensitive[ck] && !slices.Contains(names, ck) {
-			names = append(names, ck)
-		}
-	}
-	slices.Sort(names)
-	return names
 }
 
 // nameCall reads the call's key, operation ID and identity, names its
@@ -342,8 +312,8 @@ func (t *Transport) nameCall(req *http.Request, buf []byte, co *callOptions) (*c
 	return c, nil
 }
 
-// newRecord returns the record of c's new operation, bound to the call's
-// identity or credentials; writing it ahead makes it pending (EventCreate).
+// newRecord returns the record of c's new operation, bound as c is (its
+// binding); writing it ahead makes it pending (EventCreate).
 func (t *Transport) newRecord(c *call, method string) *Record {
 	req := c.req
 	u, droppedQuery := storedURL(req.URL, t.cfg.sensitiveQuery)
@@ -352,8 +322,9 @@ func (t *Transport) newRecord(c *call, method string) *Record {
 		host = "" // not an override: http.NewRequest sets it to the URL's
 	}
 	rec := &Record{Key: c.key, CallerKey: c.hasKey, OperationID: c.opID, Method: method, URL: u, Host: host,
-		Header: t.storedHeader(req.Header), Dropped: t.droppedHeaders(req.Header),
-		DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum}
-	t.bind(rec, &c.identity)
+		Header: t.storedHeader(req.Header), DroppedQuery: droppedQuery, Body: c.buf, BodySHA256: c.sum,
+		// The binding: the declared identity, or else the credentials' tag.
+		Identity: c.identity.identity, CredentialTag: c.identity.tag, Dropped: c.identity.dropped,
+		ContentType: c.identity.contentType, ContentEncoding: c.identity.contentEncoding}
 	return rec
 }

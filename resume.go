@@ -320,3 +320,31 @@ func (r *resumeRun) picker(left, only *leftOut) func(uint64, []byte) journal.Pic
 		return journal.Take
 	}
 }
+
+// resumeContext is ctx for the request Resume rebuilds for rec: it declares
+// rec's identity, or none (whatever ctx declared), for PrepareResume to read.
+func resumeContext(ctx context.Context, rec *Record) context.Context {
+	if id, _ := IdentityFrom(ctx); id == rec.Identity {
+		return ctx
+	}
+	return WithIdentity(ctx, rec.Identity)
+}
+
+// checkResumed refuses the request PrepareResume prepared for rec when
+// Options.Identity maps it to another identity than rec's. Where it cannot
+// tell, Resume trusts PrepareResume: a credential tag is not checked, or a
+// token refreshed after a restart would never be resumed.
+func (t *Transport) checkResumed(req *http.Request, rec *Record) error {
+	if t.cfg.Identity == nil || rec.Identity == "" {
+		return nil
+	}
+	id, err := t.cfg.Identity(req)
+	if err != nil {
+		return fmt.Errorf("idem: Options.Identity: %w", err)
+	}
+	if id != "" && id != rec.Identity {
+		return fmt.Errorf("%w: operation %q (key %s): Options.Identity maps the request PrepareResume prepared to another identity; nothing was sent",
+			ErrIdentityMismatch, rec.OperationID, rec.Key)
+	}
+	return nil
+}
