@@ -1,6 +1,7 @@
 // This file holds the record of an operation and the journaled path of
-// RoundTrip: roundTripJournaled and its steps, in the order they run. The
-// first, nameCall, builds the call from its request (request.go).
+// RoundTrip: roundTripJournaled and its steps, in the order they run (the
+// first, nameCall, builds the call from its request: request.go), and the
+// crash points a test can stop an operation at.
 
 package idem
 
@@ -313,4 +314,21 @@ func (t *Transport) Prepare(req *http.Request) (*Record, error) {
 	}
 	journal.Apply(c.fresh, journal.EventCreate, journal.Change{Now: t.clock.Now()}) // a new record: always allowed
 	return c.fresh, nil
+}
+
+// Crash points, in the order an operation meets them.
+const (
+	crashWriteAhead     = "write-ahead"     // the write-ahead commit returned; nothing sent yet
+	crashRequestWritten = "request-written" // an attempt's request was written; its response not read
+	crashResponse       = "response"        // a final response arrived; the settle not written
+	crashResume         = "resume"          // Resume re-sent one operation; others may follow
+	crashRedirected     = "redirected"      // a 307/308 moved the record, durably; the response not returned
+	crashHop            = "hop"             // the hop after a 307/308 arrived; nothing sent for it yet
+)
+
+// crash calls the test hook, if any, at a crash point.
+func (t *Transport) crash(point string) {
+	if t.crashAt != nil {
+		t.crashAt(point)
+	}
 }

@@ -1,7 +1,8 @@
 // This file holds Transport, the http.RoundTripper at idem's core (client.go
-// wraps one): RoundTrip decides whether a request is journaled, and the
-// journaled path reads as its steps. A zero Transport sets itself up on first
-// use; base() is what it sends through.
+// wraps one): RoundTrip checks a call and decides whether it is journaled;
+// the journaled path and its steps are in record.go, one attempt and the
+// base it goes through in attempt.go. A zero Transport sets itself up on
+// first use.
 
 package idem
 
@@ -64,7 +65,7 @@ type Transport struct {
 	pending  pendingGauge       // this Transport's share of the Observer's gauge
 	budget   *budget            // retry tokens per host
 	own      http.RoundTripper  // the base when Options.Base is nil
-	crashAt  func(point string) // test hook: die at a crash point; nil in use
+	crashAt  func(point string) // test hook: die at a crash point (record.go); nil in use
 }
 
 // NewTransport returns a Transport that journals to store: a
@@ -250,22 +251,5 @@ func (t *Transport) CloseIdleConnections() {
 	t.setup()
 	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
-	}
-}
-
-// Crash points, in the order an operation meets them.
-const (
-	crashWriteAhead     = "write-ahead"     // the write-ahead commit returned; nothing sent yet
-	crashRequestWritten = "request-written" // an attempt's request was written; its response not read
-	crashResponse       = "response"        // a final response arrived; the settle not written
-	crashResume         = "resume"          // Resume re-sent one operation; others may follow
-	crashRedirected     = "redirected"      // a 307/308 moved the record, durably; the response not returned
-	crashHop            = "hop"             // the hop after a 307/308 arrived; nothing sent for it yet
-)
-
-// crash calls the test hook, if any, at a crash point.
-func (t *Transport) crash(point string) {
-	if t.crashAt != nil {
-		t.crashAt(point)
 	}
 }
