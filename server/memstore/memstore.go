@@ -18,10 +18,10 @@ import (
 type Store struct {
 	now func() time.Time
 
-	mu       sync.Mutex
-	records  map[server.Scope]*record
-	released map[server.Scope]map[string]time.Time // tokens Release found nothing for, until when
-	claims   int                                   // claims since the last sweep of expired records
+	mu        sync.Mutex
+	records   map[server.Scope]*record
+	released  map[server.Scope]map[string]time.Time // tokens Release found nothing for, until when
+	deadlines []deadline                            // a min-heap of when to delete them (expiry.go)
 }
 
 // record is one key's state. resp is immutable once set.
@@ -32,10 +32,6 @@ type record struct {
 	expires     time.Time
 	resp        *server.Response // set when done
 }
-
-// sweepEvery is how many claims pass between sweeps of expired records, so a long-running
-// process does not grow without bound.
-const sweepEvery = 1024
 
 // Options configures a Store. The zero value, like a nil *Options, uses the real clock.
 type Options struct {
@@ -85,7 +81,7 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if until, ok := s.released[sc][token]; ok && now.Before(until) {
 		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
 	}
-	s.sweep(now)
+	s.expire(now)
 	r := &record{
 		fingerprint: fingerprint,
 		token:       token,
@@ -93,6 +89,7 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		expires:     now.Add(max(ttl, lease)),
 	}
 	s.records[sc] = r
+	s.queue(deadline{at: r.expires, scope: sc, rec: r})
 	return server.Claim{Claimed: true, Token: r.token}, nil
 }
 
@@ -152,7 +149,9 @@ func (s *Store) remember(sc server.Scope, token string) {
 	if s.released[sc] == nil {
 		s.released[sc] = map[string]time.Time{}
 	}
-	s.released[sc][token] = s.now().Add(server.ReleasedTokenTTL)
+	until := s.now().Add(server.ReleasedTokenTTL)
+	s.released[sc][token] = until
+	s.queue(deadline{at: until, scope: sc, token: token})
 }
 
 // TakeOver implements server.Store.
@@ -235,29 +234,6 @@ func repeated(own bool) error {
 		return nil
 	}
 	return server.ErrLeaseLost
-}
-
-// sweep deletes expired records every sweepEvery claims.
-func (s *Store) sweep(now time.Time) {
-	if s.claims++; s.claims < sweepEvery {
-		return
-	}
-	s.claims = 0
-	for sc, r := range s.records {
-		if !now.Before(r.expires) {
-			delete(s.records, sc)
-		}
-	}
-	for sc, tokens := range s.released {
-		for t, until := range tokens {
-			if !now.Before(until) {
-				delete(tokens, t)
-			}
-		}
-		if len(tokens) == 0 {
-			delete(s.released, sc)
-		}
-	}
 }
 
 // clone copies resp, so neither the caller nor a replay can change what is stored.

@@ -1,0 +1,12 @@
+package memstore
+
+// Kept returns how many records and released tokens s holds, expired or not: what expiry
+// has not deleted yet.
+func (s *Store) Kept() (records, tokens int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.released {
+		tokens += len(t)
+	}
+	return len(s.records), tokens
+}
