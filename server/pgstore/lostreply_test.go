@@ -52,7 +52,9 @@ func openLink(t testing.TB) servertest.Link {
 	}
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = addr.IP.String(), uint16(addr.Port), nil
 	cfg.ConnConfig.DialFunc = link.DialContext
-	cfg.ConnConfig.ConnectTimeout = time.Second
+	// A bound for a connect across a cut link (the store calls carry shorter deadlines);
+	// generous, for a first connect (Open migrates) on a loaded machine took over 1 s.
+	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

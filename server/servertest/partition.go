@@ -267,10 +267,7 @@ func partitionConsumer(t *testing.T, c NetConfig, cut string) {
 	l := c.Open(t)
 	wk := &work{}
 	a := newProcessor(t, l.Store, lease)
-	b, err := consumer.New(&consumer.Options{Store: l.Healthy, Lease: lease, Group: t.Name(), RerunAbandoned: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startProcessor(t, &consumer.Options{Store: l.Healthy, Lease: lease, Group: t.Name(), RerunAbandoned: true})
 	type result struct {
 		res consumer.Result
 		err error
