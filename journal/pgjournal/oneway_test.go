@@ -12,6 +12,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,16 +81,19 @@ func oneWayJournal(t *testing.T, cut string) {
 
 	map[string]func(){"Replies": link.CutReplies, "Out": link.CutOutward}[cut]()
 	cutAt := time.Now()
+	pay(during) // its statements go out on open connections, and wait for replies
+	time.Sleep(fleetLease / 5)
 	srv.ReleaseHolds() // their answers reach the cut-off instance; its settles cannot be confirmed
-	pay(during)
-	adopted := 0
+	adopted, firstAdopted := 0, time.Duration(0)
 	for time.Since(cutAt) < oneWayCut*fleetLease {
 		err := b.tr.Resume(context.Background(), func(o idem.Outcome) {
 			if o.Response != nil {
 				o.Response.Body.Close()
 			}
 			if o.Err == nil {
-				adopted++
+				if adopted++; adopted == 1 {
+					firstAdopted = time.Since(cutAt).Round(time.Millisecond)
+				}
 			}
 		})
 		if err != nil {
@@ -97,6 +101,7 @@ func oneWayJournal(t *testing.T, cut string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	landed := rowsOf(t, pool, schema, "during")
 	link.Heal()
 	healed := time.Now()
 	wg.Wait() // the calls made during the cut end, each with its answer or an error
@@ -117,8 +122,24 @@ func oneWayJournal(t *testing.T, cut string) {
 			failed++
 		}
 	}
-	t.Logf("cut %v: the other instance settled %d operations during the cut; %d of the cut-off instance's %d calls failed; nothing pending %v after the heal",
-		oneWayCut*fleetLease, adopted, failed, len(inFlight)+len(during), time.Since(healed).Round(time.Millisecond))
+	t.Logf("cut %s for %v: the other instance settled %d operations during the cut, the first %v after it; %d of the %d payments asked of the cut-off instance during the cut were written then; %d of its %d calls failed; nothing pending %v after the heal",
+		cut, oneWayCut*fleetLease, adopted, firstAdopted, landed, len(during), failed, len(inFlight)+len(during), time.Since(healed).Round(time.Millisecond))
+}
+
+// rowsOf counts the journal's rows whose operation ID starts with prefix,
+// read without a lease.
+func rowsOf(t *testing.T, pool *pgxpool.Pool, schema, prefix string) int {
+	t.Helper()
+	n := 0
+	for rec, err := range pgjournal.Records(context.Background(), pool, &pgjournal.Options{Schema: schema, Namespace: "payments"}, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(rec.OperationID, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // poolOverLink returns a pool on the test server whose connections all cross
@@ -137,6 +158,9 @@ func poolOverLink(t *testing.T) (*netfault.Link, *pgxpool.Pool) {
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = addr.IP.String(), uint16(addr.Port), nil
 	cfg.ConnConfig.DialFunc = link.DialContext
 	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
+	// Connections kept open, so that statements sent once the link is cut go out on
+	// established connections, as a busy instance's do, rather than wait on a connect.
+	cfg.MinConns, cfg.MaxConns = 8, 8
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -80,15 +80,21 @@ func holdCut(l Link, cutAt time.Time, lease time.Duration) {
 }
 
 // resolved fails t unless what (a Middleware's or a Processor's Shutdown) returns within
-// three leases: every call repeated in the background has landed or been refused.
-func resolved(t *testing.T, lease time.Duration, what string, shutdown func(context.Context) error) {
+// three leases: every call repeated in the background has landed or been refused. It
+// returns how long that took.
+func resolved(t *testing.T, lease time.Duration, what string, shutdown func(context.Context) error) time.Duration {
 	t.Helper()
+	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*lease)
 	defer cancel()
 	if err := shutdown(ctx); err != nil {
 		t.Errorf("%s: background Store calls still unresolved three leases after the heal: %v", what, err)
 	}
+	return time.Since(began).Round(time.Millisecond)
 }
+
+// since is how long ago t was, rounded for a log line.
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
 
 func oneWayMiddleware(t *testing.T, c NetConfig, cut string) {
 	lease := c.lease()
@@ -126,8 +132,16 @@ func oneWayMiddleware(t *testing.T, c NetConfig, cut string) {
 	if got := a.post("arrived"); got.status != http.StatusServiceUnavailable {
 		t.Errorf("a key sent to the cut-off instance = %+v, want 503", got)
 	}
+	took, held := map[string]time.Duration{}, map[string]int{}
 	for _, k := range []string{"running", "arrived"} {
-		within(t, lease, "the other instance runs "+k, func() bool { return b.post(k).status == http.StatusCreated })
+		within(t, lease, "the other instance runs "+k, func() bool {
+			got := b.post(k)
+			if got.status == http.StatusConflict {
+				held[k]++ // the cut-off instance's claim is in the Store: it arrived
+			}
+			return got.status == http.StatusCreated
+		})
+		took[k] = since(cutAt)
 	}
 	if got := <-first; got.status == http.StatusCreated {
 		t.Errorf("the cut-off handler answered %+v: it ran on without a confirmed lease", got)
@@ -135,7 +149,7 @@ func oneWayMiddleware(t *testing.T, c NetConfig, cut string) {
 	holdCut(l, cutAt, lease)
 	// The cut-off instance's late calls first, then what the keys answer: a late call
 	// that undid the other instance's work would show there.
-	resolved(t, lease, "the healed instance", a.mw.Shutdown)
+	late := resolved(t, lease, "the healed instance", a.mw.Shutdown)
 
 	for _, k := range []string{"running", "arrived"} {
 		for name, s := range map[string]*service{"the healed instance": a, "the other instance": b} {
@@ -147,6 +161,8 @@ func oneWayMiddleware(t *testing.T, c NetConfig, cut string) {
 		}
 	}
 	done.wantOnce(t, "running", "arrived")
+	t.Logf("cut %s: the other instance ran the running key %v and the arrived key %v after the cut (found held %d and %d times first); the healed instance's late calls resolved %v after the heal",
+		cut, took["running"], took["arrived"], held["running"], held["arrived"], late)
 	reportRepeats(t, obs)
 }
 
@@ -199,14 +215,16 @@ func oneWayConsumer(t *testing.T, c NetConfig, cut string) {
 	if res, err := a.Process(context.Background(), "q", "arrived", handle("arrived")); err == nil {
 		t.Errorf("a message delivered to the cut-off consumer = %v, want an error (no ack)", res)
 	}
+	took := map[string]time.Duration{}
 	for _, id := range []string{"running", "arrived"} {
 		if res := redeliverID(t, b, lease, id, handle(id)); res != consumer.Processed {
 			t.Errorf("%s redelivered to the other consumer = %v, want processed", id, res)
 		}
+		took[id] = since(cutAt)
 	}
 	<-first // an error or not: what counts is the effect
 	holdCut(l, cutAt, lease)
-	resolved(t, lease, "the healed consumer", a.Shutdown)
+	late := resolved(t, lease, "the healed consumer", a.Shutdown)
 
 	for _, id := range []string{"running", "arrived"} {
 		for name, p := range map[string]*consumer.Processor{"the healed consumer": a, "the other consumer": b} {
@@ -216,6 +234,8 @@ func oneWayConsumer(t *testing.T, c NetConfig, cut string) {
 		}
 	}
 	done.wantOnce(t, "running", "arrived")
+	t.Logf("cut %s: the other consumer processed the running message %v and the arrived one %v after the cut; the healed consumer's late calls resolved %v after the heal",
+		cut, took["running"], took["arrived"], late)
 }
 
 // signal tells a waiting test that a handler started, without blocking a run it does not
