@@ -10,8 +10,6 @@ package pgjournal_test
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,14 +148,9 @@ func poolOverLink(t *testing.T) (*netfault.Link, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := netfault.New(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	addr, err := net.ResolveTCPAddr("tcp", link.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = addr.IP.String(), uint16(addr.Port), nil
-	cfg.ConnConfig.DialFunc = link.DialContext
-	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
+	link, host, port := pgtest.Link(t, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, port, nil
+	cfg.ConnConfig.DialFunc, cfg.ConnConfig.ConnectTimeout = link.DialContext, 3*time.Second
 	// Connections kept open, so that statements sent once the link is cut go out on
 	// established connections, as a busy instance's do, rather than wait on a connect.
 	cfg.MinConns, cfg.MaxConns = 8, 8

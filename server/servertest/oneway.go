@@ -30,16 +30,7 @@ import (
 // The handlers honour their context, as the contract asks.
 func OneWay(t *testing.T, c NetConfig) {
 	t.Helper()
-	for _, cut := range []string{"Replies", "Out"} {
-		t.Run("Middleware/"+cut, func(t *testing.T) {
-			t.Parallel()
-			oneWayMiddleware(t, c, cut)
-		})
-		t.Run("Consumer/"+cut, func(t *testing.T) {
-			t.Parallel()
-			oneWayConsumer(t, c, cut)
-		})
-	}
+	perCut(t, c, []string{"Replies", "Out"}, oneWayMiddleware, oneWayConsumer)
 }
 
 // oneWayCut is how long the scenarios keep the link cut, in leases: long enough for the
