@@ -18,6 +18,7 @@ import (
 	"github.com/idem-go/idem"
 	"github.com/idem-go/idem/internal/netfault"
 	"github.com/idem-go/idem/internal/pgtest"
+	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/idem-go/idem/testserver"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,10 +31,12 @@ const oneWayCut = 3
 // S42: the cut-off instance has payments in flight at the server when the
 // link is cut, gets their answers during the cut (its settles unconfirmed),
 // and is asked for more payments during the cut. The other instance adopts
-// what is left pending once the leases run out. After the heal, a Resume on
-// the healed instance alone leaves nothing pending, every payment journaled
-// is settled with exactly one effect on the server's ledger (none for one
-// never journaled), and the healed instance pays again.
+// what is left pending once the leases run out. After the heal, the
+// cut-off instance's late settles arrive and change nothing (the row's epoch
+// fences them): the adopter's records stand; a Resume on the healed instance
+// alone leaves nothing pending; every payment journaled is settled with
+// exactly one effect on the server's ledger (none for one never journaled);
+// and the healed instance pays again.
 func TestS42OneWayPartitionFromPostgreSQL(t *testing.T) {
 	for _, cut := range []string{"Replies", "Out"} {
 		t.Run(cut, func(t *testing.T) {
@@ -83,6 +86,7 @@ func oneWayJournal(t *testing.T, cut string) {
 	time.Sleep(fleetLease / 5)
 	srv.ReleaseHolds() // their answers reach the cut-off instance; its settles cannot be confirmed
 	adopted, firstAdopted := 0, time.Duration(0)
+	settledBy := map[string]idem.Record{} // what the other instance settled, as it wrote it
 	for time.Since(cutAt) < oneWayCut*fleetLease {
 		err := b.tr.Resume(context.Background(), func(o idem.Outcome) {
 			if o.Response != nil {
@@ -92,6 +96,7 @@ func oneWayJournal(t *testing.T, cut string) {
 				if adopted++; adopted == 1 {
 					firstAdopted = time.Since(cutAt).Round(time.Millisecond)
 				}
+				settledBy[o.Record.OperationID] = *o.Record
 			}
 		})
 		if err != nil {
@@ -111,6 +116,20 @@ func oneWayJournal(t *testing.T, cut string) {
 		errs[ref] = err
 	}
 	settleAll(t, a, srv, append(append(inFlight, during...), after...), errs)
+	for ref, want := range settledBy {
+		got, err := a.j.Get(context.Background(), journal.Name{OperationID: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The adopter's outcome stands: a late write of the cut-off instance, fenced by
+		// the row's epoch, changes nothing (the row keeps microseconds).
+		if got == nil {
+			t.Errorf("%s, settled by the other instance during the cut, is gone", ref)
+		} else if got.State != want.State || got.Attempts != want.Attempts || got.Updated.Sub(want.Updated).Abs() >= time.Microsecond {
+			t.Errorf("%s, settled by the other instance during the cut (%v, %d attempts, at %v), is now %v, %d attempts, at %v",
+				ref, want.State, want.Attempts, want.Updated, got.State, got.Attempts, got.Updated)
+		}
+	}
 	if adopted == 0 {
 		t.Errorf("the other instance adopted nothing during a cut of %d leases", oneWayCut)
 	}
