@@ -117,7 +117,13 @@ func oneWayMiddleware(t *testing.T, c NetConfig, cut string) {
 
 	first := make(chan answer, 1)
 	go func() { first <- a.post("running") }()
-	<-started
+	select {
+	case <-started:
+	case got := <-first:
+		t.Fatalf("the first request ended before its handler started: %+v", got)
+	case <-time.After(3 * lease):
+		t.Fatal("the first handler did not start within three leases")
+	}
 	l.cutOf(cut)()
 	cutAt := time.Now()
 	if got := a.post("arrived"); got.status != http.StatusServiceUnavailable {
@@ -200,7 +206,13 @@ func oneWayConsumer(t *testing.T, c NetConfig, cut string) {
 		})
 		first <- err
 	}()
-	<-started
+	select {
+	case <-started:
+	case err := <-first:
+		t.Fatalf("the first delivery ended before its handler started: %v", err)
+	case <-time.After(3 * lease):
+		t.Fatal("the first handler did not start within three leases")
+	}
 	l.cutOf(cut)()
 	cutAt := time.Now()
 	if res, err := a.Process(context.Background(), "q", "arrived", handle("arrived")); err == nil {
