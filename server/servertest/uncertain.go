@@ -323,7 +323,8 @@ func newProcessor(t *testing.T, store server.Store, lease time.Duration) *consum
 // redeliver is redeliverID for the message "m".
 func redeliver(t *testing.T, p *consumer.Processor, lease time.Duration, handle func(context.Context) error) consumer.Result {
 	t.Helper()
-	return redeliverID(t, p, lease, "m", handle)
+	res, _ := redeliverID(t, p, lease, "m", handle)
+	return res
 }
 
 // The consumer's claim landed, its replies were lost: Process fails (no ack), and the
