@@ -6,14 +6,11 @@ package pgstore_test
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idem-go/idem/internal/netfault"
 	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/pgstore"
@@ -45,14 +42,12 @@ func openLink(t testing.TB) servertest.Link {
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := netfault.New(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	addr, err := net.ResolveTCPAddr("tcp", link.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = addr.IP.String(), uint16(addr.Port), nil
+	link, host, port := pgtest.Link(t, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, port, nil
 	cfg.ConnConfig.DialFunc = link.DialContext
-	cfg.ConnConfig.ConnectTimeout = time.Second
+	// A bound for a connect across a cut link (the store calls carry shorter deadlines);
+	// generous, for a first connect (Open migrates) on a loaded machine took over 1 s.
+	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -146,14 +146,21 @@ func wantRunsOnce(t *testing.T, s *service, lease time.Duration, effects *atomic
 // effect happens once. The handlers honour their context, as the contract asks.
 func Partition(t *testing.T, c NetConfig) {
 	t.Helper()
-	for _, cut := range []string{"Both", "Out", "Replies"} {
+	perCut(t, c, []string{"Both", "Out", "Replies"}, partitionMiddleware, partitionConsumer)
+}
+
+// perCut runs middleware and consumer, each in a parallel subtest, under each of cuts (a
+// Link's cut by name, see cutOf).
+func perCut(t *testing.T, c NetConfig, cuts []string, middleware, consumer func(*testing.T, NetConfig, string)) {
+	t.Helper()
+	for _, cut := range cuts {
 		t.Run("Middleware/"+cut, func(t *testing.T) {
 			t.Parallel()
-			partitionMiddleware(t, c, cut)
+			middleware(t, c, cut)
 		})
 		t.Run("Consumer/"+cut, func(t *testing.T) {
 			t.Parallel()
-			partitionConsumer(t, c, cut)
+			consumer(t, c, cut)
 		})
 	}
 }
@@ -267,10 +274,7 @@ func partitionConsumer(t *testing.T, c NetConfig, cut string) {
 	l := c.Open(t)
 	wk := &work{}
 	a := newProcessor(t, l.Store, lease)
-	b, err := consumer.New(&consumer.Options{Store: l.Healthy, Lease: lease, Group: t.Name(), RerunAbandoned: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := startProcessor(t, &consumer.Options{Store: l.Healthy, Lease: lease, Group: t.Name(), RerunAbandoned: true})
 	type result struct {
 		res consumer.Result
 		err error

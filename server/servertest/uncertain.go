@@ -111,6 +111,7 @@ func within(t *testing.T, lease time.Duration, what string, f func() bool) {
 type service struct {
 	t   *testing.T
 	url string
+	mw  *server.Middleware
 }
 
 func newService(t *testing.T, o server.Options, h http.HandlerFunc) *service {
@@ -126,7 +127,7 @@ func newService(t *testing.T, o server.Options, h http.HandlerFunc) *service {
 		defer cancel()
 		_ = mw.Shutdown(ctx)
 	})
-	return &service{t: t, url: srv.URL}
+	return &service{t: t, url: srv.URL, mw: mw}
 }
 
 // answer is a response read in full.
@@ -316,28 +317,13 @@ func s38ReleaseLost(t *testing.T, c *Config) {
 // newProcessor returns a Processor on store for the scenarios.
 func newProcessor(t *testing.T, store server.Store, lease time.Duration) *consumer.Processor {
 	t.Helper()
-	p, err := consumer.New(&consumer.Options{Store: store, Lease: lease, Group: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = p.Shutdown(ctx)
-	})
-	return p
+	return startProcessor(t, &consumer.Options{Store: store, Lease: lease, Group: t.Name()})
 }
 
-// redeliver processes message m with handle until the result is not Busy (the broker
-// redelivers a message not acked), within about a lease, and returns the result.
+// redeliver is redeliverID for the message "m".
 func redeliver(t *testing.T, p *consumer.Processor, lease time.Duration, handle func(context.Context) error) consumer.Result {
 	t.Helper()
-	var res consumer.Result
-	within(t, lease, "the redelivery is decided", func() bool {
-		var err error
-		res, err = p.Process(context.Background(), "q", "m", handle)
-		return err == nil && res != consumer.Busy
-	})
+	res, _ := redeliverID(t, p, lease, "m", handle)
 	return res
 }
 
