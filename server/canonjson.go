@@ -1,24 +1,26 @@
 // canonjson.go re-encodes a JSON text in a canonical form, in the manner of RFC 8785 (JSON
 // Canonicalization Scheme), so that key order, white space, string escapes and number
-// spelling do not change a fingerprint. fingerprint.go hashes the result.
+// spelling do not change a fingerprint. fingerprint.go hashes the result. This file reads
+// and checks the text in one pass over its bytes; canonjson_scalar.go reads and writes
+// strings and numbers; canonjson_write.go writes the canonical form when the text is not.
 
 package server
 
 import (
 	"bytes"
-	"encoding/json"
+	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
-	"strconv"
-	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // errNotJSON wraps every reason canonicalJSON refuses a body.
 var errNotJSON = errors.New("server: invalid JSON")
+
+// maxDepth bounds nesting: a value inside more than maxDepth arrays and objects is refused,
+// so a body of a million '[' costs no deep recursion.
+const maxDepth = 1000
 
 // canonicalJSON returns the canonical form of the one JSON value in body:
 //   - object members sorted by their names' UTF-16 code units (RFC 8785 section 3.2.3);
@@ -29,308 +31,286 @@ var errNotJSON = errors.New("server: invalid JSON")
 //     that differ only past 2^53 keep different fingerprints.
 //
 // It refuses (errNotJSON) a body that is not UTF-8, has a lone UTF-16 surrogate escape
-// (RFC 8259 sections 8.1 and 8.2: encoding/json would turn either into U+FFFD, so two
-// different bodies would share a fingerprint), has an object with a duplicate member name
-// (RFC 8785 section 3.1 requires I-JSON), or is not exactly one JSON value.
+// (RFC 8259 sections 8.1 and 8.2: decoding either to U+FFFD would give two different
+// bodies one fingerprint), has an object with a duplicate member name (RFC 8785 section 3.1
+// requires I-JSON), nests deeper than maxDepth, has a number whose exponent does not fit
+// in 32 bits, or is not exactly one JSON value. DefaultFingerprint uses canonState, which
+// this wraps, to reuse its memory.
 func canonicalJSON(body []byte) ([]byte, error) {
+	var st canonState
+	canon, err := st.canonicalize(body)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(canon), nil
+}
+
+// canonState is the working memory of canonicalizing one body, reusable for the next: the
+// body is read once, and written out again only if it is not canonical already, so the
+// cost per token is a few comparisons, not an allocation.
+type canonState struct {
+	body      []byte
+	canonical bool         // everything read so far is in canonical form
+	open      []memberSpan // the members read of each object being read, innermost last
+	objs      []reordered  // the objects whose members are out of order
+	sorted    []memberSpan // their members, in canonical order
+	scratch   []byte       // a number's canonical form, to compare with the body's
+	out       []byte       // the canonical form, if the body is not
+}
+
+// memberSpan is where an object member is in the body.
+type memberSpan struct {
+	name, nameEnd int  // the name's opening quote, and just past its closing one
+	value         int  // the value's first byte
+	escaped       bool // the name has a backslash escape
+}
+
+// reordered is an object whose members the canonical form writes in another order.
+type reordered struct {
+	start, end int // its '{', and just past its '}'
+	first, n   int // its members, sorted[first:first+n]
+}
+
+// maxKept bounds the memory a canonState keeps for the next body, in elements.
+const maxKept = 1 << 16
+
+// canonicalize returns the canonical form of body (see canonicalJSON): body itself if it
+// is canonical already, else st's buffer, valid until st's next use.
+func (st *canonState) canonicalize(body []byte) ([]byte, error) {
+	st.reset(body)
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("%w: not UTF-8", errNotJSON)
 	}
-	if loneSurrogate(body) {
-		return nil, fmt.Errorf("%w: a lone UTF-16 surrogate escape", errNotJSON)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v pieces
-	if err := canonValue(dec, &v, 0); err != nil {
+	end, err := st.value(st.space(0), 0)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if st.space(end) != len(body) {
 		return nil, fmt.Errorf("%w: data after the JSON value", errNotJSON)
 	}
-	var out bytes.Buffer
-	out.Grow(len(body))
-	v.writeTo(&out)
-	return out.Bytes(), nil
-}
-
-// maxDepth bounds nesting, so a body of a million '[' costs no deep recursion.
-const maxDepth = 1000
-
-// pieces is a canonical value under construction: runs of finished bytes, and objects,
-// whose members are sorted only once the object ends. Objects larger than flatMax are
-// kept as nodes and written out once at the end, so a large member value is never copied
-// into its object's buffer level by level: nested objects cost time and memory linear in
-// the body, where copying each level cost a gigabyte for a 1 MiB body.
-type pieces []piece
-
-// piece is finished bytes (lit) or an object (obj).
-type piece struct {
-	lit *bytes.Buffer
-	obj *object
-}
-
-type object struct {
-	members []member
-	size    int // about how many bytes it writes
-}
-
-// flatMax is the size up to which an object is written out at once, as bytes, rather than
-// kept as a node: small objects (the many {"a":1} of an array) then cost no node, and a
-// byte is copied into at most the few small objects around it.
-const flatMax = 256
-
-type member struct {
-	name  string
-	units []uint16 // the name in UTF-16, the sort key
-	value pieces
-}
-
-// buf returns the run of bytes at the end of ps, starting one if needed.
-func (ps *pieces) buf() *bytes.Buffer {
-	if n := len(*ps); n > 0 && (*ps)[n-1].lit != nil {
-		return (*ps)[n-1].lit
+	if st.canonical {
+		return body, nil
 	}
-	b := new(bytes.Buffer)
-	*ps = append(*ps, piece{lit: b})
-	return b
+	slices.SortFunc(st.objs, func(a, b reordered) int { return cmp.Compare(a.start, b.start) })
+	st.out = slices.Grow(st.out[:0], len(body))
+	st.write(skipSpace(body, 0))
+	return st.out, nil
 }
 
-// size is about how many bytes ps writes.
-func (ps pieces) size() int {
-	n := 0
-	for _, p := range ps {
-		if p.obj == nil {
-			n += p.lit.Len()
-		} else {
-			n += p.obj.size
-		}
+// reset readies st for body, dropping any buffer a huge body left too large to keep.
+func (st *canonState) reset(body []byte) {
+	st.body, st.canonical = body, true
+	st.open, st.objs, st.sorted = keep(st.open), keep(st.objs), keep(st.sorted)
+	st.scratch, st.out = keep(st.scratch), keep(st.out)
+}
+
+// keep returns s emptied, or nil if it is too large to keep.
+func keep[S ~[]E, E any](s S) S {
+	if cap(s) > maxKept {
+		return nil
 	}
-	return n
+	return s[:0]
 }
 
-// writeTo writes the canonical text of ps to out.
-func (ps pieces) writeTo(out *bytes.Buffer) {
-	for _, p := range ps {
-		if p.obj == nil {
-			out.Write(p.lit.Bytes())
-		} else {
-			p.obj.writeTo(out)
-		}
+// fail is the error for the byte at i, or for a body ending early.
+func (st *canonState) fail(i int, what string) error {
+	if i >= len(st.body) {
+		return fmt.Errorf("%w: %s at the end", errNotJSON, what)
 	}
+	return fmt.Errorf("%w: %s at byte %d", errNotJSON, what, i)
 }
 
-// writeTo writes the canonical text of o, its members sorted, to out.
-func (o *object) writeTo(out *bytes.Buffer) {
-	out.WriteByte('{')
-	for i, m := range o.members {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		writeString(out, m.name)
-		out.WriteByte(':')
-		m.value.writeTo(out)
+// space returns the index of the first byte at or after i that is not white space. White
+// space is never canonical.
+func (st *canonState) space(i int) int {
+	j := skipSpace(st.body, i)
+	if j != i {
+		st.canonical = false
 	}
-	out.WriteByte('}')
+	return j
 }
 
-// canonValue appends the next value of dec to out.
-func canonValue(dec *json.Decoder, out *pieces, depth int) error {
+// skipSpace returns the index of the first byte at or after i that is not JSON's white
+// space (RFC 8259 section 2).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// value reads the value at body[i], nested in depth arrays and objects, and returns the
+// index just past it.
+func (st *canonState) value(i, depth int) (int, error) {
 	if depth > maxDepth {
-		return fmt.Errorf("%w: nested deeper than %d", errNotJSON, maxDepth)
+		return 0, fmt.Errorf("%w: nested deeper than %d", errNotJSON, maxDepth)
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("%w: %v", errNotJSON, err)
+	if i >= len(st.body) {
+		return 0, st.fail(i, "no value")
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		if t == '[' {
-			return canonArray(dec, out, depth)
-		}
-		if t == '{' {
-			return canonObject(dec, out, depth)
-		}
-		return fmt.Errorf("%w: unexpected %q", errNotJSON, t)
-	case string:
-		writeString(out.buf(), t)
-	case json.Number:
-		n, err := canonNumber(string(t))
-		if err != nil {
-			return err
-		}
-		out.buf().WriteString(n)
-	case bool:
-		out.buf().WriteString(strconv.FormatBool(t))
-	case nil:
-		out.buf().WriteString("null")
+	switch c := st.body[i]; {
+	case c == '{':
+		return st.object(i, depth)
+	case c == '[':
+		return st.array(i, depth)
+	case c == '"':
+		end, _, err := st.str(i)
+		return end, err
+	case c == '-' || '0' <= c && c <= '9':
+		return st.number(i)
+	case c == 't':
+		return st.literal(i, "true")
+	case c == 'f':
+		return st.literal(i, "false")
+	case c == 'n':
+		return st.literal(i, "null")
 	}
-	return nil
+	return 0, st.fail(i, "unexpected character")
 }
 
-func canonArray(dec *json.Decoder, out *pieces, depth int) error {
-	out.buf().WriteByte('[')
-	for i := 0; dec.More(); i++ {
-		if i > 0 {
-			out.buf().WriteByte(',')
-		}
-		if err := canonValue(dec, out, depth+1); err != nil {
-			return err
-		}
+func (st *canonState) literal(i int, lit string) (int, error) {
+	if len(st.body)-i < len(lit) || string(st.body[i:i+len(lit)]) != lit {
+		return 0, st.fail(i, "invalid literal")
 	}
-	if _, err := dec.Token(); err != nil { // the ']'
-		return fmt.Errorf("%w: %v", errNotJSON, err)
-	}
-	out.buf().WriteByte(']')
-	return nil
+	return i + len(lit), nil
 }
 
-func canonObject(dec *json.Decoder, out *pieces, depth int) error {
-	o := object{size: 2}
-	for dec.More() {
-		tok, err := dec.Token()
+func (st *canonState) array(start, depth int) (int, error) {
+	b := st.body
+	i := st.space(start + 1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		end, err := st.value(i, depth+1)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errNotJSON, err)
+			return 0, err
 		}
-		name, _ := tok.(string) // the decoder allows only a string here
-		var v pieces
-		if err := canonValue(dec, &v, depth+1); err != nil {
-			return err
+		i = st.space(end)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = st.space(i + 1)
+		case i < len(b) && b[i] == ']':
+			return i + 1, nil
+		default:
+			return 0, st.fail(i, "expected ',' or ']'")
 		}
-		o.members = append(o.members, member{name, utf16.Encode([]rune(name)), v})
-		o.size += len(name) + 4 + v.size()
 	}
-	if _, err := dec.Token(); err != nil { // the '}'
-		return fmt.Errorf("%w: %v", errNotJSON, err)
+}
+
+// object reads the object at body[start]. Its members go on st.open as they come, each
+// name compared with the one before: all in order (the usual case), the object is
+// canonical as it stands; else it is sorted once it ends and recorded in st.objs, for
+// canonjson_write.go to write its members in that order.
+func (st *canonState) object(start, depth int) (int, error) {
+	b := st.body
+	i := st.space(start + 1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
 	}
-	ms := o.members
-	slices.SortFunc(ms, func(a, b member) int { return slices.Compare(a.units, b.units) })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].name == ms[i-1].name {
+	base, inOrder := len(st.open), true
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, st.fail(i, "expected a member name")
+		}
+		nameEnd, escaped, err := st.str(i)
+		if err != nil {
+			return 0, err
+		}
+		m := memberSpan{name: i, nameEnd: nameEnd, escaped: escaped}
+		if i = st.space(nameEnd); i >= len(b) || b[i] != ':' {
+			return 0, st.fail(i, "expected ':'")
+		}
+		m.value = st.space(i + 1)
+		end, err := st.value(m.value, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		if n := len(st.open); n > base {
+			switch st.compareNames(st.open[n-1], m) {
+			case 0:
+				return 0, fmt.Errorf("%w: duplicate member name", errNotJSON)
+			case 1:
+				inOrder = false
+			}
+		}
+		st.open = append(st.open, m)
+		i = st.space(end)
+		switch {
+		case i < len(b) && b[i] == ',':
+			i = st.space(i + 1)
+			continue
+		case i < len(b) && b[i] == '}':
+		default:
+			return 0, st.fail(i, "expected ',' or '}'")
+		}
+		break
+	}
+	if !inOrder {
+		if err := st.reorder(start, i+1, st.open[base:]); err != nil {
+			return 0, err
+		}
+	}
+	st.open = st.open[:base]
+	return i + 1, nil
+}
+
+// reorder sorts ms, the members of the object body[start:end], and records them.
+func (st *canonState) reorder(start, end int, ms []memberSpan) error {
+	slices.SortFunc(ms, st.compareNames)
+	for k := 1; k < len(ms); k++ {
+		if st.compareNames(ms[k-1], ms[k]) == 0 {
 			return fmt.Errorf("%w: duplicate member name", errNotJSON)
 		}
 	}
-	if o.size <= flatMax {
-		o.writeTo(out.buf())
-	} else {
-		node := o
-		*out = append(*out, piece{obj: &node})
-	}
+	st.canonical = false
+	st.objs = append(st.objs, reordered{start: start, end: end, first: len(st.sorted), n: len(ms)})
+	st.sorted = append(st.sorted, ms...)
 	return nil
 }
 
-// writeString writes s as a JSON string with RFC 8785's escapes: \" \\ \b \f \n \r \t, other
-// control characters as \u00xx, everything else as itself.
-func writeString(out *bytes.Buffer, s string) {
-	const hex = "0123456789abcdef"
-	out.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '"', '\\':
-			out.WriteByte('\\')
-			out.WriteByte(c)
-		case '\b':
-			out.WriteString(`\b`)
-		case '\f':
-			out.WriteString(`\f`)
-		case '\n':
-			out.WriteString(`\n`)
-		case '\r':
-			out.WriteString(`\r`)
-		case '\t':
-			out.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				out.WriteString(`\u00`)
-				out.WriteByte(hex[c>>4])
-				out.WriteByte(hex[c&0xf])
-			} else {
-				out.WriteByte(c)
-			}
+// compareNames orders two member names by their UTF-16 code units, as decoded: -1, 0
+// (the same name) or 1.
+func (st *canonState) compareNames(a, b memberSpan) int {
+	x, y := st.body[a.name+1:a.nameEnd-1], st.body[b.name+1:b.nameEnd-1]
+	if !a.escaped && !b.escaped {
+		return compareUTF16(x, y)
+	}
+	i, j := 0, 0
+	for i < len(x) && j < len(y) {
+		var r, s rune
+		r, i = nameRune(x, i)
+		s, j = nameRune(y, j)
+		if r != s {
+			return cmp.Compare(utf16Order(r), utf16Order(s))
 		}
 	}
-	out.WriteByte('"')
+	return cmp.Compare(len(x)-i, len(y)-j)
 }
 
-// canonNumber returns the canonical spelling of n, a JSON number: its exact value with no
-// leading or trailing zeros, written as ECMAScript writes numbers (the layout RFC 8785
-// section 3.2.2.3 adopts): plain digits up to 21 before the point and down to 6 zeros
-// after it, d.ddde±x beyond. -0 is 0.
-func canonNumber(n string) (string, error) {
-	neg := strings.HasPrefix(n, "-")
-	n = strings.TrimPrefix(n, "-")
-	mant, exp := n, int64(0)
-	if i := strings.IndexAny(n, "eE"); i >= 0 {
-		e, err := strconv.ParseInt(strings.TrimPrefix(n[i+1:], "+"), 10, 32)
-		if err != nil {
-			return "", fmt.Errorf("%w: number exponent out of range", errNotJSON)
-		}
-		mant, exp = n[:i], e
+// compareUTF16 orders two valid UTF-8 texts by their UTF-16 code units.
+func compareUTF16(x, y []byte) int {
+	p, n := 0, min(len(x), len(y))
+	for p < n && x[p] == y[p] {
+		p++
 	}
-	digits := mant
-	if i := strings.IndexByte(mant, '.'); i >= 0 {
-		digits = mant[:i] + mant[i+1:]
-		exp -= int64(len(mant) - i - 1)
+	if p == n {
+		return cmp.Compare(len(x), len(y))
 	}
-	digits = strings.TrimLeft(digits, "0")
-	if digits == "" {
-		return "0", nil
+	for p > 0 && !utf8.RuneStart(x[p]) { // the equal bytes end inside one character
+		p--
 	}
-	trimmed := strings.TrimRight(digits, "0")
-	exp += int64(len(digits) - len(trimmed))
-	digits = trimmed
-	sign := ""
-	if neg {
-		sign = "-"
-	}
-	point := int64(len(digits)) + exp // digits before the decimal point
-	switch {
-	case exp >= 0 && point <= 21:
-		return sign + digits + strings.Repeat("0", int(exp)), nil
-	case exp < 0 && point > 0 && point <= 21:
-		return sign + digits[:point] + "." + digits[point:], nil
-	case exp < 0 && point > -6 && point <= 0:
-		return sign + "0." + strings.Repeat("0", int(-point)) + digits, nil
-	}
-	s := sign + digits[:1]
-	if len(digits) > 1 {
-		s += "." + digits[1:]
-	}
-	return s + "e" + strconv.FormatInt(point-1, 10), nil
+	r, _ := utf8.DecodeRune(x[p:])
+	s, _ := utf8.DecodeRune(y[p:])
+	return cmp.Compare(utf16Order(r), utf16Order(s))
 }
 
-// loneSurrogate reports whether body holds a \u escape of a UTF-16 surrogate that is not a
-// high one followed at once by an escaped low one. Outside strings a backslash is not JSON
-// at all, so the body is scanned whole.
-func loneSurrogate(body []byte) bool {
-	escape := func(i int) (rune, bool) { // the \uXXXX at body[i:], if any
-		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
-			return 0, false
-		}
-		n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 32)
-		return rune(n), err == nil
+// utf16Order maps a character to a number that orders characters as their UTF-16 code
+// units do: U+E000-U+FFFF after the characters beyond U+FFFF, whose surrogates start with
+// 0xD800-0xDBFF; elsewhere UTF-16 order is code point order.
+func utf16Order(r rune) rune {
+	if r >= 0xe000 && r <= 0xffff {
+		return r + 0x110000
 	}
-	for i := 0; i < len(body); i++ {
-		if body[i] != '\\' {
-			continue
-		}
-		r, ok := escape(i)
-		if !ok {
-			i++ // a one-character escape: \\, \", \n, ...
-			continue
-		}
-		switch {
-		case utf16.IsSurrogate(r) && r >= 0xdc00:
-			return true // a low one with no high one before it
-		case utf16.IsSurrogate(r):
-			low, ok := escape(i + 6)
-			if !ok || low < 0xdc00 || low > 0xdfff {
-				return true
-			}
-			i += 6 // the pair
-		}
-		i += 5
-	}
-	return false
+	return r
 }
