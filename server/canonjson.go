@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // errNotJSON wraps every reason canonicalJSON refuses a body.
@@ -71,8 +72,9 @@ type reordered struct {
 	first, n   int // its members, sorted[first:first+n]
 }
 
-// maxKept bounds the memory a canonState keeps for the next body, in elements.
-const maxKept = 1 << 16
+// maxKept bounds the bytes each buffer of a canonState keeps for the next body: bodies up
+// to about that size reuse their memory, a larger one allocates a few buffers of its size.
+const maxKept = 256 << 10
 
 // canonicalize returns the canonical form of body (see canonicalJSON): body itself if it
 // is canonical already, else st's buffer, valid until st's next use.
@@ -106,7 +108,8 @@ func (st *canonState) reset(body []byte) {
 
 // keep returns s emptied, or nil if it is too large to keep.
 func keep[S ~[]E, E any](s S) S {
-	if cap(s) > maxKept {
+	var e E
+	if cap(s)*int(unsafe.Sizeof(e)) > maxKept {
 		return nil
 	}
 	return s[:0]

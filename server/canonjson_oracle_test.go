@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -339,7 +340,7 @@ func oracleLoneSurrogate(body []byte) bool {
 // oracleFingerprint is DefaultFingerprint as it was, over oracleCanonicalJSON.
 func oracleFingerprint(r *http.Request, body []byte) (string, error) {
 	kind, canon := "raw", body
-	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) && notEncoded(r) {
+	if len(body) > 0 && oracleIsJSON(r.Header.Get("Content-Type")) && notEncoded(r) {
 		var err error
 		if canon, err = oracleCanonicalJSON(body); err != nil {
 			return "", err
@@ -353,4 +354,13 @@ func oracleFingerprint(r *http.Request, body []byte) (string, error) {
 	}
 	h.Write(canon)
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// oracleIsJSON is isJSON as it was, always through mime.ParseMediaType.
+func oracleIsJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }

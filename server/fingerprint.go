@@ -6,9 +6,11 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // DefaultFingerprint is the fingerprint when Options.Fingerprint is nil: hex SHA-256 over
@@ -23,26 +25,52 @@ import (
 // without a JSON Content-Type are different requests, and reusing a key across them gets
 // 422.
 func DefaultFingerprint(r *http.Request, body []byte) (string, error) {
+	f := fingerprinters.Get().(*fingerprinter)
+	defer f.release()
 	kind, canon := "raw", body
 	if len(body) > 0 && isJSON(r.Header.Get("Content-Type")) && notEncoded(r) {
 		var err error
-		if canon, err = canonicalJSON(body); err != nil {
+		if canon, err = f.canon.canonicalize(body); err != nil {
 			return "", err
 		}
 		kind = "json"
 	}
-	h := sha256.New()
-	for _, f := range []string{"idem-fingerprint-v1", r.Method, canonicalPath(r.URL.EscapedPath()), kind} {
-		h.Write([]byte(f))
-		h.Write([]byte{0})
+	f.h.Reset()
+	f.buf = f.buf[:0]
+	for _, s := range [...]string{"idem-fingerprint-v1", r.Method, canonicalPath(r.URL.EscapedPath()), kind} {
+		f.buf = append(append(f.buf, s...), 0)
 	}
-	h.Write(canon)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	f.h.Write(f.buf)
+	f.h.Write(canon)
+	sum := f.h.Sum(f.buf[:0])
+	f.hex = hex.AppendEncode(f.hex[:0], sum)
+	return string(f.hex), nil
+}
+
+// fingerprinter is DefaultFingerprint's working memory, reused through fingerprinters so
+// that a fingerprint allocates its result and little else, whatever the body.
+type fingerprinter struct {
+	canon canonState
+	h     hash.Hash
+	buf   []byte // the header fields hashed before the body, then the sum
+	hex   []byte
+}
+
+var fingerprinters = sync.Pool{New: func() any { return &fingerprinter{h: sha256.New()} }}
+
+// release returns f to fingerprinters, holding no body and no huge buffer.
+func (f *fingerprinter) release() {
+	f.canon.reset(nil)
+	f.buf = keep(f.buf)
+	fingerprinters.Put(f)
 }
 
 // isJSON reports whether the media type ct is JSON: application/json or a structured
 // syntax suffix +json (RFC 6839 section 3.1).
 func isJSON(ct string) bool {
+	if ct == "application/json" || ct == "application/json; charset=utf-8" {
+		return true // the usual ones, without the map ParseMediaType allocates
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false
