@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/internal/netlab"
 )
 
 const (
@@ -188,16 +190,16 @@ func silent(t *testing.T, c net.Conn) {
 // route or neighbour entry for its /30, or a TCP socket of its forwarder.
 func gone(t *testing.T, l *Link) {
 	t.Helper()
-	if _, err := os.Stat(nsDir + "/" + l.ns); err == nil {
-		t.Errorf("namespace %s left", l.ns)
+	if _, err := os.Stat(netlab.NSDir + "/" + l.ns.Name); err == nil {
+		t.Errorf("namespace %s left", l.ns.Name)
 	}
-	if _, err := net.InterfaceByName(l.rootDev); err == nil {
-		t.Errorf("interface %s left", l.rootDev)
+	if _, err := net.InterfaceByName(l.pair.OuterDev); err == nil {
+		t.Errorf("interface %s left", l.pair.OuterDev)
 	}
-	prefix := netip.PrefixFrom(l.rootIP, 30).Masked().String()
+	prefix := netip.PrefixFrom(l.pair.OuterIP, 30).Masked().String()
 	for _, argv := range [][]string{{"-4", "route", "show", "table", "all"}, {"-4", "neigh", "show"}} {
 		out := ipOutput(t, argv...)
-		for _, s := range []string{prefix, l.rootIP.String() + " ", l.nsIP.String() + " ", l.rootDev} {
+		for _, s := range []string{prefix, l.pair.OuterIP.String() + " ", l.pair.InnerIP.String() + " ", l.pair.OuterDev} {
 			if strings.Contains(out, s) {
 				t.Errorf("ip %s still shows %s:\n%s", strings.Join(argv, " "), s, out)
 			}
@@ -209,12 +211,12 @@ func gone(t *testing.T, l *Link) {
 	// deleted interface, it sends nothing meanwhile.
 	deadline := time.Now().Add(patience)
 	for {
-		left := sockets(t, l.rootIP)
+		left := sockets(t, l.pair.OuterIP)
 		if len(left) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("TCP sockets of the forwarder's (%s) are left:\n%s", l.rootIP, strings.Join(left, ""))
+			t.Errorf("TCP sockets of the forwarder's (%s) are left:\n%s", l.pair.OuterIP, strings.Join(left, ""))
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
