@@ -7,6 +7,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,13 @@ const (
 	// linkPartition relays nothing either way and resets nothing, as a silent cut: a
 	// connection made meanwhile is accepted (by the proxy) but carries nothing.
 	linkPartition
+	// linkSlow relays both ways, each read slowBy late: a slow network, which this
+	// kernel (no netem) cannot make.
+	linkSlow
 )
+
+// slowBy is how late linkSlow relays each read.
+const slowBy = 300 * time.Millisecond
 
 // String names m for the report.
 func (m linkMode) String() string {
@@ -45,6 +52,8 @@ func (m linkMode) String() string {
 		return "replies held"
 	case linkPartition:
 		return "partition"
+	case linkSlow:
+		return fmt.Sprintf("slow link (+%v a read)", slowBy)
 	}
 	return "linkMode(?)"
 }
@@ -105,9 +114,16 @@ func newStoreLink(store string) (*storeLink, error) {
 	if err != nil {
 		return nil, err
 	}
+	return storeLinkOn(ln, store), nil
+}
+
+// storeLinkOn is newStoreLink on a listener of the caller's, such as one made in a
+// network namespace (chaos -netns); its connections to store are made from this process's
+// own namespace.
+func storeLinkOn(ln net.Listener, store string) *storeLink {
 	l := &storeLink{ln: ln, store: store, changed: make(chan struct{}), conns: map[*linkConn]struct{}{}}
 	l.wg.Go(l.serve)
-	return l, nil
+	return l
 }
 
 // Addr is where the store's clients connect instead of the store.
@@ -242,6 +258,13 @@ func (l *storeLink) wait(lc *linkConn, toStore, data bool) bool {
 	for {
 		mode, changed := l.state()
 		switch {
+		case mode == linkSlow && data:
+			select {
+			case <-time.After(slowBy):
+				return true
+			case <-lc.done:
+				return false
+			}
 		case mode == linkReset && !toStore && data:
 			l.stats.resets.Add(1)
 			lc.close(true)

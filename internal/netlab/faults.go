@@ -47,7 +47,7 @@ func (f *Fault) String() string {
 	case Partition:
 		return fmt.Sprintf("partition %s <-> %s", f.From, f.To)
 	case OneWay:
-		return fmt.Sprintf("one-way partition %s -> %s dropped", f.From, f.To)
+		return fmt.Sprintf("one-way partition: %s's packets to %s dropped", f.From, f.To)
 	case Loss:
 		return fmt.Sprintf("%d%% packet loss %s <-> %s", f.Percent, f.From, f.To)
 	case Isolate:
