@@ -52,7 +52,7 @@ type fleet struct {
 	goneAt    time.Duration
 	restarted string // what -restart-db did, for the report
 	errors    int
-	adoption  // chaos_adopt.go
+	adoption            // chaos_adopt.go
 	net       *fleetNet // chaos -netns (chaos_fleet_net.go); nil for none
 }
 
@@ -225,6 +225,7 @@ func (f *fleet) read(p *fleetProc, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fl := strings.Fields(sc.Text())
+		f.srv.clock.observe(fl)
 		switch {
 		case len(fl) == 1 && fl[0] == "done":
 			p.finished = true

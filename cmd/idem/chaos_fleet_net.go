@@ -70,7 +70,7 @@ func (f *fleet) journalFor(slot int) string {
 
 func (f *fleet) startNetFaults() {
 	if f.net != nil && len(f.net.plan) > 0 {
-		f.net.nemesis = startNemesis(f.net.plan, f.net.links, f.srv.servers, f.cfg.net.healAll, f.start)
+		f.net.nemesis = startNemesis(f.net.plan, f.net.links, f.srv.servers, f.cfg.net.healAll, f.srv.clock, f.start)
 	}
 }
 

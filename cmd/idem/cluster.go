@@ -25,7 +25,8 @@ type cluster struct {
 	proxy   *rrProxy
 	store   *serverStore // nil for one server with a memstore of its own
 	lease   time.Duration
-	net     *chaosNet // the namespaces the parts run in (chaos -netns); nil for none
+	net     *chaosNet  // the namespaces the parts run in (chaos -netns); nil for none
+	clock   *callClock // the payments' calls, from the workers' lines, for the nemesis
 
 	// Faults on the servers' links to the store (storelink_report.go).
 	plan    []*linkFault // nil for none
@@ -44,7 +45,7 @@ type cluster struct {
 // -netns), each server and the proxy listen in namespaces of their own, and storeFaults
 // rounds of faults are planned on the network's links instead (nemesis_net.go).
 func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string, storeFaults int, cn *chaosNet) (*cluster, error) {
-	c := &cluster{lease: cmp.Or(max(opts.Lease, 0), testserver.DefaultLease), net: cn}
+	c := &cluster{lease: cmp.Or(max(opts.Lease, 0), testserver.DefaultLease), net: cn, clock: newCallClock()}
 	if n > 1 || storeURL != "" {
 		var err error
 		if c.store, err = openServerStore(storeURL, n, cn); err != nil {

@@ -245,6 +245,7 @@ func (s *side) read(r io.Reader) {
 			continue
 		}
 		word, op := f[0], f[1]
+		s.srv.clock.observe(f)
 		s.mu.Lock()
 		switch {
 		case word == "phase":

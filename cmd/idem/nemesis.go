@@ -46,6 +46,8 @@ type linkFault struct {
 	slowest       time.Duration // the longest call through the link proxy, over the same time
 	ledger        storeCounts   // the server's, over the same time
 	requests      int           // requests the server received, over the same time
+	settled       int           // payments that got their final answer, over the same time
+	slowestCall   time.Duration // the slowest of their calls, from the worker's start
 }
 
 // storeCounts are the ledger counters a store fault moves.
@@ -96,6 +98,7 @@ type nemesis struct {
 	links   []*storeLink
 	servers []*testserver.Server
 	healAll func() error // heals every netFault; nil without -netns
+	clock   *callClock   // the payments' calls; nil for none
 	start   time.Time
 	quit    chan struct{}
 	done    chan struct{}
@@ -103,10 +106,10 @@ type nemesis struct {
 }
 
 // startNemesis applies plan to links (the link proxies its faults' link fields index) and
-// to the kernel's links, measuring with servers' ledgers, from start on. healAll, if not
-// nil, heals every kernel fault at the end.
-func startNemesis(plan []*linkFault, links []*storeLink, servers []*testserver.Server, healAll func() error, start time.Time) *nemesis {
-	n := &nemesis{plan: plan, links: links, servers: servers, healAll: healAll, start: start,
+// to the kernel's links, measuring with servers' ledgers and clock, from start on.
+// healAll, if not nil, heals every kernel fault at the end.
+func startNemesis(plan []*linkFault, links []*storeLink, servers []*testserver.Server, healAll func() error, clock *callClock, start time.Time) *nemesis {
+	n := &nemesis{plan: plan, links: links, servers: servers, healAll: healAll, clock: clock, start: start,
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go n.run()
 	return n
@@ -132,6 +135,7 @@ func (n *nemesis) run() {
 			f.ledger = ledgerStoreCounts(n.servers[f.server].Ledger()).sub(f.ledger)
 			f.requests = n.servers[f.server].Ledger().Requests - f.requests
 		}
+		f.settled, f.slowestCall = n.clock.take()
 		if !ok {
 			return
 		}
@@ -148,6 +152,7 @@ func (n *nemesis) apply(f *linkFault) {
 		l := n.servers[f.server].Ledger()
 		f.ledger, f.requests = ledgerStoreCounts(l), l.Requests
 	}
+	n.clock.take()
 	f.applied = true
 	f.began = time.Since(n.start)
 	if f.net != nil {

@@ -14,12 +14,13 @@ import (
 	"github.com/idem-go/idem/internal/netlab"
 )
 
-// How long each fault of the network lasts: longer than the servers' lease (1 s) and the
-// fleet journal's (2 s by default), so that a holder cut off cannot renew its lease. The
-// gap between two faults, 1 to 2 s, is never shorter than afterHeal.
+// How long each fault of the network lasts: a partition longer than the servers' lease
+// (1 s) and the fleet journal's (2 s by default), so that a holder cut off cannot renew
+// its lease. The gap between two faults, 1 to 1.5 s, is never shorter than afterHeal.
 const (
-	netFaultFor = 2500 * time.Millisecond
-	lossPercent = 30
+	partitionNetFor = 2200 * time.Millisecond
+	degradeFor      = 2 * time.Second // packet loss, a slow link
+	lossPercent     = 30
 )
 
 // netLink is a link of the run's network that the nemesis may fault, and what measures it.
@@ -44,11 +45,12 @@ func (cn *chaosNet) serverLinks() []netLink {
 }
 
 // fleetLinks are the links of a fleet: each worker's to the PostgreSQL journal (through
-// link proxy i) and to the fake server (or the round-robin proxy in front of several).
+// link proxy i) and to the fake server (or the round-robin proxy in front of several),
+// but the last worker's, which is killed for good a third of the way in.
 func (cn *chaosNet) fleetLinks() []netLink {
 	var links []netLink
-	for i, w := range cn.workers {
-		links = append(links, netLink{client: w, server: cn.store, link: i, on: fmt.Sprintf("worker %d's link to the journal", i+1), srv: -1})
+	for i, w := range cn.workers[:len(cn.workers)-1] {
+		links = append(links, netLink{client: w, server: cn.store, link: i, on: fmt.Sprintf("worker %d's link to the journal", i+1), srv: 0})
 		if cn.lb != nil {
 			links = append(links, netLink{client: w, server: cn.lb, link: -1, srv: -1})
 		} else {
@@ -62,7 +64,7 @@ func (cn *chaosNet) fleetLinks() []netLink {
 // partitions both ways, one of the requests (the client's packets dropped), one of the
 // replies (the server side's packets dropped), then packet loss and a slow link in turn
 // (a slow link when loss cannot be made), each on a link drawn at random, in a random
-// order, each 1 to 2 s after the last one's heal.
+// order, each 1 to 1.5 s after the last one's heal.
 func (cn *chaosNet) planNet(seed uint64, rounds int, links []netLink) []*linkFault {
 	rng := rand.New(rand.NewPCG(seed, 0x0e7105))
 	const (
@@ -88,9 +90,9 @@ func (cn *chaosNet) planNet(seed uint64, rounds int, links []netLink) []*linkFau
 		kinds := []int{both, both, requests, replies, extra}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		for _, k := range kinds {
-			at += time.Second + time.Duration(rng.Int64N(int64(time.Second)))
+			at += time.Second + time.Duration(rng.Int64N(int64(time.Second/2)))
 			l := links[rng.IntN(len(links))]
-			f := &linkFault{link: l.link, on: l.on, server: l.srv, at: at, dur: netFaultFor}
+			f := &linkFault{link: l.link, on: l.on, server: l.srv, at: at, dur: partitionNetFor}
 			nf := &netlab.Fault{From: l.client, To: l.server}
 			switch k {
 			case both:
@@ -100,10 +102,10 @@ func (cn *chaosNet) planNet(seed uint64, rounds int, links []netLink) []*linkFau
 			case replies:
 				nf.Kind, nf.From, nf.To = netlab.OneWay, l.server, l.client
 			case loss:
-				nf.Kind, nf.Percent = netlab.Loss, lossPercent
+				nf.Kind, nf.Percent, f.dur = netlab.Loss, lossPercent, degradeFor
 			case slow:
 				l = slowable[rng.IntN(len(slowable))]
-				f.kind, f.link, f.on, f.server, nf = linkSlow, l.link, l.on, l.srv, nil
+				f.kind, f.link, f.on, f.server, f.dur, nf = linkSlow, l.link, l.on, l.srv, degradeFor, nil
 			}
 			if nf != nil {
 				f.net = labFault{cn.lab, nf}

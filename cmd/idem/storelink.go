@@ -87,8 +87,8 @@ type linkConn struct {
 // linkCounters count what a link did, since it started, but for slowest, since
 // takeSlowest last took it.
 type linkCounters struct {
-	conns, resets, heldReplies, heldRequests, lostReplies atomic.Int64
-	slowest                                               atomic.Int64 // ns
+	conns, resets, heldReplies, heldRequests, lostReplies, unanswered atomic.Int64
+	slowest                                                           atomic.Int64 // ns
 }
 
 // linkStats is a snapshot of a link's counters. A reply or request counted is one read
@@ -99,12 +99,13 @@ type linkStats struct {
 	HeldReplies  int64 // replies that waited for a heal
 	HeldRequests int64 // requests that waited for a heal (the store saw them late)
 	LostReplies  int64 // held replies never delivered: their client had closed
+	Unanswered   int64 // connections that ended with a request the proxy relayed no reply to
 }
 
 // sub returns s minus before: what happened between the two snapshots.
 func (s linkStats) sub(before linkStats) linkStats {
 	return linkStats{s.Conns - before.Conns, s.Resets - before.Resets, s.HeldReplies - before.HeldReplies,
-		s.HeldRequests - before.HeldRequests, s.LostReplies - before.LostReplies}
+		s.HeldRequests - before.HeldRequests, s.LostReplies - before.LostReplies, s.Unanswered - before.Unanswered}
 }
 
 // newStoreLink listens on a free loopback port and forwards to store, relaying both ways
@@ -170,7 +171,7 @@ func (l *storeLink) answered(lc *linkConn) {
 // Stats returns the link's counters now.
 func (l *storeLink) Stats() linkStats {
 	c := &l.stats
-	return linkStats{c.conns.Load(), c.resets.Load(), c.heldReplies.Load(), c.heldRequests.Load(), c.lostReplies.Load()}
+	return linkStats{c.conns.Load(), c.resets.Load(), c.heldReplies.Load(), c.heldRequests.Load(), c.lostReplies.Load(), c.unanswered.Load()}
 }
 
 func (l *storeLink) serve() {
@@ -201,6 +202,9 @@ func (l *storeLink) forward(c net.Conn) {
 	wg.Go(func() { l.pipe(lc, true) })
 	wg.Go(func() { l.pipe(lc, false) })
 	wg.Wait()
+	if lc.asked.Load() != 0 {
+		l.stats.unanswered.Add(1)
+	}
 }
 
 // pipe copies one direction of lc: the client's requests to the store (toStore), or the

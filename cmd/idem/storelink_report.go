@@ -26,7 +26,7 @@ type settled struct {
 // It does nothing without a plan.
 func (c *cluster) startStoreFaults(start time.Time) {
 	if len(c.plan) > 0 && c.nemesis == nil {
-		c.nemesis = startNemesis(c.plan, c.store.links, c.servers, c.healAll(), start)
+		c.nemesis = startNemesis(c.plan, c.store.links, c.servers, c.healAll(), c.clock, start)
 	}
 }
 
@@ -163,8 +163,13 @@ func (f *linkFault) effects() string {
 	if f.slowest >= 10*time.Millisecond {
 		parts = append(parts, fmt.Sprintf("slowest call through the link %v", f.slowest.Round(10*time.Millisecond)))
 	}
+	add(f.stats.Unanswered, "connections closed with a request unanswered")
 	if f.net != nil && f.server >= 0 {
-		parts = append(parts, fmt.Sprintf("server %d received %d requests", f.server+1, f.requests))
+		window := (f.healed - f.began + afterHeal).Seconds()
+		parts = append(parts, fmt.Sprintf("server %d received %d requests (%.0f/s)", f.server+1, f.requests, float64(f.requests)/window))
+	}
+	if f.settled > 0 {
+		parts = append(parts, fmt.Sprintf("%d payments answered, the slowest after %v", f.settled, f.slowestCall.Round(10*time.Millisecond)))
 	}
 	add(int64(f.ledger.unavailable), "answered 503")
 	add(int64(f.ledger.errors-f.ledger.unavailable), "other store errors")
