@@ -163,13 +163,15 @@ func (f *linkFault) effects() string {
 	if f.slowest >= 10*time.Millisecond {
 		parts = append(parts, fmt.Sprintf("slowest call through the link %v", f.slowest.Round(10*time.Millisecond)))
 	}
-	add(f.stats.Unanswered, "connections closed with a request unanswered")
+	if n := f.stats.Unanswered; n > 0 {
+		parts = append(parts, plural(int(n), "connection")+" closed with a request unanswered")
+	}
 	if f.net != nil && f.server >= 0 {
 		window := (f.healed - f.began + afterHeal).Seconds()
 		parts = append(parts, fmt.Sprintf("server %d received %d requests (%.0f/s)", f.server+1, f.requests, float64(f.requests)/window))
 	}
 	if f.settled > 0 {
-		parts = append(parts, fmt.Sprintf("%d payments answered, the slowest after %v", f.settled, f.slowestCall.Round(10*time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("%s answered, the slowest after %v", plural(f.settled, "payment"), f.slowestCall.Round(10*time.Millisecond)))
 	}
 	add(int64(f.ledger.unavailable), "answered 503")
 	add(int64(f.ledger.errors-f.ledger.unavailable), "other store errors")
