@@ -25,7 +25,7 @@ var range15 = netip.MustParsePrefix("198.18.0.0/15")
 func TestLinkCarriesConnections(t *testing.T) {
 	t.Parallel()
 	s := newEcho(t)
-	l := newLink(t, s.addr)
+	l := newLink(t, s.Addr)
 	l.Heal() // nothing is cut: nothing to do
 	ap := netip.MustParseAddrPort(l.Addr())
 	if !range15.Contains(ap.Addr()) || ap.Addr() != l.pair.OuterIP {
@@ -36,7 +36,7 @@ func TestLinkCarriesConnections(t *testing.T) {
 		t.Fatalf("the connection's local address is %s, want the namespace end %s", got, l.pair.InnerIP)
 	}
 	send(t, c, "hello")
-	s.received(t, "hello")
+	s.Received(t, "hello")
 	echoed(t, c, "hello")
 }
 
@@ -56,7 +56,7 @@ func TestFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newEcho(t)
-			l := newLink(t, s.addr)
+			l := newLink(t, s.Addr)
 			if tc.rpFilter {
 				if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.pair.OuterDev+"/rp_filter", []byte("1"), 0); err != nil {
 					t.Fatal(err)
@@ -64,7 +64,7 @@ func TestFaults(t *testing.T) {
 			}
 			c := dial(t, l)
 			send(t, c, "before")
-			s.received(t, "before")
+			s.Received(t, "before")
 			echoed(t, c, "before")
 
 			tc.cut(l)
@@ -72,9 +72,9 @@ func TestFaults(t *testing.T) {
 			send(t, c, "during")
 			silent(t, c)
 			if tc.reaches {
-				s.received(t, "during")
+				s.Received(t, "during")
 			} else {
-				s.receivedNothing(t)
+				s.ReceivedNothing(t)
 			}
 			took, err := dialWithin(l, silence)
 			switch {
@@ -93,12 +93,12 @@ func TestFaults(t *testing.T) {
 			// Nothing was reset: the established connection resumes when
 			// the kernel retransmits.
 			if !tc.reaches {
-				s.received(t, "during")
+				s.Received(t, "during")
 			}
 			echoed(t, c, "during")
 			c2 := dial(t, l)
 			send(t, c2, "after")
-			s.received(t, "after")
+			s.Received(t, "after")
 			echoed(t, c2, "after")
 		})
 	}
@@ -110,10 +110,10 @@ func TestParallelLinks(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
 			s := newEcho(t)
-			l := newLink(t, s.addr)
+			l := newLink(t, s.Addr)
 			c := dial(t, l)
 			send(t, c, l.pair.OuterIP.String())
-			s.received(t, l.pair.OuterIP.String())
+			s.Received(t, l.pair.OuterIP.String())
 			echoed(t, c, l.pair.OuterIP.String())
 		})
 	}
@@ -126,10 +126,10 @@ func TestTeardown(t *testing.T) {
 	s := newEcho(t)
 	var l *Link
 	t.Run("link", func(t *testing.T) {
-		l = New(t, s.addr)
+		l = New(t, s.Addr)
 		c := dial(t, l)
 		send(t, c, "x")
-		s.received(t, "x")
+		s.Received(t, "x")
 		l.CutReplies()
 		l.CutOutward()
 		l.CutBoth()

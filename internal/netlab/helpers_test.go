@@ -12,16 +12,17 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/internal/echotest"
 )
 
 const (
 	// silence is how long a client waits to conclude that nothing comes.
 	silence = 300 * time.Millisecond
 	// patience bounds the waits for what must come.
-	patience = 3 * time.Second
+	patience = echotest.Patience
 )
 
 // need skips t, in one line, where namespaces cannot be made, or fails it
@@ -62,82 +63,15 @@ func newLab(t *testing.T, names ...string) (*Lab, []*Host) {
 	return l, hosts
 }
 
-// echo is a TCP echo server inside a host; got receives each chunk that
-// reaches it.
-type echo struct {
-	addr string
-	got  chan string
-}
-
-func newEcho(t *testing.T, h *Host) *echo {
+// newEcho starts an echo server inside h (internal/echotest), which reports what reaches
+// it.
+func newEcho(t *testing.T, h *Host) *echotest.Server {
 	t.Helper()
 	ln, err := h.NS.Listen("tcp4", h.IP.String()+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &echo{addr: ln.Addr().String(), got: make(chan string, 64)}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				buf := make([]byte, 512)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						e.got <- string(buf[:n])
-						c.Write(buf[:n])
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return e
-}
-
-// received waits for the server to receive want.
-func (e *echo) received(t *testing.T, want string) {
-	t.Helper()
-	select {
-	case got := <-e.got:
-		if got != want {
-			t.Fatalf("the server received %q, want %q", got, want)
-		}
-	case <-time.After(patience):
-		t.Fatalf("the server did not receive %q within %v", want, patience)
-	}
-}
-
-// receivedNothing checks that nothing has reached the server.
-func (e *echo) receivedNothing(t *testing.T) {
-	t.Helper()
-	select {
-	case got := <-e.got:
-		t.Fatalf("the server received %q through the cut", got)
-	default:
-	}
+	return echotest.Serve(t, ln)
 }
 
 // dialFrom connects from h to addr within d.

@@ -37,7 +37,7 @@ func TestLabFaults(t *testing.T) {
 				}
 			}
 			e := newEcho(t, b)
-			conn, err := dialFrom(a, e.addr, patience)
+			conn, err := dialFrom(a, e.Addr, patience)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestLabFaults(t *testing.T) {
 			if err := roundTrip(conn, "before"); err != nil {
 				t.Fatal(err)
 			}
-			e.received(t, "before")
+			e.Received(t, "before")
 
 			f := tc.fault(a, b)
 			if err := l.Apply(f); err != nil {
@@ -60,19 +60,19 @@ func TestLabFaults(t *testing.T) {
 			}
 			silent(t, conn)
 			if tc.reaches {
-				e.received(t, "during")
+				e.Received(t, "during")
 			} else {
-				e.receivedNothing(t)
+				e.ReceivedNothing(t)
 			}
 			start := time.Now()
-			if c2, err := dialFrom(a, e.addr, silence); err == nil {
+			if c2, err := dialFrom(a, e.Addr, silence); err == nil {
 				c2.Close()
 				t.Fatalf("a new connect from a to b went through the fault")
 			} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() || time.Since(start) < silence {
 				t.Fatalf("a new connect during the fault: %v after %v, want its deadline to run out", err, time.Since(start))
 			}
 			// A third host is not touched.
-			c3, err := dialFrom(c, e.addr, patience)
+			c3, err := dialFrom(c, e.Addr, patience)
 			if err != nil {
 				t.Fatalf("c to b during a fault between a and b: %v", err)
 			}
@@ -80,7 +80,7 @@ func TestLabFaults(t *testing.T) {
 			if err := roundTrip(c3, "c"); err != nil {
 				t.Fatalf("c to b during a fault between a and b: %v", err)
 			}
-			e.received(t, "c")
+			e.Received(t, "c")
 
 			if err := l.Heal(f); err != nil {
 				t.Fatal(err)
@@ -91,14 +91,14 @@ func TestLabFaults(t *testing.T) {
 			// Nothing was reset: the old connection resumes when the
 			// kernel retransmits.
 			if !tc.reaches {
-				e.received(t, "during")
+				e.Received(t, "during")
 			}
 			conn.SetReadDeadline(time.Now().Add(patience))
 			buf := make([]byte, len("during"))
 			if _, err := conn.Read(buf); err != nil || string(buf) != "during" {
 				t.Fatalf("after the heal, the old connection read %q, %v", buf, err)
 			}
-			c4, err := dialFrom(a, e.addr, patience)
+			c4, err := dialFrom(a, e.Addr, patience)
 			if err != nil {
 				t.Fatalf("a new connect after the heal: %v", err)
 			}
@@ -106,7 +106,7 @@ func TestLabFaults(t *testing.T) {
 			if err := roundTrip(c4, "after"); err != nil {
 				t.Fatal(err)
 			}
-			e.received(t, "after")
+			e.Received(t, "after")
 		})
 	}
 }
@@ -184,7 +184,7 @@ func TestLabClose(t *testing.T) {
 	}
 	t.Run("in use", func(t *testing.T) {
 		e := newEcho(t, b)
-		c, err := dialFrom(a, e.addr, patience)
+		c, err := dialFrom(a, e.Addr, patience)
 		if err != nil {
 			t.Fatal(err)
 		}
