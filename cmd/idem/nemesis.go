@@ -77,7 +77,7 @@ func planLinkFaults(seed uint64, servers, perKind int) []*linkFault {
 		for _, k := range kinds {
 			at += time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
 			s := rng.IntN(servers)
-			f := &linkFault{kind: k, link: s, on: fmt.Sprintf("server %d's link to the store", s+1), server: s, at: at, dur: durations[k]}
+			f := &linkFault{kind: k, link: s, on: fmt.Sprintf("server %d's link", s+1), server: s, at: at, dur: durations[k]}
 			plan = append(plan, f)
 			at += f.dur
 		}

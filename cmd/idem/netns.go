@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 
 	"github.com/idem-go/idem/internal/netlab"
@@ -38,6 +39,10 @@ func newChaosNet(workers, servers int) (*chaosNet, error) {
 		return nil, fmt.Errorf("-netns: cannot make network namespaces here: %w", err)
 	}
 	cn := &chaosNet{lab: lab, loss: netlab.LossUnavailable()}
+	if cn.loss != "" && os.Getenv("CI") != "" {
+		lab.Close()
+		return nil, fmt.Errorf("-netns: %s (CI is set: the run must have its packet loss)", cn.loss)
+	}
 	add := func(name string) *netlab.Host {
 		if err != nil {
 			return nil
