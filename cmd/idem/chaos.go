@@ -7,6 +7,7 @@
 package main
 
 import (
+	"flag"
 	"time"
 )
 
@@ -32,7 +33,7 @@ func runChaos(args []string) error {
 	netns := fs.Bool("netns", false, "put each part in a network namespace of its own (needs root and ip(8)): the workers, the servers, the proxy,\n"+
 		"and PostgreSQL or Redis behind link proxies; the nemesis then partitions links both ways and one way, drops\n"+
 		"packets and slows links, -store-faults rounds of 5 (default 3). With -workers N and a postgres:// -journal,\n"+
-		"or -servers 2 or more and a redis:// or postgres:// -server-store (chaos_netns.go)")
+		"or -servers 2 or more and a redis:// or postgres:// -server-store, where -n is 3000 unless given (chaos_netns.go)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +41,9 @@ func runChaos(args []string) error {
 		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
 	}
 	if *netns {
-		cleanup, err := setUpNetns(&cfg, fc.workers)
+		nSet := false
+		fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
+		cleanup, err := setUpNetns(&cfg, fc.workers, nSet)
 		if err != nil {
 			return err
 		}

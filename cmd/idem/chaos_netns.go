@@ -9,9 +9,14 @@ import (
 	"os"
 )
 
+// netnsPayments is -n's default with -netns and two servers or more: the nemesis's three
+// rounds of faults last about 50 s, and 2,000 payments may be done in less.
+const netnsPayments = 3000
+
 // setUpNetns makes the network of a chaos run with cfg and workers worker slots, and sets
-// cfg.net. The returned func deletes it; call it once every worker process has ended.
-func setUpNetns(cfg *demoConfig, workers int) (func(), error) {
+// cfg.net; nSet says -n was given. The returned func deletes it; call it once every worker
+// process has ended.
+func setUpNetns(cfg *demoConfig, workers int, nSet bool) (func(), error) {
 	fleet := isPostgres(cfg.journal)
 	switch {
 	case fleet && cfg.serverStore != "":
@@ -23,6 +28,9 @@ func setUpNetns(cfg *demoConfig, workers int) (func(), error) {
 	}
 	if !fleet {
 		workers = 1
+		if !nSet {
+			cfg.n = netnsPayments
+		}
 	}
 	cn, err := newChaosNet(workers, max(cfg.servers, 1))
 	if err != nil {
