@@ -41,6 +41,9 @@ func needNetns(t *testing.T) {
 func requireNetFaults(t *testing.T, out string, before map[string]bool) {
 	t.Helper()
 	require.Regexp(t, `5 of 5 faults applied`, out)
+	for _, healed := range []string{`2 one-way partition\b`, `2 partition both ways\b`, `1 (packet loss|slow link)`} {
+		require.Regexp(t, `(?m)^  healed: .*`+healed, out)
+	}
 	require.Regexp(t, `(?m)^  - at .*, partition \S+ <-> \S+ for .*: .*\d+ payments answered, the slowest after`, out)
 	require.Regexp(t, `(?m)^  - at .*, one-way partition: \S+'s packets to \S+ dropped for`, out)
 	require.Regexp(t, `(?m)^  - at .*, (30% packet loss|slow link)`, out)

@@ -90,6 +90,7 @@ type netFault interface {
 	apply() error
 	heal() error
 	String() string // what it does, for the report
+	kind() string   // its kind, for the report's count: "partition both ways"
 }
 
 // nemesis applies a plan of link faults. Its fields are its own until stop returns.
@@ -174,6 +175,14 @@ func (n *nemesis) heal(f *linkFault) {
 		n.links[f.link].setMode(linkPass)
 	}
 	f.healed = time.Since(n.start)
+}
+
+// kindName is f's kind, for the report's count of what was healed.
+func (f *linkFault) kindName() string {
+	if f.net != nil {
+		return f.net.kind()
+	}
+	return f.kind.String()
 }
 
 // what names f and its link.

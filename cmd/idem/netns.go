@@ -142,3 +142,15 @@ type labFault struct {
 func (l labFault) apply() error   { return l.lab.Apply(l.f) }
 func (l labFault) heal() error    { return l.lab.Heal(l.f) }
 func (l labFault) String() string { return l.f.String() }
+
+func (l labFault) kind() string {
+	switch l.f.Kind {
+	case netlab.Partition:
+		return "partition both ways"
+	case netlab.OneWay:
+		return "one-way partition"
+	case netlab.Loss:
+		return "packet loss"
+	}
+	return "host cut off"
+}

@@ -108,14 +108,26 @@ func (c *cluster) storeReport(w io.Writer) {
 	}
 }
 
-// faultLines prints one line per applied fault of plan: when, what, and what it did.
+// faultLines prints one line per applied fault of plan: when, what, and what it did;
+// then how many of each kind were healed.
 func faultLines(w io.Writer, plan []*linkFault) {
+	healed := map[string]int{}
 	for _, f := range plan {
 		if !f.applied {
 			continue
 		}
 		fmt.Fprintf(w, "  - at %5.1fs, %s for %v: %s\n", f.began.Seconds(), f.what(),
 			(f.healed - f.began).Round(100*time.Millisecond), f.effects())
+		if f.err == nil {
+			healed[f.kindName()]++
+		}
+	}
+	var counts []string
+	for _, k := range slices.Sorted(maps.Keys(healed)) {
+		counts = append(counts, fmt.Sprintf("%d %s", healed[k], k))
+	}
+	if len(counts) > 0 {
+		fmt.Fprintf(w, "  healed: %s\n", strings.Join(counts, ", "))
 	}
 }
 

@@ -49,8 +49,8 @@ type Pair struct {
 // 198.18.0.0/15 picked at random. The root end's name, which holds the
 // block, is made atomically by the kernel: if another pair (of this or
 // another process) holds it, making it fails and the next block is tried. A
-// block whose addresses are on an interface or a route of the root
-// namespace already is passed over. Delete, or deleting inner, removes it.
+// block whose addresses are on an interface of the root namespace already
+// is passed over. Delete, or deleting inner, removes it.
 func NewRootPair(inner *Namespace) (*Pair, error) {
 	start := 1 + rand.IntN(blocks-1)
 	var err error
