@@ -10,12 +10,16 @@ package netlab
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os/exec"
+	"strings"
 	"sync"
+	"time"
 )
 
 const (
@@ -27,6 +31,8 @@ const (
 	// nowhere is the MAC address CutReplies sends the outer end's packets
 	// to: locally administered, unicast, and no end's.
 	nowhere = "02:00:00:de:ad:00"
+	// upWithin bounds the wait for a new pair to be up.
+	upWithin = 5 * time.Second
 )
 
 // base is the first address of 198.18.0.0/15.
@@ -90,7 +96,8 @@ func newPair(outer, inner *Namespace, outerDev, innerDev string, n int) (*Pair, 
 	return p, nil
 }
 
-// up gives both ends their addresses and brings them up.
+// up gives both ends their addresses, brings them up, and waits until the kernel has them
+// operationally up.
 func (p *Pair) up() error {
 	for _, args := range [][]string{
 		p.Outer.args("addr", "add", p.OuterIP.String()+"/30", "dev", p.OuterDev),
@@ -102,7 +109,48 @@ func (p *Pair) up() error {
 			return err
 		}
 	}
-	return nil
+	return p.waitUp()
+}
+
+// waitUp waits, up to upWithin, until both ends are operationally up. The kernel attaches
+// a device's queue when it sees its carrier come on, a moment after the link is set up
+// (linkwatch, a work queue that a busy machine runs late); until then what is sent is
+// dropped, and a connect waits a second for its retransmission.
+func (p *Pair) waitUp() error {
+	deadline := time.Now().Add(upWithin)
+	for {
+		outer, err := operUp(p.Outer, p.OuterDev)
+		if err != nil {
+			return err
+		}
+		inner, err := operUp(p.Inner, p.InnerDev)
+		if err != nil {
+			return err
+		}
+		if outer && inner {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netlab: veth pair %s/%s not up after %v", p.OuterDev, p.InnerDev, upWithin)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// operUp reports whether dev, in ns, is operationally up.
+func operUp(ns *Namespace, dev string) (bool, error) {
+	args := ns.args("-j", "link", "show", "dev", dev)
+	out, err := exec.Command("ip", args...).Output()
+	if err != nil {
+		return false, fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
+	}
+	var links []struct {
+		State string `json:"operstate"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil {
+		return false, fmt.Errorf("ip %s: %w", strings.Join(args, " "), err)
+	}
+	return len(links) == 1 && links[0].State == "UP", nil
 }
 
 // block returns the outer end's and the inner end's addresses in the n-th
