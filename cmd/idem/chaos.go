@@ -7,6 +7,7 @@
 package main
 
 import (
+	"flag"
 	"time"
 )
 
@@ -29,18 +30,33 @@ func runChaos(args []string) error {
 		"postgres:// -server-store, one link at a time at moments drawn from -seed; the run also fails if a key is left\n"+
 		"in progress in the store after the final heal. -1 means 3 with -servers 2 or more, else none; 0 turns them off")
 	fs.StringVar(&fc.restartDB, "restart-db", "", "with a postgres:// -journal: a shell `command` that restarts PostgreSQL, run once half way through")
+	netns := fs.Bool("netns", false, "put each part in a network namespace of its own (needs root and ip(8)): the workers, the servers, the proxy,\n"+
+		"and PostgreSQL or Redis behind link proxies; the nemesis then partitions links both ways and one way, drops\n"+
+		"packets and slows links, -store-faults rounds of 5 (default 3). With -workers N and a postgres:// -journal,\n"+
+		"or -servers 2 or more and a redis:// or postgres:// -server-store, where -n is 3000 unless given (chaos_netns.go)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
 	}
+	if *netns {
+		nSet := false
+		fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
+		cleanup, err := setUpNetns(&cfg, fc.workers, nSet)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	}
 	switch {
 	case cfg.storeFaults < 0 && cfg.servers > 1 && cfg.serverStore != "":
 		cfg.storeFaults = 3
+	case cfg.storeFaults < 0 && cfg.net != nil:
+		cfg.storeFaults = 3
 	case cfg.storeFaults < 0:
 		cfg.storeFaults = 0
-	case cfg.storeFaults > 0 && cfg.serverStore == "":
+	case cfg.storeFaults > 0 && cfg.serverStore == "" && cfg.net == nil:
 		return usageError(fs.Name(), "-store-faults needs a redis:// or postgres:// -server-store: an in-memory store has no link to fault")
 	}
 	if isPostgres(cfg.journal) {

@@ -52,7 +52,8 @@ type fleet struct {
 	goneAt    time.Duration
 	restarted string // what -restart-db did, for the report
 	errors    int
-	adoption  // chaos_adopt.go
+	adoption            // chaos_adopt.go
+	net       *fleetNet // chaos -netns (chaos_fleet_net.go); nil for none
 }
 
 // fleetProc is one life of one worker slot.
@@ -83,11 +84,15 @@ func runFleetChaos(cfg fleetConfig) error {
 		return err
 	}
 	f.srv, err = newCluster(listenAddr(cfg.demoConfig, false), max(cfg.servers, 1), cfg.serverStore,
-		testserver.Options{RequireKey: true}, cfg.seed, cfg.faults, cfg.storeFaults)
+		testserver.Options{RequireKey: true}, cfg.seed, cfg.faults, cfg.storeFaults, cfg.net)
 	if err != nil {
 		return err
 	}
 	defer f.srv.Close()
+	if err := f.setUpNet(); err != nil {
+		return err
+	}
+	defer f.closeNet()
 	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(sigCtx, cfg.budget)
@@ -98,6 +103,7 @@ func runFleetChaos(cfg fleetConfig) error {
 	fmt.Printf("journal %s (lease %v); server %s\n", displayName(f.journalURL), cfg.lease, f.srv.describe())
 	f.start = time.Now()
 	f.srv.startStoreFaults(f.start)
+	f.startNetFaults()
 	errs := make(chan error, cfg.workers)
 	for slot := range cfg.workers {
 		go func() { errs <- f.runSlot(ctx, slot) }()
@@ -113,6 +119,7 @@ func runFleetChaos(cfg fleetConfig) error {
 	}
 	close(chaosDone)
 	f.srv.stopStoreFaults()
+	f.stopNetFaults()
 	wall := time.Since(f.start)
 	switch {
 	case sigCtx.Err() != nil:
@@ -123,6 +130,7 @@ func runFleetChaos(cfg fleetConfig) error {
 		return firstErr
 	}
 	f.srv.settleStore(ctx)
+	f.checkJournal(ctx)
 	return f.report(wall)
 }
 
@@ -157,10 +165,13 @@ func freshNamespace(journalURL string) (string, error) {
 // slot is killed for good.
 func (f *fleet) runSlot(ctx context.Context, slot int) error {
 	for life := 1; ; life++ {
-		args := append([]string{workerCommand, "-url", f.srv.URL, "-journal", f.journalURL, "-n", fmt.Sprint(f.cfg.n),
+		args := append([]string{workerCommand, "-url", f.srv.URL, "-journal", f.journalFor(slot), "-n", fmt.Sprint(f.cfg.n),
 			"-concurrency", fmt.Sprint(f.cfg.conc), "-attempt-timeout", f.cfg.attemptTimeout.String()},
 			fleetArgs(slot, f.cfg.workers, f.cfg.lease)...)
 		cmd := exec.CommandContext(ctx, f.exe, args...)
+		if f.cfg.net != nil {
+			cmd = f.cfg.net.workerCommand(ctx, slot, f.exe, args...)
+		}
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -214,6 +225,7 @@ func (f *fleet) read(p *fleetProc, r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		fl := strings.Fields(sc.Text())
+		f.srv.clock.observe(fl)
 		switch {
 		case len(fl) == 1 && fl[0] == "done":
 			p.finished = true

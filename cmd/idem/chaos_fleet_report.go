@@ -54,6 +54,7 @@ func (f *fleet) report(wall time.Duration) error {
 	row("time", wall.Round(100*time.Millisecond), "")
 	tw.Flush()
 	f.srv.storeReport(os.Stdout)
+	f.netReport(os.Stdout)
 
 	var problems []string
 	if err := l.Check(refs); err != nil {
@@ -74,6 +75,7 @@ func (f *fleet) report(wall time.Duration) error {
 		problems = append(problems, "the database restart did not happen: "+orDash(f.restarted))
 	}
 	problems = append(problems, f.srv.storeProblems()...)
+	problems = append(problems, f.netProblems()...)
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}

@@ -25,6 +25,8 @@ type cluster struct {
 	proxy   *rrProxy
 	store   *serverStore // nil for one server with a memstore of its own
 	lease   time.Duration
+	net     *chaosNet  // the namespaces the parts run in (chaos -netns); nil for none
+	clock   *callClock // the payments' calls, from the workers' lines, for the nemesis
 
 	// Faults on the servers' links to the store (storelink_report.go).
 	plan    []*linkFault // nil for none
@@ -39,16 +41,21 @@ type cluster struct {
 // (testserver.Options.Payments). One server listens on addr itself; several listen on
 // free loopback ports behind a proxy on addr. With a Redis or PostgreSQL store, each
 // server has its own client and link to it, and storeFaults faults of each kind are
-// planned on those links, from seed (startStoreFaults applies them).
-func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string, storeFaults int) (*cluster, error) {
-	c := &cluster{lease: cmp.Or(max(opts.Lease, 0), testserver.DefaultLease)}
+// planned on those links, from seed (startStoreFaults applies them). With cn (chaos
+// -netns), each server and the proxy listen in namespaces of their own, and storeFaults
+// rounds of faults are planned on the network's links instead (nemesis_net.go).
+func newCluster(addr string, n int, storeURL string, opts testserver.Options, seed uint64, faults string, storeFaults int, cn *chaosNet) (*cluster, error) {
+	c := &cluster{lease: cmp.Or(max(opts.Lease, 0), testserver.DefaultLease), net: cn, clock: newCallClock()}
 	if n > 1 || storeURL != "" {
 		var err error
-		if c.store, err = openServerStore(storeURL, n); err != nil {
+		if c.store, err = openServerStore(storeURL, n, cn); err != nil {
 			return nil, err
 		}
 		opts.Payments = testserver.NewPayments()
-		if storeFaults > 0 && len(c.store.links) > 0 {
+		switch {
+		case storeFaults > 0 && cn != nil && len(c.store.links) > 0:
+			c.plan = cn.planNet(seed, storeFaults, cn.serverLinks())
+		case storeFaults > 0 && len(c.store.links) > 0:
 			c.plan = planLinkFaults(seed, n, storeFaults)
 		}
 	}
@@ -68,7 +75,7 @@ func newCluster(addr string, n int, storeURL string, opts testserver.Options, se
 		if n > 1 {
 			listen = "127.0.0.1:0"
 		}
-		s, err := testserver.Listen(listen, &o)
+		s, err := c.listen(i, listen, &o)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -78,7 +85,7 @@ func newCluster(addr string, n int, storeURL string, opts testserver.Options, se
 	}
 	c.URL = c.servers[0].URL
 	if n > 1 {
-		p, err := newRRProxy(addr, backends)
+		p, err := c.newProxy(addr, backends)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -86,6 +93,34 @@ func newCluster(addr string, n int, storeURL string, opts testserver.Options, se
 		c.proxy, c.URL = p, "http://"+p.Addr()
 	}
 	return c, nil
+}
+
+// listen starts server i on addr, or, with -netns, in its namespace.
+func (c *cluster) listen(i int, addr string, o *testserver.Options) (*testserver.Server, error) {
+	if c.net != nil {
+		return c.net.listenServer(i, o)
+	}
+	return testserver.Listen(addr, o)
+}
+
+// newProxy starts the round-robin proxy on addr, or, with -netns, in its namespace.
+func (c *cluster) newProxy(addr string, backends []string) (*rrProxy, error) {
+	if c.net != nil {
+		ln, err := c.net.proxyListener()
+		if err != nil {
+			return nil, err
+		}
+		return rrProxyOn(ln, backends, c.net.proxyDial), nil
+	}
+	return newRRProxy(addr, backends)
+}
+
+// healAll heals the network's faults (-netns); nil without.
+func (c *cluster) healAll() func() error {
+	if c.net == nil {
+		return nil
+	}
+	return c.net.healAll
 }
 
 // describe names the servers for a run's heading.
@@ -140,7 +175,11 @@ func (c *cluster) split() string {
 // paymentIDs asks the servers' registry of payments for the payments made for ref: one
 // server answers for all, since they share it.
 func (c *cluster) paymentIDs(ref string) []string {
-	resp, err := http.Get(c.servers[0].URL + "/payments?reference=" + url.QueryEscape(ref))
+	client := http.DefaultClient
+	if c.net != nil { // the servers are in namespaces of their own: ask from the proxy's
+		client = &http.Client{Transport: &http.Transport{DialContext: c.net.proxyDial}}
+	}
+	resp, err := client.Get(c.servers[0].URL + "/payments?reference=" + url.QueryEscape(ref))
 	if err != nil {
 		return nil
 	}

@@ -38,6 +38,7 @@ type demoConfig struct {
 	storeFaults    int           // faults of each kind on the servers' links to the store (nemesis.go); 0 for none
 	via            string        // host:port the worker sends to instead (a proxy); "" for the server
 	keyless        bool          // the server ignores keys; idem's side reconciles by reference
+	net            *chaosNet     // chaos -netns: the namespaces the parts run in (netns.go); nil for none
 }
 
 // keylessMix is the default fault mix against a server that ignores keys: DefaultMix but

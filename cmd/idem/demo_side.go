@@ -31,6 +31,7 @@ type side struct {
 	reconcile bool   // idem's worker looks a payment up by reference before sending it again
 	state     string // the journal, or the plain worker's to-do file
 	srv       *cluster
+	net       *chaosNet // chaos -netns: the worker runs in its namespace; nil for none
 	url       string
 	start     time.Time
 	wall      time.Duration
@@ -79,7 +80,11 @@ func newSide(label string, plain, reconcile bool, state string, cfg demoConfig) 
 	}
 	opts := testserver.Options{RequireKey: true, IgnoreKeys: cfg.keyless, Logf: s.serverLog}
 	var err error
-	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults, storeFaults); err != nil {
+	if plain {
+		cfg.net = nil
+	}
+	s.net = cfg.net
+	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults, storeFaults, cfg.net); err != nil {
 		return nil, err
 	}
 	s.url = s.srv.URL
@@ -149,6 +154,9 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 			args = append(args, "-reconcile")
 		}
 		cmd := exec.CommandContext(ctx, exe, args...)
+		if s.net != nil {
+			cmd = s.net.workerCommand(ctx, 0, exe, args...)
+		}
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -237,6 +245,7 @@ func (s *side) read(r io.Reader) {
 			continue
 		}
 		word, op := f[0], f[1]
+		s.srv.clock.observe(f)
 		s.mu.Lock()
 		switch {
 		case word == "phase":

@@ -101,12 +101,11 @@ func (s *side) withKills(evs []event) []event {
 		}
 	}
 	for _, f := range s.srv.plan {
-		link := fmt.Sprintf("server %d's link to the store", f.server+1)
 		if f.applied && within(f.began) {
-			out = append(out, event{at: f.began, who: "link", what: fmt.Sprintf("%s: %s for %v", link, f.kind, f.dur)})
+			out = append(out, event{at: f.began, who: "link", what: fmt.Sprintf("%s for %v", f.what(), f.dur)})
 		}
 		if f.applied && within(f.healed) {
-			out = append(out, event{at: f.healed, who: "link", what: link + ": healed"})
+			out = append(out, event{at: f.healed, who: "link", what: f.what() + ": healed"})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b event) int { return int(a.at - b.at) })

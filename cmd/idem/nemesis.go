@@ -1,12 +1,14 @@
-// This file holds the nemesis of "idem chaos" on servers that share a Redis or PostgreSQL
-// store: on a schedule drawn from -seed it puts one server's link to the store
-// (storelink.go) into a fault, heals it, waits, and goes on with the next, one link at a
-// time, and keeps what each fault did, from the link's counters and the server's ledger,
-// for the report (storelink_report.go).
+// This file holds the nemesis of "idem chaos": on a schedule drawn from -seed it puts one
+// link into a fault, heals it, waits, and goes on with the next, one fault at a time, and
+// keeps what each fault did, from the link proxy's counters and the server's ledger, for
+// the report (storelink_report.go). A fault is a mode of a link proxy (storelink.go) on a
+// server's link to its Redis or PostgreSQL store, or, with -netns, a fault of the kernel's
+// between two of the run's network namespaces (nemesis_net.go).
 
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -30,15 +32,22 @@ const (
 
 // linkFault is one fault of the schedule, and what it did once applied.
 type linkFault struct {
-	kind    linkMode
-	server  int           // index into the cluster's servers and links
+	kind    linkMode      // what the link proxy does; linkPass if net does the fault
+	net     netFault      // a fault of the kernel's (-netns); nil for a link proxy's
+	link    int           // the link proxy that does the fault or measures it; -1 for none
+	on      string        // the link proxy's name, for the report: "server 1's link to the store"
+	server  int           // the server whose ledger measures it; -1 for none
 	at, dur time.Duration // planned start, since the run's start, and duration
+	err     error         // applying or healing failed
 
 	applied       bool
 	began, healed time.Duration // since the run's start
-	link          linkStats     // the link's counters from its start to afterHeal past its heal
-	slowest       time.Duration // the longest store call through the link, over the same time
+	stats         linkStats     // the link proxy's counters from its start to afterHeal past its heal
+	slowest       time.Duration // the longest call through the link proxy, over the same time
 	ledger        storeCounts   // the server's, over the same time
+	requests      int           // requests the server received, over the same time
+	settled       int           // payments that got their final answer, over the same time
+	slowestCall   time.Duration // the slowest of their calls, from the worker's start
 }
 
 // storeCounts are the ledger counters a store fault moves.
@@ -67,7 +76,8 @@ func planLinkFaults(seed uint64, servers, perKind int) []*linkFault {
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 		for _, k := range kinds {
 			at += time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
-			f := &linkFault{kind: k, server: rng.IntN(servers), at: at, dur: durations[k]}
+			s := rng.IntN(servers)
+			f := &linkFault{kind: k, link: s, on: fmt.Sprintf("server %d's link", s+1), server: s, at: at, dur: durations[k]}
 			plan = append(plan, f)
 			at += f.dur
 		}
@@ -75,20 +85,32 @@ func planLinkFaults(seed uint64, servers, perKind int) []*linkFault {
 	return plan
 }
 
+// netFault is a fault of the kernel's on a link between two network namespaces.
+type netFault interface {
+	apply() error
+	heal() error
+	String() string // what it does, for the report
+	kind() string   // its kind, for the report's count: "partition both ways"
+}
+
 // nemesis applies a plan of link faults. Its fields are its own until stop returns.
 type nemesis struct {
 	plan    []*linkFault
 	links   []*storeLink
 	servers []*testserver.Server
+	healAll func() error // heals every netFault; nil without -netns
+	clock   *callClock   // the payments' calls; nil for none
 	start   time.Time
 	quit    chan struct{}
 	done    chan struct{}
 	once    sync.Once
 }
 
-// startNemesis applies plan to links, the store links of servers, from start on.
-func startNemesis(plan []*linkFault, links []*storeLink, servers []*testserver.Server, start time.Time) *nemesis {
-	n := &nemesis{plan: plan, links: links, servers: servers, start: start,
+// startNemesis applies plan to links (the link proxies its faults' link fields index) and
+// to the kernel's links, measuring with servers' ledgers and clock, from start on.
+// healAll, if not nil, heals every kernel fault at the end.
+func startNemesis(plan []*linkFault, links []*storeLink, servers []*testserver.Server, healAll func() error, clock *callClock, start time.Time) *nemesis {
+	n := &nemesis{plan: plan, links: links, servers: servers, healAll: healAll, clock: clock, start: start,
 		quit: make(chan struct{}), done: make(chan struct{})}
 	go n.run()
 	return n
@@ -102,14 +124,19 @@ func (n *nemesis) run() {
 		}
 		n.apply(f)
 		ok := n.sleepUntil(f.began + f.dur)
-		n.links[f.server].setMode(linkPass)
-		f.healed = time.Since(n.start)
+		n.heal(f)
 		if ok {
 			ok = n.sleepUntil(f.healed + afterHeal)
 		}
-		f.link = n.links[f.server].Stats().sub(f.link)
-		f.slowest = n.links[f.server].takeSlowest()
-		f.ledger = ledgerStoreCounts(n.servers[f.server].Ledger()).sub(f.ledger)
+		if f.link >= 0 {
+			f.stats = n.links[f.link].Stats().sub(f.stats)
+			f.slowest = n.links[f.link].takeSlowest()
+		}
+		if f.server >= 0 {
+			f.ledger = ledgerStoreCounts(n.servers[f.server].Ledger()).sub(f.ledger)
+			f.requests = n.servers[f.server].Ledger().Requests - f.requests
+		}
+		f.settled, f.slowestCall = n.clock.take()
 		if !ok {
 			return
 		}
@@ -118,13 +145,52 @@ func (n *nemesis) run() {
 
 // apply starts f, keeping the counters it starts from.
 func (n *nemesis) apply(f *linkFault) {
-	f.link = n.links[f.server].Stats()
-	n.links[f.server].takeSlowest()
-	f.ledger = ledgerStoreCounts(n.servers[f.server].Ledger())
+	if f.link >= 0 {
+		f.stats = n.links[f.link].Stats()
+		n.links[f.link].takeSlowest()
+	}
+	if f.server >= 0 {
+		l := n.servers[f.server].Ledger()
+		f.ledger, f.requests = ledgerStoreCounts(l), l.Requests
+	}
+	n.clock.take()
 	f.applied = true
 	f.began = time.Since(n.start)
-	n.links[f.server].setMode(f.kind)
-	fmt.Printf("  store link of server %d: %s for %v, after %.1fs\n", f.server+1, f.kind, f.dur, f.began.Seconds())
+	if f.net != nil {
+		f.err = f.net.apply()
+	} else {
+		n.links[f.link].setMode(f.kind)
+	}
+	fmt.Printf("  %s for %v, after %.1fs\n", f.what(), f.dur, f.began.Seconds())
+	if f.err != nil {
+		fmt.Printf("  the fault failed: %v\n", f.err)
+	}
+}
+
+// heal ends f.
+func (n *nemesis) heal(f *linkFault) {
+	if f.net != nil {
+		f.err = errors.Join(f.err, f.net.heal())
+	} else {
+		n.links[f.link].setMode(linkPass)
+	}
+	f.healed = time.Since(n.start)
+}
+
+// kindName is f's kind, for the report's count of what was healed.
+func (f *linkFault) kindName() string {
+	if f.net != nil {
+		return f.net.kind()
+	}
+	return f.kind.String()
+}
+
+// what names f and its link.
+func (f *linkFault) what() string {
+	if f.net != nil {
+		return f.net.String()
+	}
+	return fmt.Sprintf("%s on %s", f.kind, f.on)
 }
 
 // sleepUntil waits until d after the start, and reports false if stopped first.
@@ -147,6 +213,11 @@ func (n *nemesis) stop() {
 		<-n.done
 		for _, l := range n.links {
 			l.setMode(linkPass)
+		}
+		if n.healAll != nil {
+			if err := n.healAll(); err != nil {
+				fmt.Printf("  the final heal failed: %v\n", err)
+			}
 		}
 	})
 }

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -17,6 +18,7 @@ type rrProxy struct {
 	ln       net.Listener
 	backends []string // host:port
 	next     atomic.Uint64
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -30,9 +32,16 @@ func newRRProxy(addr string, backends []string) (*rrProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &rrProxy{ln: ln, backends: backends, conns: map[net.Conn]struct{}{}}
+	var d net.Dialer
+	return rrProxyOn(ln, backends, d.DialContext), nil
+}
+
+// rrProxyOn is newRRProxy on a listener of the caller's, reaching the backends with dial:
+// both made in a network namespace, with chaos -netns.
+func rrProxyOn(ln net.Listener, backends []string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *rrProxy {
+	p := &rrProxy{ln: ln, backends: backends, dial: dial, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.serve)
-	return p, nil
+	return p
 }
 
 // Addr is where clients connect.
@@ -52,7 +61,7 @@ func (p *rrProxy) serve() {
 // forward copies c to and from a new connection to backend; when either direction ends,
 // both connections close, as a client or server would see a dropped connection.
 func (p *rrProxy) forward(c net.Conn, backend string) {
-	b, err := net.Dial("tcp", backend)
+	b, err := p.dial(context.Background(), "tcp", backend)
 	if err != nil {
 		c.Close()
 		return

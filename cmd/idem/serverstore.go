@@ -46,11 +46,13 @@ type serverStore struct {
 	// direct connection that no fault touches; nil in memory.
 	inProgress func(ctx context.Context) (int, error)
 	close      []func() // in order
+	net        *chaosNet
 }
 
-// openServerStore opens the store rawURL names for n servers.
-func openServerStore(rawURL string, n int) (*serverStore, error) {
-	ss := &serverStore{}
+// openServerStore opens the store rawURL names for n servers; with cn (chaos -netns), each
+// server's client connects from the server's namespace to a link proxy in the store's.
+func openServerStore(rawURL string, n int, cn *chaosNet) (*serverStore, error) {
+	ss := &serverStore{net: cn}
 	var err error
 	switch {
 	case rawURL == "":
@@ -78,7 +80,11 @@ func openServerStore(rawURL string, n int) (*serverStore, error) {
 
 // link starts a storeLink to addr for the next server.
 func (ss *serverStore) link(addr string) (*storeLink, error) {
-	l, err := newStoreLink(addr)
+	newLink := newStoreLink
+	if ss.net != nil {
+		newLink = ss.net.storeLink
+	}
+	l, err := newLink(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -113,13 +119,16 @@ func (ss *serverStore) openRedis(rawURL string, n int) error {
 		}
 		direct.Close()
 	})
-	for range n {
+	for i := range n {
 		l, err := ss.link(opts.Addr)
 		if err != nil {
 			return err
 		}
 		o := *opts
 		o.Addr = l.Addr()
+		if ss.net != nil {
+			o.Dialer = ss.net.serverDial(i)
+		}
 		o.DialTimeout = cmp.Or(o.DialTimeout, storeDialTimeout)
 		o.ReadTimeout = cmp.Or(o.ReadTimeout, storeReadTimeout)
 		client := redis.NewClient(&o)
@@ -196,7 +205,7 @@ func (ss *serverStore) openPG(rawURL string, n int) error {
 	if strings.HasPrefix(host, "/") {
 		return fmt.Errorf("-server-store %s: a Unix socket (%s) cannot go through the store-link proxy: give a host and port", u.Redacted(), host)
 	}
-	for range n {
+	for i := range n {
 		l, err := ss.link(net.JoinHostPort(host, strconv.Itoa(int(port))))
 		if err != nil {
 			return err
@@ -209,6 +218,9 @@ func (ss *serverStore) openPG(rawURL string, n int) error {
 			if fb.Host == host && fb.Port == port {
 				fb.Host, fb.Port = lhost, uint16(p)
 			}
+		}
+		if ss.net != nil {
+			c.ConnConfig.DialFunc = ss.net.serverDial(i)
 		}
 		if c.ConnConfig.ConnectTimeout == 0 {
 			c.ConnConfig.ConnectTimeout = storeDialTimeout

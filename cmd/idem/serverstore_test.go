@@ -45,7 +45,7 @@ func checkInProgress(t *testing.T, ss *serverStore, before int) {
 // and inProgress reads the run's prefix only.
 func TestServerStoreRedis(t *testing.T) {
 	addr := testRedis(t)
-	ss, err := openServerStore("redis://"+addr+"/0", 2)
+	ss, err := openServerStore("redis://"+addr+"/0", 2, nil)
 	require.NoError(t, err)
 	defer ss.Close()
 	require.Len(t, ss.stores, 2)
@@ -66,13 +66,13 @@ func TestServerStorePostgres(t *testing.T) {
 	q.Del("namespace")
 	u.RawQuery = q.Encode()
 
-	earlier, err := openServerStore(u.String(), 1)
+	earlier, err := openServerStore(u.String(), 1, nil)
 	require.NoError(t, err)
 	_, err = earlier.stores[0].Claim(context.Background(), server.Scope{Key: "an earlier run's"}, server.NewToken(), "fp", time.Minute, time.Hour)
 	require.NoError(t, err)
 	earlier.Close()
 
-	ss, err := openServerStore(u.String(), 2)
+	ss, err := openServerStore(u.String(), 2, nil)
 	require.NoError(t, err)
 	defer ss.Close()
 	require.Len(t, ss.links, 2)

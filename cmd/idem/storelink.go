@@ -7,6 +7,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,13 @@ const (
 	// linkPartition relays nothing either way and resets nothing, as a silent cut: a
 	// connection made meanwhile is accepted (by the proxy) but carries nothing.
 	linkPartition
+	// linkSlow relays both ways, each read slowBy late: a slow network, which this
+	// kernel (no netem) cannot make.
+	linkSlow
 )
+
+// slowBy is how late linkSlow relays each read.
+const slowBy = 300 * time.Millisecond
 
 // String names m for the report.
 func (m linkMode) String() string {
@@ -45,6 +52,8 @@ func (m linkMode) String() string {
 		return "replies held"
 	case linkPartition:
 		return "partition"
+	case linkSlow:
+		return fmt.Sprintf("slow link (+%v a read)", slowBy)
 	}
 	return "linkMode(?)"
 }
@@ -78,8 +87,8 @@ type linkConn struct {
 // linkCounters count what a link did, since it started, but for slowest, since
 // takeSlowest last took it.
 type linkCounters struct {
-	conns, resets, heldReplies, heldRequests, lostReplies atomic.Int64
-	slowest                                               atomic.Int64 // ns
+	conns, resets, heldReplies, heldRequests, lostReplies, unanswered atomic.Int64
+	slowest                                                           atomic.Int64 // ns
 }
 
 // linkStats is a snapshot of a link's counters. A reply or request counted is one read
@@ -90,12 +99,13 @@ type linkStats struct {
 	HeldReplies  int64 // replies that waited for a heal
 	HeldRequests int64 // requests that waited for a heal (the store saw them late)
 	LostReplies  int64 // held replies never delivered: their client had closed
+	Unanswered   int64 // connections that ended with a request the proxy relayed no reply to
 }
 
 // sub returns s minus before: what happened between the two snapshots.
 func (s linkStats) sub(before linkStats) linkStats {
 	return linkStats{s.Conns - before.Conns, s.Resets - before.Resets, s.HeldReplies - before.HeldReplies,
-		s.HeldRequests - before.HeldRequests, s.LostReplies - before.LostReplies}
+		s.HeldRequests - before.HeldRequests, s.LostReplies - before.LostReplies, s.Unanswered - before.Unanswered}
 }
 
 // newStoreLink listens on a free loopback port and forwards to store, relaying both ways
@@ -105,9 +115,16 @@ func newStoreLink(store string) (*storeLink, error) {
 	if err != nil {
 		return nil, err
 	}
+	return storeLinkOn(ln, store), nil
+}
+
+// storeLinkOn is newStoreLink on a listener of the caller's, such as one made in a
+// network namespace (chaos -netns); its connections to store are made from this process's
+// own namespace.
+func storeLinkOn(ln net.Listener, store string) *storeLink {
 	l := &storeLink{ln: ln, store: store, changed: make(chan struct{}), conns: map[*linkConn]struct{}{}}
 	l.wg.Go(l.serve)
-	return l, nil
+	return l
 }
 
 // Addr is where the store's clients connect instead of the store.
@@ -154,7 +171,7 @@ func (l *storeLink) answered(lc *linkConn) {
 // Stats returns the link's counters now.
 func (l *storeLink) Stats() linkStats {
 	c := &l.stats
-	return linkStats{c.conns.Load(), c.resets.Load(), c.heldReplies.Load(), c.heldRequests.Load(), c.lostReplies.Load()}
+	return linkStats{c.conns.Load(), c.resets.Load(), c.heldReplies.Load(), c.heldRequests.Load(), c.lostReplies.Load(), c.unanswered.Load()}
 }
 
 func (l *storeLink) serve() {
@@ -185,6 +202,9 @@ func (l *storeLink) forward(c net.Conn) {
 	wg.Go(func() { l.pipe(lc, true) })
 	wg.Go(func() { l.pipe(lc, false) })
 	wg.Wait()
+	if lc.asked.Load() != 0 {
+		l.stats.unanswered.Add(1)
+	}
 }
 
 // pipe copies one direction of lc: the client's requests to the store (toStore), or the
@@ -242,6 +262,13 @@ func (l *storeLink) wait(lc *linkConn, toStore, data bool) bool {
 	for {
 		mode, changed := l.state()
 		switch {
+		case mode == linkSlow && data:
+			select {
+			case <-time.After(slowBy):
+				return true
+			case <-lc.done:
+				return false
+			}
 		case mode == linkReset && !toStore && data:
 			l.stats.resets.Add(1)
 			lc.close(true)

@@ -26,7 +26,7 @@ type settled struct {
 // It does nothing without a plan.
 func (c *cluster) startStoreFaults(start time.Time) {
 	if len(c.plan) > 0 && c.nemesis == nil {
-		c.nemesis = startNemesis(c.plan, c.store.links, c.servers, start)
+		c.nemesis = startNemesis(c.plan, c.store.links, c.servers, c.healAll(), c.clock, start)
 	}
 }
 
@@ -95,13 +95,7 @@ func (c *cluster) storeReport(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  %d of %d faults applied, one link at a time; what each did, until %v after its heal:\n", applied, len(c.plan), afterHeal)
 	}
-	for _, f := range c.plan {
-		if !f.applied {
-			continue
-		}
-		fmt.Fprintf(w, "  - at %4.1fs, %s on server %d's link for %v: %s\n", f.began.Seconds(), f.kind, f.server+1,
-			(f.healed - f.began).Round(100*time.Millisecond), f.effects())
-	}
+	faultLines(w, c.plan)
 	fmt.Fprintf(w, "  answered 503, store unavailable   %6d  nothing ran for them; the client retries with the same key\n", l.StoreUnavailable)
 	fmt.Fprintf(w, "  %s\n", unknownOutcomes(l.StoreCalls).line())
 	switch s := c.settled; {
@@ -114,15 +108,56 @@ func (c *cluster) storeReport(w io.Writer) {
 	}
 }
 
+// faultLines prints one line per applied fault of plan: when, what, and what it did;
+// then how many of each kind were healed.
+func faultLines(w io.Writer, plan []*linkFault) {
+	healed := map[string]int{}
+	for _, f := range plan {
+		if !f.applied {
+			continue
+		}
+		fmt.Fprintf(w, "  - at %5.1fs, %s for %v: %s\n", f.began.Seconds(), f.what(),
+			(f.healed - f.began).Round(100*time.Millisecond), f.effects())
+		if f.err == nil {
+			healed[f.kindName()]++
+		}
+	}
+	var counts []string
+	for _, k := range slices.Sorted(maps.Keys(healed)) {
+		counts = append(counts, fmt.Sprintf("%d %s", healed[k], k))
+	}
+	if len(counts) > 0 {
+		fmt.Fprintf(w, "  healed: %s\n", strings.Join(counts, ", "))
+	}
+}
+
 // storeFaultsApplied is how many of the planned store-link faults began.
-func (c *cluster) storeFaultsApplied() int {
+func (c *cluster) storeFaultsApplied() int { return applied(c.plan) }
+
+// applied is how many faults of plan began.
+func applied(plan []*linkFault) int {
 	n := 0
-	for _, f := range c.plan {
+	for _, f := range plan {
 		if f.applied {
 			n++
 		}
 	}
 	return n
+}
+
+// planProblems says what fails a run in its plan of faults: one that never happened, one
+// that could not be applied or healed.
+func planProblems(plan []*linkFault) []string {
+	var problems []string
+	if n := applied(plan); n < len(plan) {
+		problems = append(problems, fmt.Sprintf("only %d of %d link faults happened before the work was done; raise -n or lower -store-faults", n, len(plan)))
+	}
+	for _, f := range plan {
+		if f.err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", f.what(), f.err))
+		}
+	}
+	return problems
 }
 
 // effects says what f did: from its link's counters and its server's ledger.
@@ -133,17 +168,30 @@ func (f *linkFault) effects() string {
 			parts = append(parts, fmt.Sprintf("%d %s", n, what))
 		}
 	}
-	add(f.link.Resets, "connections reset after the store replied")
-	add(f.link.HeldReplies, "replies held")
-	add(f.link.LostReplies, "held replies never delivered (the client had given up)")
-	add(f.link.HeldRequests, "requests held (the store saw them late)")
+	add(f.stats.Resets, "connections reset after the store replied")
+	add(f.stats.HeldReplies, "replies held")
+	add(f.stats.LostReplies, "held replies never delivered (the client had given up)")
+	add(f.stats.HeldRequests, "requests held (the store saw them late)")
 	if f.slowest >= 10*time.Millisecond {
-		parts = append(parts, fmt.Sprintf("slowest store call %v", f.slowest.Round(10*time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("slowest call through the link %v", f.slowest.Round(10*time.Millisecond)))
+	}
+	if n := f.stats.Unanswered; n > 0 {
+		parts = append(parts, plural(int(n), "connection")+" closed with a request unanswered")
+	}
+	if f.net != nil && f.server >= 0 {
+		window := (f.healed - f.began + afterHeal).Seconds()
+		parts = append(parts, fmt.Sprintf("server %d received %d requests (%.0f/s)", f.server+1, f.requests, float64(f.requests)/window))
+	}
+	if f.settled > 0 {
+		parts = append(parts, fmt.Sprintf("%s answered, the slowest after %v", plural(f.settled, "payment"), f.slowestCall.Round(10*time.Millisecond)))
 	}
 	add(int64(f.ledger.unavailable), "answered 503")
 	add(int64(f.ledger.errors-f.ledger.unavailable), "other store errors")
+	if f.err != nil {
+		parts = append(parts, fmt.Sprintf("FAILED: %v", f.err))
+	}
 	if len(parts) == 0 {
-		return "no store traffic on the link meanwhile"
+		return "no traffic on the link meanwhile"
 	}
 	return strings.Join(parts, ", ")
 }
@@ -151,10 +199,7 @@ func (f *linkFault) effects() string {
 // storeProblems says what fails the run on the store's side: a planned fault that never
 // happened, a key left in progress after the final heal, a store that could not be read.
 func (c *cluster) storeProblems() []string {
-	var problems []string
-	if applied := c.storeFaultsApplied(); applied < len(c.plan) {
-		problems = append(problems, fmt.Sprintf("only %d of %d store-link faults happened before the work was done; raise -n or lower -store-faults", applied, len(c.plan)))
-	}
+	problems := planProblems(c.plan)
 	switch s := c.settled; {
 	case !s.checked:
 	case s.err != nil:

@@ -269,3 +269,42 @@ func redisThroughLink(t *testing.T) (*storeLink, *redis.Client, *redis.Client, s
 	require.NoError(t, rc.Ping(context.Background()).Err())
 	return l, rc, direct, key
 }
+
+// A slow link relays each read slowBy late, both ways: a round trip takes two of them, and
+// the link notes it as its slowest call; healed, a round trip is quick again. A client that
+// gives up on a slow call leaves it counted as unanswered.
+func TestStoreLinkSlow(t *testing.T) {
+	e := newEchoServer(t)
+	l := newTestLink(t, e.ln.Addr().String())
+	c := dialLink(t, l)
+	l.setMode(linkSlow)
+	start := time.Now()
+	_, err := c.Write([]byte("slow"))
+	require.NoError(t, err)
+	got, err := readWithin(c, 4, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "slow", got)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, 2*slowBy, "a request and its reply, each slowBy late")
+	var slowest time.Duration // noted once the proxy's write returned, maybe after our read
+	require.Eventually(t, func() bool {
+		slowest = max(slowest, l.takeSlowest())
+		return slowest >= 2*slowBy
+	}, 5*time.Second, time.Millisecond, "the link noted the slow call")
+
+	_, err = c.Write([]byte("gone"))
+	require.NoError(t, err)
+	c.Close() // gives up before the reply
+	require.Eventually(t, func() bool { return l.Stats().Unanswered == 1 }, 5*time.Second, 5*time.Millisecond,
+		"a connection closed with its request unanswered")
+
+	l.setMode(linkPass)
+	c2 := dialLink(t, l)
+	start = time.Now()
+	_, err = c2.Write([]byte("fast"))
+	require.NoError(t, err)
+	got, err = readWithin(c2, 4, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "fast", got)
+	require.Less(t, time.Since(start), slowBy, "healed")
+}

@@ -1,23 +1,17 @@
 //go:build linux
 
 // faults.go holds the cuts a Link applies to itself (CutBoth, CutOutward,
-// CutReplies) and Heal, which undoes them; netfault.go makes and tears down the
-// link, dial.go carries the connections across it.
+// CutReplies) and Heal, which undoes them; netfault.go makes and tears down
+// the link. The cuts themselves are netlab.Pair's.
 
 package netfault
-
-import "errors"
-
-// nowhere is the MAC address CutReplies sends the namespace's packets to:
-// locally administered, unicast, and not the namespace end's.
-const nowhere = "02:00:00:de:ad:00"
 
 // CutBoth sets the root end of the link down: nothing crosses the link
 // either way, and nothing is reset. It does nothing if the link is already
 // cut that way.
 func (l *Link) CutBoth() {
 	l.tb.Helper()
-	l.cut(&l.down, "link", "set", l.rootDev, "down")
+	l.do(l.pair.CutBoth)
 }
 
 // CutOutward drops the namespace's packets to the root end, with a
@@ -25,7 +19,7 @@ func (l *Link) CutBoth() {
 // and a new connect fails at once. It does nothing if already cut that way.
 func (l *Link) CutOutward() {
 	l.tb.Helper()
-	l.cut(&l.outward, "-n", l.ns, "route", "add", "blackhole", l.rootIP.String()+"/32")
+	l.do(l.pair.CutOutward)
 }
 
 // CutReplies drops the root end's packets to the namespace, by sending them
@@ -35,7 +29,7 @@ func (l *Link) CutOutward() {
 // filtering (rp_filter) is on. It does nothing if already cut that way.
 func (l *Link) CutReplies() {
 	l.tb.Helper()
-	l.cut(&l.replies, "neigh", "replace", l.nsIP.String(), "lladdr", nowhere, "nud", "permanent", "dev", l.rootDev)
+	l.do(l.pair.CutReplies)
 }
 
 // Heal undoes every cut in force. A connection established before a cut
@@ -43,40 +37,14 @@ func (l *Link) CutReplies() {
 // theirs dial new ones.
 func (l *Link) Heal() {
 	l.tb.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.heal(); err != nil {
-		l.tb.Fatalf("netfault: %v", err)
-	}
+	l.do(l.pair.Heal)
 }
 
-func (l *Link) cut(state *bool, args ...string) {
+func (l *Link) do(f func() error) {
 	l.tb.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if *state {
-		return
-	}
-	if err := ip(args...); err != nil {
+	if err := f(); err != nil {
 		l.tb.Fatalf("netfault: %v", err)
 	}
-	*state = true
-}
-
-func (l *Link) heal() error {
-	var errs []error
-	undo := func(state *bool, args ...string) {
-		if !*state {
-			return
-		}
-		if err := ip(args...); err != nil {
-			errs = append(errs, err)
-			return
-		}
-		*state = false
-	}
-	undo(&l.down, "link", "set", l.rootDev, "up")
-	undo(&l.outward, "-n", l.ns, "route", "del", "blackhole", l.rootIP.String()+"/32")
-	undo(&l.replies, "neigh", "del", l.nsIP.String(), "dev", l.rootDev)
-	return errors.Join(errs...)
 }

@@ -1,7 +1,7 @@
 //go:build linux
 
 // helpers_test.go has what the tests share: a TCP echo server on loopback
-// that reports what reaches it, dials through a link, checks that what must
+// that reports what reaches it (internal/echotest), dials through a link, checks that what must
 // come comes and what must not does not, and the check that a link's
 // teardown left nothing behind.
 
@@ -18,97 +18,28 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/internal/echotest"
+	"github.com/idem-go/idem/internal/netlab"
 )
 
 const (
 	// silence is how long a client waits to conclude that nothing comes.
 	silence = 300 * time.Millisecond
 	// patience bounds the waits for what must come.
-	patience = 3 * time.Second
+	patience = echotest.Patience
 )
 
-// echoServer echoes every connection's bytes back, and passes each chunk it
-// receives on got, so a test can tell what reached it.
-type echoServer struct {
-	addr string
-	got  chan string
-}
-
-func newEcho(t *testing.T) *echoServer {
+// newEcho starts an echo server on loopback, which reports what reaches it.
+func newEcho(t *testing.T) *echotest.Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &echoServer{addr: ln.Addr().String(), got: make(chan string, 64)}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { s.echo(c) })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return s
-}
-
-func (s *echoServer) echo(c net.Conn) {
-	buf := make([]byte, 512)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			s.got <- string(buf[:n])
-			c.Write(buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// received waits for the server to receive want.
-func (s *echoServer) received(t *testing.T, want string) {
-	t.Helper()
-	select {
-	case got := <-s.got:
-		if got != want {
-			t.Fatalf("the server received %q, want %q", got, want)
-		}
-	case <-time.After(patience):
-		t.Fatalf("the server did not receive %q within %v", want, patience)
-	}
-}
-
-// receivedNothing checks that nothing has reached the server; call it after
-// the client has waited out its silence.
-func (s *echoServer) receivedNothing(t *testing.T) {
-	t.Helper()
-	select {
-	case got := <-s.got:
-		t.Fatalf("the server received %q through the cut", got)
-	default:
-	}
+	return echotest.Serve(t, ln)
 }
 
 // newLink returns New(t, target), and checks, after its teardown, that
@@ -188,16 +119,16 @@ func silent(t *testing.T, c net.Conn) {
 // route or neighbour entry for its /30, or a TCP socket of its forwarder.
 func gone(t *testing.T, l *Link) {
 	t.Helper()
-	if _, err := os.Stat(nsDir + "/" + l.ns); err == nil {
-		t.Errorf("namespace %s left", l.ns)
+	if _, err := os.Stat(netlab.NSDir + "/" + l.ns.Name); err == nil {
+		t.Errorf("namespace %s left", l.ns.Name)
 	}
-	if _, err := net.InterfaceByName(l.rootDev); err == nil {
-		t.Errorf("interface %s left", l.rootDev)
+	if _, err := net.InterfaceByName(l.pair.OuterDev); err == nil {
+		t.Errorf("interface %s left", l.pair.OuterDev)
 	}
-	prefix := netip.PrefixFrom(l.rootIP, 30).Masked().String()
+	prefix := netip.PrefixFrom(l.pair.OuterIP, 30).Masked().String()
 	for _, argv := range [][]string{{"-4", "route", "show", "table", "all"}, {"-4", "neigh", "show"}} {
 		out := ipOutput(t, argv...)
-		for _, s := range []string{prefix, l.rootIP.String() + " ", l.nsIP.String() + " ", l.rootDev} {
+		for _, s := range []string{prefix, l.pair.OuterIP.String() + " ", l.pair.InnerIP.String() + " ", l.pair.OuterDev} {
 			if strings.Contains(out, s) {
 				t.Errorf("ip %s still shows %s:\n%s", strings.Join(argv, " "), s, out)
 			}
@@ -209,12 +140,12 @@ func gone(t *testing.T, l *Link) {
 	// deleted interface, it sends nothing meanwhile.
 	deadline := time.Now().Add(patience)
 	for {
-		left := sockets(t, l.rootIP)
+		left := sockets(t, l.pair.OuterIP)
 		if len(left) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("TCP sockets of the forwarder's (%s) are left:\n%s", l.rootIP, strings.Join(left, ""))
+			t.Errorf("TCP sockets of the forwarder's (%s) are left:\n%s", l.pair.OuterIP, strings.Join(left, ""))
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

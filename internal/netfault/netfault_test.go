@@ -14,13 +14,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // range15 is 198.18.0.0/15, which every link's addresses must be in.
@@ -29,18 +25,18 @@ var range15 = netip.MustParsePrefix("198.18.0.0/15")
 func TestLinkCarriesConnections(t *testing.T) {
 	t.Parallel()
 	s := newEcho(t)
-	l := newLink(t, s.addr)
+	l := newLink(t, s.Addr)
 	l.Heal() // nothing is cut: nothing to do
 	ap := netip.MustParseAddrPort(l.Addr())
-	if !range15.Contains(ap.Addr()) || ap.Addr() != l.rootIP {
-		t.Fatalf("Addr() = %s, want the root end %s, in %s", ap, l.rootIP, range15)
+	if !range15.Contains(ap.Addr()) || ap.Addr() != l.pair.OuterIP {
+		t.Fatalf("Addr() = %s, want the root end %s, in %s", ap, l.pair.OuterIP, range15)
 	}
 	c := dial(t, l)
-	if got := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr(); got != l.nsIP {
-		t.Fatalf("the connection's local address is %s, want the namespace end %s", got, l.nsIP)
+	if got := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr(); got != l.pair.InnerIP {
+		t.Fatalf("the connection's local address is %s, want the namespace end %s", got, l.pair.InnerIP)
 	}
 	send(t, c, "hello")
-	s.received(t, "hello")
+	s.Received(t, "hello")
 	echoed(t, c, "hello")
 }
 
@@ -60,15 +56,15 @@ func TestFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newEcho(t)
-			l := newLink(t, s.addr)
+			l := newLink(t, s.Addr)
 			if tc.rpFilter {
-				if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.rootDev+"/rp_filter", []byte("1"), 0); err != nil {
+				if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.pair.OuterDev+"/rp_filter", []byte("1"), 0); err != nil {
 					t.Fatal(err)
 				}
 			}
 			c := dial(t, l)
 			send(t, c, "before")
-			s.received(t, "before")
+			s.Received(t, "before")
 			echoed(t, c, "before")
 
 			tc.cut(l)
@@ -76,9 +72,9 @@ func TestFaults(t *testing.T) {
 			send(t, c, "during")
 			silent(t, c)
 			if tc.reaches {
-				s.received(t, "during")
+				s.Received(t, "during")
 			} else {
-				s.receivedNothing(t)
+				s.ReceivedNothing(t)
 			}
 			took, err := dialWithin(l, silence)
 			switch {
@@ -97,12 +93,12 @@ func TestFaults(t *testing.T) {
 			// Nothing was reset: the established connection resumes when
 			// the kernel retransmits.
 			if !tc.reaches {
-				s.received(t, "during")
+				s.Received(t, "during")
 			}
 			echoed(t, c, "during")
 			c2 := dial(t, l)
 			send(t, c2, "after")
-			s.received(t, "after")
+			s.Received(t, "after")
 			echoed(t, c2, "after")
 		})
 	}
@@ -114,11 +110,11 @@ func TestParallelLinks(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			t.Parallel()
 			s := newEcho(t)
-			l := newLink(t, s.addr)
+			l := newLink(t, s.Addr)
 			c := dial(t, l)
-			send(t, c, l.rootIP.String())
-			s.received(t, l.rootIP.String())
-			echoed(t, c, l.rootIP.String())
+			send(t, c, l.pair.OuterIP.String())
+			s.Received(t, l.pair.OuterIP.String())
+			echoed(t, c, l.pair.OuterIP.String())
 		})
 	}
 }
@@ -130,87 +126,16 @@ func TestTeardown(t *testing.T) {
 	s := newEcho(t)
 	var l *Link
 	t.Run("link", func(t *testing.T) {
-		l = New(t, s.addr)
+		l = New(t, s.Addr)
 		c := dial(t, l)
 		send(t, c, "x")
-		s.received(t, "x")
+		s.Received(t, "x")
 		l.CutReplies()
 		l.CutOutward()
 		l.CutBoth()
 	})
-	if l == nil || l.rootDev == "" {
+	if l == nil || l.pair.OuterDev == "" {
 		t.Fatal("no link was made")
 	}
 	gone(t, l)
-}
-
-// TestStaleNamespace leaves a namespace under the name New will use next,
-// as a crashed earlier process with this pid would have: New replaces it.
-// It does not run in parallel, so that no other New takes that name.
-func TestStaleNamespace(t *testing.T) {
-	s := newEcho(t)
-	name := fmt.Sprintf("%s%d-%d", nsPrefix, os.Getpid(), links.Load()+1)
-	require(t)
-	if err := ip("netns", "add", name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	l := newLink(t, s.addr)
-	if l.ns != name {
-		t.Fatalf("New named its namespace %s, want %s", l.ns, name)
-	}
-	c := dial(t, l)
-	send(t, c, "x")
-	echoed(t, c, "x")
-}
-
-// TestSweep leaves a namespace and a veth pair named for a process that has
-// ended, the namespace kept alive as the dead process's orphaned connections
-// would keep it: New deletes both.
-func TestSweep(t *testing.T) {
-	require(t)
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("%s%d-1", nsPrefix, dead.Process.Pid)
-	// The leftover is built under a name no sweep takes, then given the
-	// dead process's name at once, as ip(8) names one (a bind mount): test
-	// binaries running at the same time sweep it as soon as it has that
-	// name. Its devices' names are this process's own.
-	build := fmt.Sprintf("%ssweep-%d", nsPrefix, os.Getpid())
-	root := fmt.Sprintf("%ss%dr", devPrefix, os.Getpid())
-	t.Cleanup(func() {
-		for _, args := range [][]string{{"link", "del", root}, {"netns", "del", build}, {"netns", "del", name}} {
-			exec.Command("ip", args...).Run()
-		}
-	})
-	if err := ip("netns", "add", build); err != nil {
-		t.Fatal(err)
-	}
-	if err := ip("link", "add", root, "type", "veth", "peer", "name", strings.TrimSuffix(root, "r")+"n", "netns", build); err != nil {
-		t.Fatal(err)
-	}
-	hold, err := os.Open(nsDir + "/" + build)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Close()
-	if err := os.WriteFile(nsDir+"/"+name, nil, 0o444); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(nsDir+"/"+build, nsDir+"/"+name, "", unix.MS_BIND, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := ip("netns", "del", build); err != nil {
-		t.Fatal(err)
-	}
-
-	newLink(t, newEcho(t).addr)
-	if _, err := os.Stat(nsDir + "/" + name); err == nil {
-		t.Errorf("New left namespace %s, whose process has ended", name)
-	}
-	if _, err := net.InterfaceByName(root); err == nil {
-		t.Errorf("New left interface %s, in a namespace whose process has ended", root)
-	}
 }
