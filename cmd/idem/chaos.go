@@ -29,11 +29,16 @@ func runChaos(args []string) error {
 		"postgres:// -server-store, one link at a time at moments drawn from -seed; the run also fails if a key is left\n"+
 		"in progress in the store after the final heal. -1 means 3 with -servers 2 or more, else none; 0 turns them off")
 	fs.StringVar(&fc.restartDB, "restart-db", "", "with a postgres:// -journal: a shell `command` that restarts PostgreSQL, run once half way through")
+	var soak soakConfig
+	registerSoak(fs, &soak)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError(fs.Name(), "unexpected arguments %q", fs.Args())
+	}
+	if err := soak.apply(fs, &cfg); err != nil {
+		return err
 	}
 	switch {
 	case cfg.storeFaults < 0 && cfg.servers > 1 && cfg.serverStore != "":

@@ -38,6 +38,7 @@ type demoConfig struct {
 	storeFaults    int           // faults of each kind on the servers' links to the store (nemesis.go); 0 for none
 	via            string        // host:port the worker sends to instead (a proxy); "" for the server
 	keyless        bool          // the server ignores keys; idem's side reconciles by reference
+	soak           *soakConfig   // chaos -duration (soak.go); nil for a run of n payments
 }
 
 // keylessMix is the default fault mix against a server that ignores keys: DefaultMix but
@@ -130,8 +131,12 @@ func runProof(name string, cfg demoConfig) error {
 	ctx, cancel := context.WithTimeout(sigCtx, cfg.budget)
 	defer cancel()
 
-	fmt.Printf("idem %s: %d payments, %d at a time, %d SIGKILLs of the sending process, seed %d, faults %s\n",
-		name, cfg.n, cfg.conc, cfg.kills, cfg.seed, cfg.faults)
+	what := fmt.Sprintf("%d payments", cfg.n)
+	if cfg.soak != nil {
+		what = "a soak: new payments for " + cfg.soak.duration.String()
+	}
+	fmt.Printf("idem %s: %s, %d at a time, %d SIGKILLs of the sending process, seed %d, faults %s\n",
+		name, what, cfg.conc, cfg.kills, cfg.seed, cfg.faults)
 	var sides []*side
 	defer func() {
 		for _, s := range sides {
@@ -158,8 +163,12 @@ func runProof(name string, cfg demoConfig) error {
 		sides = append(sides, s)
 		fmt.Printf("\n[%d/%d] %s: %s\n", i+1, len(plans), p.label, s.describe(cfg))
 		s.srv.startStoreFaults(s.start)
+		stopSoak := s.startSoak()
 		err = s.runLives(ctx, cfg)
 		s.srv.stopStoreFaults()
+		if serr := stopSoak(); err == nil {
+			err = serr
+		}
 		switch {
 		case sigCtx.Err() != nil:
 			fmt.Printf("\ninterrupted after %v: the summary so far (unfinished payments count as never made)\n",
@@ -172,6 +181,9 @@ func runProof(name string, cfg demoConfig) error {
 			return fmt.Errorf("%s: %w", p.label, err)
 		}
 		s.srv.settleStore(ctx)
+	}
+	if cfg.soak != nil {
+		cfg.n = sides[len(sides)-1].soakPayments()
 	}
 	if err := report(cfg, sides, true); err != nil {
 		return err

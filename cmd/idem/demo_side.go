@@ -32,6 +32,7 @@ type side struct {
 	state     string // the journal, or the plain worker's to-do file
 	srv       *cluster
 	url       string
+	soak      *soakRun // nil unless chaos -duration (soak.go)
 	start     time.Time
 	wall      time.Duration
 
@@ -77,7 +78,10 @@ func newSide(label string, plain, reconcile bool, state string, cfg demoConfig) 
 	if plain {
 		n, store, storeFaults = 1, "", 0
 	}
-	opts := testserver.Options{RequireKey: true, IgnoreKeys: cfg.keyless, Logf: s.serverLog}
+	opts := testserver.Options{RequireKey: true, IgnoreKeys: cfg.keyless, Logf: s.serverLog, KeyTTL: cfg.soak.serverKeyTTL()}
+	if cfg.soak != nil {
+		s.soak = &soakRun{cfg: cfg.soak}
+	}
 	var err error
 	if s.srv, err = newCluster(listenAddr(cfg, plain), n, store, opts, cfg.seed, cfg.faults, storeFaults); err != nil {
 		return nil, err
@@ -108,6 +112,9 @@ func (s *side) describe(cfg demoConfig) string {
 }
 
 func (s *side) serverLog(format string, args ...any) {
+	if s.soak != nil {
+		return // a soak keeps no timeline: it would grow with every payment
+	}
 	line := fmt.Sprintf(format, args...)
 	if m := faultLine.FindStringSubmatch(line); m != nil {
 		s.mu.Lock()
@@ -124,6 +131,9 @@ func (s *side) serverLog(format string, args ...any) {
 func (s *side) add(ref string, ev event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.soak != nil {
+		return
+	}
 	if ev.at == 0 {
 		ev.at = time.Since(s.start)
 	}
@@ -148,6 +158,7 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 		if s.reconcile {
 			args = append(args, "-reconcile")
 		}
+		args = append(args, s.soakArgs()...)
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
@@ -189,15 +200,15 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 			s.killed = append(s.killed, event{at: time.Since(s.start), life: life, who: "kill"})
 			done, inflight, pending := len(s.settled), len(s.inflight), len(s.pending)
 			s.mu.Unlock()
-			fmt.Printf("  SIGKILL %d/%d after %v of life %d: %d/%d done, %d in flight, %d pending\n", s.kills, cfg.kills,
-				time.Since(lifeStart).Round(time.Millisecond), life, done, cfg.n, inflight, pending)
+			fmt.Printf("  SIGKILL %d/%d after %v of life %d: %d%s done, %d in flight, %d pending\n", s.kills, cfg.kills,
+				time.Since(lifeStart).Round(time.Millisecond), life, done, s.outOf(cfg), inflight, pending)
 			continue
 		}
 		s.wall = time.Since(s.start)
 		if err != nil || !s.finished {
 			return fmt.Errorf("worker failed: %v", err)
 		}
-		fmt.Printf("  life %d ran to the end: %d/%d done after %v\n", life, s.doneCount(), cfg.n, s.wall.Round(time.Millisecond))
+		fmt.Printf("  life %d ran to the end: %d%s done after %v\n", life, s.doneCount(), s.outOf(cfg), s.wall.Round(time.Millisecond))
 		if s.kills < cfg.kills {
 			fmt.Printf("  (the worker finished before kill %d; raise -n for more kills)\n", s.kills+1)
 		}
@@ -238,6 +249,10 @@ func (s *side) read(r io.Reader) {
 		}
 		word, op := f[0], f[1]
 		s.mu.Lock()
+		if s.soakLine(f) {
+			s.mu.Unlock()
+			continue
+		}
 		switch {
 		case word == "phase":
 			s.phase = op
@@ -281,6 +296,10 @@ func (s *side) doneCount() int {
 // progress prints, every second until done is closed, how far the run is
 // and what it waits for.
 func (s *side) progress(done <-chan struct{}, n int, killAt time.Time) {
+	if s.soak != nil {
+		<-done // the soak's sampler prints its own lines
+		return
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
