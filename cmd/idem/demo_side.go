@@ -300,14 +300,7 @@ func (s *side) progress(done <-chan struct{}, n int, killAt time.Time) {
 		<-done // the soak's sampler prints its own lines
 		return
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-		}
+	tickUntil(done, time.Second, func() {
 		s.mu.Lock()
 		settled, wait := len(s.settled), s.waitingFor()
 		s.mu.Unlock()
@@ -316,6 +309,20 @@ func (s *side) progress(done <-chan struct{}, n int, killAt time.Time) {
 			line += fmt.Sprintf("; next SIGKILL in %.1fs", max(time.Until(killAt).Seconds(), 0))
 		}
 		fmt.Println(line)
+	})
+}
+
+// tickUntil calls fn every interval until done is closed.
+func tickUntil(done <-chan struct{}, every time.Duration, fn func()) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			fn()
+		}
 	}
 }
 

@@ -146,17 +146,7 @@ func (s *side) startSoak() (stop func() error) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			smp := s.takeSample(time.Since(start))
-			fmt.Println(smp.describe())
-		}
+		tickUntil(done, every, func() { fmt.Println(s.takeSample(time.Since(start)).describe()) })
 	}()
 	return func() error {
 		close(done)

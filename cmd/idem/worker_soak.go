@@ -66,14 +66,7 @@ func (s *workerStats) WriteAhead(_ context.Context, d time.Duration, err error) 
 
 // report prints a stats line every interval until ctx ends.
 func (s *workerStats) report(ctx context.Context, out *lineWriter, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	tickUntil(ctx.Done(), every, func() {
 		s.mu.Lock()
 		commits := s.commits
 		s.commits = make([]time.Duration, 0, len(commits))
@@ -81,7 +74,7 @@ func (s *workerStats) report(ctx context.Context, out *lineWriter, every time.Du
 		p := readProcStats()
 		p50, p99 := percentiles(commits)
 		out.printf("stats %d %d %d %d %d %d %d", p.heap, p.goroutines, p.files, s.pending.Load(), len(commits), p50, p99)
-	}
+	})
 }
 
 // procStats is one process's health figures, read inside it.
