@@ -168,6 +168,33 @@ func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
 	require.Equal(t, StatePending, recs[0].State)
 }
 
+// A short Retention is pruned every quarter of it, not every pruneInterval:
+// so a soak's 3-minute Retention bounds its file.
+func TestPeriodicPruneFollowsShortRetention(t *testing.T) {
+	require.Equal(t, pruneInterval, pruneEvery(7*24*time.Hour))
+	require.Equal(t, 45*time.Second, pruneEvery(3*time.Minute))
+	require.Equal(t, time.Second, pruneEvery(time.Second), "at most one prune a second")
+
+	j, err := Open(t.TempDir()+"/idem.journal", &Options{Retention: 4 * time.Minute})
+	require.NoError(t, err)
+	defer j.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	j.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	old := pendingRecord("old")
+	old.State, old.Updated = StateSettled, now.Add(-5*time.Minute)
+	require.NoError(t, j.insert(old, true))
+	j.pruning.Wait()
+	require.NotNil(t, onDisk(t, j, seqOf(old)), "no prune before a quarter of Retention has passed")
+
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	require.NoError(t, j.insert(pendingRecord("new"), true))
+	j.pruning.Wait()
+	require.Nil(t, onDisk(t, j, seqOf(old)), "pruned a minute after the last prune, a quarter of 4 minutes")
+}
+
 func TestPendingAfterPages(t *testing.T) {
 	j, _ := testJournal(t)
 	var ids []uint64
