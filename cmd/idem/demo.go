@@ -169,6 +169,9 @@ func runProof(name string, cfg demoConfig) error {
 		if serr := stopSoak(); err == nil {
 			err = serr
 		}
+		if s.soak != nil {
+			cfg.n = s.soakPayments() // what the report checks, interrupted or not
+		}
 		switch {
 		case sigCtx.Err() != nil:
 			fmt.Printf("\ninterrupted after %v: the summary so far (unfinished payments count as never made)\n",
@@ -181,9 +184,6 @@ func runProof(name string, cfg demoConfig) error {
 			return fmt.Errorf("%s: %w", p.label, err)
 		}
 		s.srv.settleStore(ctx)
-	}
-	if cfg.soak != nil {
-		cfg.n = sides[len(sides)-1].soakPayments()
 	}
 	if err := report(cfg, sides, true); err != nil {
 		return err
