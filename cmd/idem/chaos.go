@@ -18,7 +18,9 @@ func runChaos(args []string) error {
 			"SIGKILLed at many random moments. Exits non-zero unless every payment has exactly one\n"+
 			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.\n"+
 			"With -journal postgres://… and -workers N, N workers share a PostgreSQL journal: they\n"+
-			"are SIGKILLed at random, one is killed for good, -restart-db restarts the database once.")
+			"are SIGKILLed at random, one is killed for good, -restart-db restarts the database once.\n"+
+			"With -duration D, a soak: new payments for D, the SIGKILLs spread over it, and the run's\n"+
+			"health (heap, goroutines, open files, journal size, commit latency) drawn in a chart.")
 	cfg.register(fs)
 	fc := fleetConfig{workers: 1, lease: 2 * time.Second}
 	fs.IntVar(&fc.workers, "workers", fc.workers, "worker processes sharing the journal: 2 or more with a postgres:// -journal (a fleet: one is killed for good)")
