@@ -43,7 +43,7 @@ type side struct {
 	kills      int
 	resumed    int
 	finished   bool
-	settled    map[string]bool // by operation ID: final answer, or given up (plain)
+	settled    opSet // by operation ID: final answer, or given up (plain)
 	gaveup     map[string]bool
 	pending    map[string]bool // outcome unknown, waiting in the journal
 	inflight   map[string]bool // started in this life, not finished
@@ -72,7 +72,7 @@ var (
 
 func newSide(label string, plain, reconcile bool, state string, cfg demoConfig) (*side, error) {
 	s := &side{label: label, plain: plain, reconcile: reconcile, state: state, start: time.Now(),
-		settled: map[string]bool{}, gaveup: map[string]bool{}, pending: map[string]bool{},
+		gaveup: map[string]bool{}, pending: map[string]bool{},
 		inflight: map[string]bool{}, byRef: map[string][]event{}, byKey: map[string][]event{}}
 	n, store, storeFaults := max(cfg.servers, 1), cfg.serverStore, cfg.storeFaults
 	if plain {
@@ -198,7 +198,7 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 			s.mu.Lock()
 			s.kills++
 			s.killed = append(s.killed, event{at: time.Since(s.start), life: life, who: "kill"})
-			done, inflight, pending := len(s.settled), len(s.inflight), len(s.pending)
+			done, inflight, pending := s.settled.len(), len(s.inflight), len(s.pending)
 			s.mu.Unlock()
 			fmt.Printf("  SIGKILL %d/%d after %v of life %d: %d%s done, %d in flight, %d pending\n", s.kills, cfg.kills,
 				time.Since(lifeStart).Round(time.Millisecond), life, done, s.outOf(cfg), inflight, pending)
@@ -261,11 +261,12 @@ func (s *side) read(r io.Reader) {
 		case word == "start":
 			s.inflight[op] = true
 		case word == "settled", word == "resumed" && len(f) > 2 && isStatus(f[2]):
-			s.settled[op] = true
+			s.settled.add(op)
 			delete(s.inflight, op)
 			delete(s.pending, op)
 		case word == "gaveup":
-			s.settled[op], s.gaveup[op] = true, true
+			s.settled.add(op)
+			s.gaveup[op] = true
 			delete(s.inflight, op)
 		case word == "pending", word == "resumed" && len(f) > 2 && f[2] == "pending":
 			s.pending[op] = true
@@ -290,7 +291,7 @@ func (s *side) read(r io.Reader) {
 func (s *side) doneCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.settled)
+	return s.settled.len()
 }
 
 // progress prints, every second until done is closed, how far the run is
@@ -302,7 +303,7 @@ func (s *side) progress(done <-chan struct{}, n int, killAt time.Time) {
 	}
 	tickUntil(done, time.Second, func() {
 		s.mu.Lock()
-		settled, wait := len(s.settled), s.waitingFor()
+		settled, wait := s.settled.len(), s.waitingFor()
 		s.mu.Unlock()
 		line := fmt.Sprintf("    %5.1fs  %d/%d done; waiting for %s", time.Since(s.start).Seconds(), settled, n, wait)
 		if !killAt.IsZero() {

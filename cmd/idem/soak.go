@@ -10,8 +10,7 @@ package main
 import (
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
+	"runtime"
 	"time"
 )
 
@@ -21,6 +20,7 @@ type soakConfig struct {
 	every     time.Duration // how often the health figures are sampled
 	retention time.Duration // the journal's Retention and the keys' TTL; 0 for the defaults
 	out       string        // path prefix of the CSV and PNG files
+	profiles  bool          // write heap profiles of this process (soak_profile.go)
 }
 
 // registerSoak defines the soak's flags on chaos's flag set.
@@ -30,6 +30,8 @@ func registerSoak(fs *flag.FlagSet, sc *soakConfig) {
 	fs.DurationVar(&sc.every, "sample-every", 5*time.Second, "with -duration: how often the health figures are sampled")
 	fs.DurationVar(&sc.retention, "retention", 0, "with -duration: the journal's Retention (and the client's and server's key TTL),\n"+
 		"so that settled records are pruned within the run; 0 keeps the defaults (7 days, 24 hours)")
+	fs.BoolVar(&sc.profiles, "heap-profiles", false, "with -duration: write heap profiles of the chaos process (which runs the servers)\n"+
+		"to PREFIX-heap-1.pprof after the warm-up and PREFIX-heap-2.pprof at the end")
 	fs.StringVar(&sc.out, "soak-out", "idem-soak", "with -duration: path `prefix` of the CSV and PNG files the soak writes")
 }
 
@@ -60,6 +62,11 @@ func (sc *soakConfig) apply(fs *flag.FlagSet, cfg *demoConfig) error {
 	}
 	if !given["timeout"] {
 		cfg.budget = sc.duration + 5*time.Minute
+	}
+	if sc.profiles {
+		// Every 4 KiB allocated, not every 512 KiB: small per-payment
+		// allocations then show in the profiles with their real share.
+		runtime.MemProfileRate = 4096
 	}
 	cfg.soak = sc
 	return nil
@@ -98,7 +105,7 @@ func (s *side) soakArgs() []string {
 	if r.until.IsZero() {
 		r.until = time.Now().Add(r.cfg.duration)
 	}
-	for s.settled[opID(r.next)] {
+	for s.settled.has(opID(r.next)) {
 		r.next++
 	}
 	return []string{"-from", fmt.Sprint(r.next), "-n", fmt.Sprint(r.started), "-until", fmt.Sprint(r.until.UnixNano()),
@@ -127,7 +134,7 @@ func (s *side) soakLine(f []string) bool {
 		}
 		return true
 	case "start":
-		if i, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(f[1], "order-"), "/charge")); err == nil {
+		if i, ok := opNumber(f[1]); ok {
 			s.soak.started = max(s.soak.started, i+1)
 		}
 	}

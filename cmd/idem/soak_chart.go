@@ -50,7 +50,8 @@ var soakPanels = []chartPanel{
 	{"journal file on disk (MiB)", []chartLine{{"bbolt journal", "journal_mib", otherColor}}},
 	{"pending in the journal (in flight included)", []chartLine{{"client (worker)", "pending", clientColor}}},
 	{"write-ahead commit (ms, over each interval)", []chartLine{{"p50", "commit_p50_ms", clientColor}, {"p99", "commit_p99_ms", tailColor}}},
-	{"payments settled", []chartLine{{"settled", "settled", otherColor}}},
+	{"payments kept: all (ledger) and the key TTL's (idempotency store)", []chartLine{
+		{"settled: in the ledger and registry", "settled", otherColor}, {"live keys in the store", "server_live_keys", serverColor}}},
 	{"SIGKILLs of the worker", []chartLine{{"kills", "kills", serverColor}}},
 }
 

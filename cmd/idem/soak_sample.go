@@ -45,7 +45,8 @@ type sample struct {
 	client       *workerSample // nil if no stats line came in the interval (a life just killed)
 	server       procStats     // this process, which runs the fake servers
 	journalBytes int64         // -1 if unknown
-	settled      int           // payments settled so far
+	liveKeys     int           // unexpired keys in the servers' Store in memory; -1 if unknown
+	settled      int           // payments settled so far: the ledger's and the registry's entries
 	kills        int
 }
 
@@ -72,6 +73,7 @@ var soakColumns = []column{
 	{"commit_p50_ms", commitValue(func(w *workerSample) time.Duration { return w.p50 })},
 	{"commit_p99_ms", commitValue(func(w *workerSample) time.Duration { return w.p99 })},
 	{"settled", func(s sample) (float64, bool) { return float64(s.settled), true }},
+	{"server_live_keys", func(s sample) (float64, bool) { return float64(s.liveKeys), s.liveKeys >= 0 }},
 	{"kills", func(s sample) (float64, bool) { return float64(s.kills), true }},
 }
 
@@ -144,13 +146,28 @@ func (s *side) startSoak() (stop func() error) {
 	}
 	start, every := time.Now(), s.soak.cfg.every
 	done, finished := make(chan struct{}), make(chan struct{})
+	profiled := !s.soak.cfg.profiles // the warm-up's profile, or none wanted
 	go func() {
 		defer close(finished)
-		tickUntil(done, every, func() { fmt.Println(s.takeSample(time.Since(start)).describe()) })
+		tickUntil(done, every, func() {
+			at := time.Since(start)
+			fmt.Println(s.takeSample(at).describe())
+			if !profiled && at >= s.soak.cfg.soakWarmUp() {
+				profiled = true
+				if err := writeHeapProfile(s.soak.cfg.out, 1); err != nil {
+					fmt.Println("  " + err.Error())
+				}
+			}
+		})
 	}()
 	return func() error {
 		close(done)
 		<-finished
+		if s.soak.cfg.profiles {
+			if err := writeHeapProfile(s.soak.cfg.out, 2); err != nil {
+				return err
+			}
+		}
 		s.mu.Lock()
 		samples := s.soak.samples
 		s.mu.Unlock()
@@ -160,14 +177,14 @@ func (s *side) startSoak() (stop func() error) {
 
 // takeSample reads the figures now, keeps them and returns them.
 func (s *side) takeSample(at time.Duration) sample {
-	smp := sample{at: at, server: readProcStats(), journalBytes: -1}
+	smp := sample{at: at, server: readProcStats(), journalBytes: -1, liveKeys: s.srv.liveKeys()}
 	if fi, err := os.Stat(s.state); err == nil {
 		smp.journalBytes = fi.Size()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	smp.client, s.soak.stats = s.soak.stats, nil
-	smp.settled, smp.kills = len(s.settled), s.kills
+	smp.settled, smp.kills = s.settled.len(), s.kills
 	s.soak.samples = append(s.soak.samples, smp)
 	return smp
 }

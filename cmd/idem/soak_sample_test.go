@@ -17,14 +17,16 @@ func newSoakSide(t *testing.T) *side {
 	t.Helper()
 	journal := filepath.Join(t.TempDir(), "j")
 	require.NoError(t, os.WriteFile(journal, make([]byte, 3<<20), 0o600))
-	return &side{state: journal, settled: map[string]bool{}, soak: &soakRun{cfg: &soakConfig{every: time.Second}}}
+	return &side{state: journal, soak: &soakRun{cfg: &soakConfig{every: time.Second}}}
 }
 
 // A sample takes the worker's last stats line once, the journal file's size
 // and the run's counts.
 func TestTakeSample(t *testing.T) {
 	s := newSoakSide(t)
-	s.settled[opID(0)], s.settled[opID(1)], s.kills = true, true, 4
+	s.settled.add(opID(0))
+	s.settled.add(opID(1))
+	s.kills = 4
 	s.mu.Lock()
 	require.True(t, s.soakLine(strings.Fields("stats 1048576 12 9 3 40 1500000 9000000")), "a stats line is the soak's")
 	require.False(t, s.soakLine(strings.Fields("start order-0041/charge 1700000000")), "a start line goes on to the side's count")
@@ -53,8 +55,8 @@ func TestTakeSample(t *testing.T) {
 // a figure was not there.
 func TestWriteCSV(t *testing.T) {
 	samples := []sample{
-		{at: 5 * time.Second, server: procStats{heap: 4 << 20, goroutines: 20, files: 11}, journalBytes: 1 << 20, settled: 100},
-		{at: 10 * time.Second, server: procStats{heap: 6 << 20, goroutines: 22, files: 12}, journalBytes: 2 << 20, settled: 250, kills: 1,
+		{at: 5 * time.Second, server: procStats{heap: 4 << 20, goroutines: 20, files: 11}, journalBytes: 1 << 20, settled: 100, liveKeys: 90},
+		{at: 10 * time.Second, server: procStats{heap: 6 << 20, goroutines: 22, files: 12}, journalBytes: 2 << 20, settled: 250, liveKeys: -1, kills: 1,
 			client: &workerSample{procStats: procStats{heap: 3 << 19, goroutines: 40, files: 15}, pending: 32, commits: 80,
 				p50: 2 * time.Millisecond, p99: 25 * time.Millisecond}},
 	}
@@ -67,9 +69,9 @@ func TestWriteCSV(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]string{
 		{"elapsed_s", "client_heap_mib", "client_goroutines", "client_open_files", "server_heap_mib", "server_goroutines",
-			"server_open_files", "journal_mib", "pending", "commits", "commit_p50_ms", "commit_p99_ms", "settled", "kills"},
-		{"5", "", "", "", "4", "20", "11", "1", "", "", "", "", "100", "0"},
-		{"10", "1.5", "40", "15", "6", "22", "12", "2", "32", "80", "2", "25", "250", "1"},
+			"server_open_files", "journal_mib", "pending", "commits", "commit_p50_ms", "commit_p99_ms", "settled", "server_live_keys", "kills"},
+		{"5", "", "", "", "4", "20", "11", "1", "", "", "", "", "100", "90", "0"},
+		{"10", "1.5", "40", "15", "6", "22", "12", "2", "32", "80", "2", "25", "250", "", "1"},
 	}, rows)
 
 	require.Error(t, writeCSV(filepath.Join(t.TempDir(), "no", "such", "dir.csv"), samples))

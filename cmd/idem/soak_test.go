@@ -59,7 +59,7 @@ func TestSoakArgs(t *testing.T) {
 	s := newSoakSide(t)
 	s.soak.cfg.duration, s.soak.cfg.retention = time.Minute, 2*time.Minute
 	for _, i := range []int{0, 1, 2, 4} {
-		s.settled[opID(i)] = true
+		s.settled.add(opID(i))
 	}
 	s.soak.started = 7
 	args := s.soakArgs()
@@ -67,7 +67,7 @@ func TestSoakArgs(t *testing.T) {
 	require.WithinDuration(t, time.Now().Add(time.Minute), until, 5*time.Second)
 	require.Equal(t, []string{"-from", "3", "-n", "7", "-until", strconv.FormatInt(until.UnixNano(), 10),
 		"-retention", "2m0s", "-stats", "1s"}, args)
-	s.settled[opID(3)] = true
+	s.settled.add(opID(3))
 	require.Equal(t, "5", s.soakArgs()[1], "3 and 4 settled since")
 	require.Equal(t, until, s.soak.until, "one deadline for every life")
 	require.Nil(t, (&side{}).soakArgs(), "no soak, no flags")
