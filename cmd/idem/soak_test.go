@@ -1,9 +1,11 @@
 package main
 
 import (
+	"compress/gzip"
 	"encoding/csv"
 	"flag"
 	"image/png"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -83,7 +85,7 @@ func TestChaosSoakShort(t *testing.T) {
 	bin := idemBinary(t)
 	prefix := filepath.Join(t.TempDir(), "soak")
 	out, err := runIdem(t, bin, 3*time.Minute, "chaos", "-duration", "12s", "-kills", "3", "-retention", "1m",
-		"-sample-every", "1s", "-soak-out", prefix, "-seed", "3")
+		"-sample-every", "1s", "-soak-out", prefix, "-seed", "3", "-heap-profiles")
 	require.NoError(t, err, out)
 	m := regexp.MustCompile(`(\d+)/(\d+) payments made exactly once through 3 SIGKILLs`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
@@ -112,6 +114,26 @@ func TestChaosSoakShort(t *testing.T) {
 		require.Positive(t, journal, "the journal file's size")
 	}
 	require.GreaterOrEqual(t, withClient, 5, "the worker's stats lines reached most samples")
+	// Nothing expires in 12 s of a 1-minute TTL: the store holds a key for
+	// each payment settled, and for those in flight.
+	last := rows[len(rows)-1]
+	require.Equal(t, []string{"settled", "server_live_keys"}, rows[0][12:14])
+	settled, err := strconv.Atoi(last[12])
+	require.NoError(t, err)
+	live, err := strconv.Atoi(last[13])
+	require.NoError(t, err)
+	require.InDelta(t, settled, live, 64, "live keys against payments settled")
+
+	// The warm-up's profile comes after 2 minutes, the end's always.
+	require.NoFileExists(t, prefix+"-heap-1.pprof")
+	hf, err := os.Open(prefix + "-heap-2.pprof")
+	require.NoError(t, err)
+	defer hf.Close()
+	zr, err := gzip.NewReader(hf) // a profile is gzipped protocol buffers
+	require.NoError(t, err)
+	size, err := io.Copy(io.Discard, zr)
+	require.NoError(t, err)
+	require.Greater(t, size, int64(1000), "a heap profile's samples")
 
 	pf, err := os.Open(prefix + ".png")
 	require.NoError(t, err)
