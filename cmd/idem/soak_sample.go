@@ -194,6 +194,9 @@ func (smp sample) describe() string {
 	line := fmt.Sprintf("    %6.0fs  %d settled, %d SIGKILLs; servers: heap %.1f MiB, %d goroutines, %d files; journal %.2f MiB",
 		smp.at.Seconds(), smp.settled, smp.kills, float64(smp.server.heap)/mib, smp.server.goroutines, smp.server.files,
 		float64(smp.journalBytes)/mib)
+	if smp.liveKeys >= 0 {
+		line += fmt.Sprintf("; store: %d live keys", smp.liveKeys)
+	}
 	if c := smp.client; c != nil {
 		line += fmt.Sprintf("; client: heap %.1f MiB, %d goroutines, %d files, %d pending, %d commits",
 			float64(c.heap)/mib, c.goroutines, c.files, c.pending, c.commits)

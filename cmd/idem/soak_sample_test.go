@@ -41,6 +41,9 @@ func TestTakeSample(t *testing.T) {
 		p50: 1500 * time.Microsecond, p99: 9 * time.Millisecond}, *smp.client)
 	require.Positive(t, smp.server.goroutines, "this process's own figures")
 	require.Contains(t, smp.describe(), "journal 3.00 MiB; client: heap 1.0 MiB, 12 goroutines, 9 files, 3 pending, 40 commits p50 1.5ms p99 9ms")
+	require.Equal(t, -1, smp.liveKeys, "no cluster, no store to count")
+	smp.liveKeys = 7
+	require.Contains(t, smp.describe(), "journal 3.00 MiB; store: 7 live keys; client:")
 
 	// No stats line since: the next sample has no client figures.
 	require.NoError(t, os.Remove(s.state))
