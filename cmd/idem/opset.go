@@ -22,8 +22,9 @@ type opSet struct {
 
 // opNumber is i for an ID opID(i) gives, spelled exactly so.
 func opNumber(op string) (int, bool) {
-	digits, ok := strings.CutPrefix(op, "order-")
-	if digits, ok = strings.CutSuffix(digits, "/charge"); !ok {
+	digits, ok1 := strings.CutPrefix(op, "order-")
+	digits, ok2 := strings.CutSuffix(digits, "/charge")
+	if !ok1 || !ok2 {
 		return 0, false
 	}
 	i, err := strconv.Atoi(digits)

@@ -11,10 +11,10 @@ import (
 func TestOpSet(t *testing.T) {
 	var s opSet
 	require.False(t, s.has(opID(0)))
-	for _, op := range []string{opID(0), opID(3), opID(200), opID(3), "order-03/charge", "refund-1", "order-x/charge", opID(maxOpBit), "refund-1"} {
+	for _, op := range []string{opID(0), opID(3), opID(200), opID(3), "order-03/charge", "refund-1", "order-x/charge", opID(maxOpBit), "refund-1", "0001/charge"} {
 		s.add(op)
 	}
-	require.Equal(t, 7, s.len())
+	require.Equal(t, 8, s.len())
 	for _, op := range []string{opID(0), opID(3), opID(200), "order-03/charge", "refund-1", "order-x/charge", opID(maxOpBit)} {
 		require.True(t, s.has(op), op)
 	}
