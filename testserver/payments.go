@@ -78,12 +78,12 @@ func parsePayment(body []byte) (payment, error) {
 type Payments struct {
 	mu     sync.Mutex
 	byID   map[string]payment
-	scoped map[string]payment
+	scoped map[string]string // a payment's ID by its record's scope: an ID, not a second copy
 }
 
 // NewPayments returns an empty registry, for Options.Payments.
 func NewPayments() *Payments {
-	return &Payments{byID: make(map[string]payment), scoped: make(map[string]payment)}
+	return &Payments{byID: make(map[string]payment), scoped: make(map[string]string)}
 }
 
 // add gives p a fresh ID, stores it, under scope too unless that is "", and returns it.
@@ -93,7 +93,7 @@ func (ps *Payments) add(p payment, scope string) payment {
 	defer ps.mu.Unlock()
 	ps.byID[p.ID] = p
 	if scope != "" {
-		ps.scoped[scope] = p
+		ps.scoped[scope] = p.ID
 	}
 	return p
 }
@@ -102,7 +102,11 @@ func (ps *Payments) add(p payment, scope string) payment {
 func (ps *Payments) byScope(scope string) (payment, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	p, ok := ps.scoped[scope]
+	id, ok := ps.scoped[scope]
+	if !ok {
+		return payment{}, false
+	}
+	p, ok := ps.byID[id]
 	return p, ok
 }
 

@@ -19,7 +19,9 @@ func runChaos(args []string) error {
 			"SIGKILLed at many random moments. Exits non-zero unless every payment has exactly one\n"+
 			"effect on the server's ledger and every kill happened. Takes about 40 seconds at its defaults.\n"+
 			"With -journal postgres://… and -workers N, N workers share a PostgreSQL journal: they\n"+
-			"are SIGKILLed at random, one is killed for good, -restart-db restarts the database once.")
+			"are SIGKILLed at random, one is killed for good, -restart-db restarts the database once.\n"+
+			"With -duration D, a soak: new payments for D, the SIGKILLs spread over it, and the run's\n"+
+			"health (heap, goroutines, open files, journal size, commit latency) drawn in a chart.")
 	cfg.register(fs)
 	fc := fleetConfig{workers: 1, lease: 2 * time.Second}
 	fs.IntVar(&fc.workers, "workers", fc.workers, "worker processes sharing the journal: 2 or more with a postgres:// -journal (a fleet: one is killed for good)")
@@ -34,6 +36,8 @@ func runChaos(args []string) error {
 		"and PostgreSQL or Redis behind link proxies; the nemesis then partitions links both ways and one way, drops\n"+
 		"packets and slows links, -store-faults rounds of 5 (default 3). With -workers N and a postgres:// -journal,\n"+
 		"or -servers 2 or more and a redis:// or postgres:// -server-store, where -n is 3000 unless given (chaos_netns.go)")
+	var soak soakConfig
+	registerSoak(fs, &soak)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +52,9 @@ func runChaos(args []string) error {
 			return err
 		}
 		defer cleanup()
+	}
+	if err := soak.apply(fs, &cfg); err != nil {
+		return err
 	}
 	switch {
 	case cfg.storeFaults < 0 && cfg.servers > 1 && cfg.serverStore != "":

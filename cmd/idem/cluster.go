@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-go/idem/server/memstore"
 	"github.com/idem-go/idem/testserver"
 )
 
@@ -23,7 +24,8 @@ type cluster struct {
 	URL     string
 	servers []*testserver.Server
 	proxy   *rrProxy
-	store   *serverStore // nil for one server with a memstore of its own
+	store   *serverStore    // nil for one server with a memstore of its own
+	mem     *memstore.Store // the Store in memory, whose live keys a soak counts; nil in Redis or PostgreSQL
 	lease   time.Duration
 	net     *chaosNet  // the namespaces the parts run in (chaos -netns); nil for none
 	clock   *callClock // the payments' calls, from the workers' lines, for the nemesis
@@ -64,6 +66,11 @@ func newCluster(addr string, n int, storeURL string, opts testserver.Options, se
 		o := opts
 		if c.store != nil {
 			o.Store = c.store.stores[i]
+		} else {
+			o.Store = memstore.New(nil) // what testserver would make, but in reach of liveKeys
+		}
+		if m, ok := o.Store.(*memstore.Store); ok {
+			c.mem = m
 		}
 		plan, err := testserver.ParsePlan(seed+uint64(i), faults)
 		if err != nil {
@@ -121,6 +128,15 @@ func (c *cluster) healAll() func() error {
 		return nil
 	}
 	return c.net.healAll
+}
+
+// liveKeys is how many unexpired keys the Store in memory holds, or -1 for
+// a Store elsewhere (or no cluster, in tests).
+func (c *cluster) liveKeys() int {
+	if c == nil || c.mem == nil {
+		return -1
+	}
+	return c.mem.Len()
 }
 
 // describe names the servers for a run's heading.

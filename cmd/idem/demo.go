@@ -39,6 +39,7 @@ type demoConfig struct {
 	via            string        // host:port the worker sends to instead (a proxy); "" for the server
 	keyless        bool          // the server ignores keys; idem's side reconciles by reference
 	net            *chaosNet     // chaos -netns: the namespaces the parts run in (netns.go); nil for none
+	soak           *soakConfig   // chaos -duration (soak.go); nil for a run of n payments
 }
 
 // keylessMix is the default fault mix against a server that ignores keys: DefaultMix but
@@ -131,8 +132,12 @@ func runProof(name string, cfg demoConfig) error {
 	ctx, cancel := context.WithTimeout(sigCtx, cfg.budget)
 	defer cancel()
 
-	fmt.Printf("idem %s: %d payments, %d at a time, %d SIGKILLs of the sending process, seed %d, faults %s\n",
-		name, cfg.n, cfg.conc, cfg.kills, cfg.seed, cfg.faults)
+	what := fmt.Sprintf("%d payments", cfg.n)
+	if cfg.soak != nil {
+		what = "a soak: new payments for " + cfg.soak.duration.String()
+	}
+	fmt.Printf("idem %s: %s, %d at a time, %d SIGKILLs of the sending process, seed %d, faults %s\n",
+		name, what, cfg.conc, cfg.kills, cfg.seed, cfg.faults)
 	var sides []*side
 	defer func() {
 		for _, s := range sides {
@@ -159,8 +164,15 @@ func runProof(name string, cfg demoConfig) error {
 		sides = append(sides, s)
 		fmt.Printf("\n[%d/%d] %s: %s\n", i+1, len(plans), p.label, s.describe(cfg))
 		s.srv.startStoreFaults(s.start)
+		stopSoak := s.startSoak()
 		err = s.runLives(ctx, cfg)
 		s.srv.stopStoreFaults()
+		if serr := stopSoak(); err == nil {
+			err = serr
+		}
+		if s.soak != nil {
+			cfg.n = s.soakPayments() // what the report checks, interrupted or not
+		}
 		switch {
 		case sigCtx.Err() != nil:
 			fmt.Printf("\ninterrupted after %v: the summary so far (unfinished payments count as never made)\n",

@@ -33,6 +33,7 @@ type side struct {
 	srv       *cluster
 	net       *chaosNet // chaos -netns: the worker runs in its namespace; nil for none
 	url       string
+	soak      *soakRun // nil unless chaos -duration (soak.go)
 	start     time.Time
 	wall      time.Duration
 
@@ -43,7 +44,7 @@ type side struct {
 	kills      int
 	resumed    int
 	finished   bool
-	settled    map[string]bool // by operation ID: final answer, or given up (plain)
+	settled    opSet // by operation ID: final answer, or given up (plain)
 	gaveup     map[string]bool
 	pending    map[string]bool // outcome unknown, waiting in the journal
 	inflight   map[string]bool // started in this life, not finished
@@ -72,13 +73,16 @@ var (
 
 func newSide(label string, plain, reconcile bool, state string, cfg demoConfig) (*side, error) {
 	s := &side{label: label, plain: plain, reconcile: reconcile, state: state, start: time.Now(),
-		settled: map[string]bool{}, gaveup: map[string]bool{}, pending: map[string]bool{},
+		gaveup: map[string]bool{}, pending: map[string]bool{},
 		inflight: map[string]bool{}, byRef: map[string][]event{}, byKey: map[string][]event{}}
 	n, store, storeFaults := max(cfg.servers, 1), cfg.serverStore, cfg.storeFaults
 	if plain {
 		n, store, storeFaults = 1, "", 0
 	}
-	opts := testserver.Options{RequireKey: true, IgnoreKeys: cfg.keyless, Logf: s.serverLog}
+	opts := testserver.Options{RequireKey: true, IgnoreKeys: cfg.keyless, Logf: s.serverLog, KeyTTL: cfg.soak.serverKeyTTL()}
+	if cfg.soak != nil {
+		s.soak = &soakRun{cfg: cfg.soak}
+	}
 	var err error
 	if plain {
 		cfg.net = nil
@@ -113,6 +117,9 @@ func (s *side) describe(cfg demoConfig) string {
 }
 
 func (s *side) serverLog(format string, args ...any) {
+	if s.soak != nil {
+		return // a soak keeps no timeline: it would grow with every payment
+	}
 	line := fmt.Sprintf(format, args...)
 	if m := faultLine.FindStringSubmatch(line); m != nil {
 		s.mu.Lock()
@@ -129,6 +136,9 @@ func (s *side) serverLog(format string, args ...any) {
 func (s *side) add(ref string, ev event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.soak != nil {
+		return
+	}
 	if ev.at == 0 {
 		ev.at = time.Since(s.start)
 	}
@@ -153,6 +163,7 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 		if s.reconcile {
 			args = append(args, "-reconcile")
 		}
+		args = append(args, s.soakArgs()...)
 		cmd := exec.CommandContext(ctx, exe, args...)
 		if s.net != nil {
 			cmd = s.net.workerCommand(ctx, 0, exe, args...)
@@ -195,17 +206,17 @@ func (s *side) runLives(ctx context.Context, cfg demoConfig) error {
 			s.mu.Lock()
 			s.kills++
 			s.killed = append(s.killed, event{at: time.Since(s.start), life: life, who: "kill"})
-			done, inflight, pending := len(s.settled), len(s.inflight), len(s.pending)
+			done, inflight, pending := s.settled.len(), len(s.inflight), len(s.pending)
 			s.mu.Unlock()
-			fmt.Printf("  SIGKILL %d/%d after %v of life %d: %d/%d done, %d in flight, %d pending\n", s.kills, cfg.kills,
-				time.Since(lifeStart).Round(time.Millisecond), life, done, cfg.n, inflight, pending)
+			fmt.Printf("  SIGKILL %d/%d after %v of life %d: %d%s done, %d in flight, %d pending\n", s.kills, cfg.kills,
+				time.Since(lifeStart).Round(time.Millisecond), life, done, s.outOf(cfg), inflight, pending)
 			continue
 		}
 		s.wall = time.Since(s.start)
 		if err != nil || !s.finished {
 			return fmt.Errorf("worker failed: %v", err)
 		}
-		fmt.Printf("  life %d ran to the end: %d/%d done after %v\n", life, s.doneCount(), cfg.n, s.wall.Round(time.Millisecond))
+		fmt.Printf("  life %d ran to the end: %d%s done after %v\n", life, s.doneCount(), s.outOf(cfg), s.wall.Round(time.Millisecond))
 		if s.kills < cfg.kills {
 			fmt.Printf("  (the worker finished before kill %d; raise -n for more kills)\n", s.kills+1)
 		}
@@ -247,6 +258,10 @@ func (s *side) read(r io.Reader) {
 		word, op := f[0], f[1]
 		s.srv.clock.observe(f)
 		s.mu.Lock()
+		if s.soakLine(f) {
+			s.mu.Unlock()
+			continue
+		}
 		switch {
 		case word == "phase":
 			s.phase = op
@@ -255,11 +270,12 @@ func (s *side) read(r io.Reader) {
 		case word == "start":
 			s.inflight[op] = true
 		case word == "settled", word == "resumed" && len(f) > 2 && isStatus(f[2]):
-			s.settled[op] = true
+			s.settled.add(op)
 			delete(s.inflight, op)
 			delete(s.pending, op)
 		case word == "gaveup":
-			s.settled[op], s.gaveup[op] = true, true
+			s.settled.add(op)
+			s.gaveup[op] = true
 			delete(s.inflight, op)
 		case word == "pending", word == "resumed" && len(f) > 2 && f[2] == "pending":
 			s.pending[op] = true
@@ -284,28 +300,39 @@ func (s *side) read(r io.Reader) {
 func (s *side) doneCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.settled)
+	return s.settled.len()
 }
 
 // progress prints, every second until done is closed, how far the run is
 // and what it waits for.
 func (s *side) progress(done <-chan struct{}, n int, killAt time.Time) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-		}
+	if s.soak != nil {
+		<-done // the soak's sampler prints its own lines
+		return
+	}
+	tickUntil(done, time.Second, func() {
 		s.mu.Lock()
-		settled, wait := len(s.settled), s.waitingFor()
+		settled, wait := s.settled.len(), s.waitingFor()
 		s.mu.Unlock()
 		line := fmt.Sprintf("    %5.1fs  %d/%d done; waiting for %s", time.Since(s.start).Seconds(), settled, n, wait)
 		if !killAt.IsZero() {
 			line += fmt.Sprintf("; next SIGKILL in %.1fs", max(time.Until(killAt).Seconds(), 0))
 		}
 		fmt.Println(line)
+	})
+}
+
+// tickUntil calls fn every interval until done is closed.
+func tickUntil(done <-chan struct{}, every time.Duration, fn func()) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			fn()
+		}
 	}
 }
 

@@ -12,9 +12,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +55,10 @@ func runWorker(args []string) error {
 	slot := fs.Int("slot", 0, "(fleet) this worker's number, from 0: where its walk through the payments starts")
 	workers := fs.Int("workers", 1, "(fleet) how many workers share the journal")
 	lease := fs.Duration("lease", pgjournal.DefaultLease, "(fleet) the PostgreSQL journal's lease")
+	from := fs.Int("from", 0, "(soak) the first payment to send, with -until; those below -n are sent even past -until")
+	until := fs.Int64("until", 0, "(soak) send payments until this Unix time in nanoseconds, then finish; 0 for -n payments")
+	retention := fs.Duration("retention", 0, "(soak) the journal's Retention and KeyTTL; 0 for the defaults")
+	statsEvery := fs.Duration("stats", 0, "(soak) print a stats line this often (worker_soak.go); 0 for none")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,6 +83,16 @@ func runWorker(args []string) error {
 	if *reconcile {
 		opts.Reconcile = reconcileByReference(*url)
 	}
+	if *retention > 0 {
+		opts.Journal.Retention, opts.KeyTTL = *retention, *retention
+	}
+	if *until > 0 {
+		opts.ResumeInterval = 2 * time.Second
+	}
+	stats := &workerStats{}
+	if *statsEvery > 0 {
+		opts.Observer = stats
+	}
 	c, err := idem.Open(*path, opts)
 	if err != nil {
 		return err
@@ -84,12 +100,23 @@ func runWorker(args []string) error {
 	defer c.Close()
 	w := &worker{client: c, http: c.HTTPClient(), url: *url, out: newLineWriter(os.Stdout)}
 	ctx := context.Background()
+	if *statsEvery > 0 {
+		go stats.report(ctx, w.out, *statsEvery)
+	}
 	w.out.printf("phase resuming")
 	if err := w.resume(ctx); err != nil {
 		return err
 	}
 	w.out.printf("phase sending")
-	w.sendAll(ctx, w.unsettled(*n), *conc)
+	if *until > 0 {
+		// A long-running sender resumes what it left pending as it goes, as a
+		// service would, rather than only when it restarts.
+		stop := c.StartResumer(ctx, w.report)
+		w.sendSeq(ctx, w.soakOps(*from, *n, time.Unix(0, *until)), *conc)
+		stop()
+	} else {
+		w.sendAll(ctx, w.unsettled(*n), *conc)
+	}
 	w.out.printf("phase finishing")
 	// Whatever is still pending (a server Retry-After, attempts used up) is
 	// resumed until it settles; the deadline only keeps a broken run bounded.
@@ -152,6 +179,11 @@ func (w *worker) unsettled(n int) []int {
 
 // sendAll sends the payments ops, conc at a time.
 func (w *worker) sendAll(ctx context.Context, ops []int, conc int) {
+	w.sendSeq(ctx, slices.Values(ops), conc)
+}
+
+// sendSeq sends the payments ops yields, conc at a time.
+func (w *worker) sendSeq(ctx context.Context, ops iter.Seq[int], conc int) {
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range max(conc, 1) {
@@ -161,7 +193,7 @@ func (w *worker) sendAll(ctx context.Context, ops []int, conc int) {
 			}
 		})
 	}
-	for _, i := range ops {
+	for i := range ops {
 		jobs <- i
 	}
 	close(jobs)

@@ -142,30 +142,45 @@ func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
 	require.Equal(t, StateSettled, onDisk(t, j, seqOf(a)).State)
 }
 
+// A finished record past Retention is pruned by a later commit, without a
+// restart: every pruneInterval, or every quarter of a Retention under 40
+// minutes, so that a soak's 3-minute Retention bounds its file.
 func TestPeriodicPruneKeepsFileBounded(t *testing.T) {
-	path := t.TempDir() + "/idem.journal"
-	j, err := Open(path, &Options{Retention: 24 * time.Hour})
-	require.NoError(t, err)
-	defer j.Close()
-	var mu sync.Mutex
-	now := time.Now()
-	j.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	require.Equal(t, pruneInterval, pruneEvery(7*24*time.Hour))
+	require.Equal(t, 45*time.Second, pruneEvery(3*time.Minute))
+	require.Equal(t, time.Second, pruneEvery(time.Second), "at most one prune a second")
+	for _, tc := range []struct {
+		retention, age, every time.Duration
+	}{
+		{24 * time.Hour, 48 * time.Hour, pruneInterval},
+		{4 * time.Minute, 5 * time.Minute, time.Minute},
+	} {
+		t.Run(tc.retention.String(), func(t *testing.T) {
+			j, err := Open(t.TempDir()+"/idem.journal", &Options{Retention: tc.retention})
+			require.NoError(t, err)
+			defer j.Close()
+			var mu sync.Mutex
+			now := time.Now()
+			j.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 
-	old := pendingRecord("old")
-	old.State, old.Updated = StateSettled, now.Add(-48*time.Hour)
-	require.NoError(t, j.insert(old, true))
-	require.NotNil(t, onDisk(t, j, seqOf(old)))
+			old := pendingRecord("old")
+			old.State, old.Updated = StateSettled, now.Add(-tc.age)
+			require.NoError(t, j.insert(old, true))
+			j.pruning.Wait()
+			require.NotNil(t, onDisk(t, j, seqOf(old)), "no prune before its interval has passed")
 
-	mu.Lock()
-	now = now.Add(pruneInterval) // the next commit starts a prune
-	mu.Unlock()
-	require.NoError(t, j.insert(pendingRecord("new"), true))
-	j.pruning.Wait()
-	require.Nil(t, onDisk(t, j, seqOf(old)), "a finished record past Retention is pruned without a restart")
-	recs, err := j.Records()
-	require.NoError(t, err)
-	require.Len(t, recs, 1)
-	require.Equal(t, StatePending, recs[0].State)
+			mu.Lock()
+			now = now.Add(tc.every) // the next commit starts a prune
+			mu.Unlock()
+			require.NoError(t, j.insert(pendingRecord("new"), true))
+			j.pruning.Wait()
+			require.Nil(t, onDisk(t, j, seqOf(old)), "a finished record past Retention is pruned without a restart")
+			recs, err := j.Records()
+			require.NoError(t, err)
+			require.Len(t, recs, 1)
+			require.Equal(t, StatePending, recs[0].State)
+		})
+	}
 }
 
 func TestPendingAfterPages(t *testing.T) {

@@ -103,7 +103,8 @@ type Journal struct {
 
 // Open opens or creates the journal file at path (mode 0600) for
 // writing. While it is open, finished records older than Options.Retention
-// are pruned after a commit, at most once every pruneInterval (10 minutes);
+// are pruned after a commit, at most once every pruneInterval (10 minutes, or
+// a quarter of a Retention under 40 minutes);
 // a journal nobody writes to is pruned at its next write or Open. It returns an
 // error matching journal.ErrLocked if another process or another Journal in
 // this process holds the file (after Options.OpenTimeout), and

@@ -96,3 +96,44 @@ func TestReleasedTokensForgotten(t *testing.T) {
 		t.Fatalf("%d released tokens kept after ReleasedTokenTTL, want 0", n)
 	}
 }
+
+// Two simulated hours of keys, 100 every 20 seconds with a one-minute TTL, half completed
+// and half released: the Store never holds more than a TTL's records and a
+// ReleasedTokenTTL's tokens, and what the claims of one step have not deleted yet.
+func TestExpiryKeepsStoreBounded(t *testing.T) {
+	ctx, clock := context.Background(), servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := memstore.New(&memstore.Options{Now: clock.Now})
+	ttl, perStep := time.Minute, 100
+	resp := &server.Response{Status: 201, Body: []byte(`{"id":"pay_1"}`)}
+	maxRecords, maxTokens := 0, 0
+	for i := range 2 * 60 * 60 / 20 * perStep {
+		if i%perStep == 0 {
+			clock.Advance(20 * time.Second)
+		}
+		sc := scope("k-" + strconv.Itoa(i))
+		c, err := s.Claim(ctx, sc, server.NewToken(), "fp", 10*time.Second, ttl)
+		if err != nil || !c.Claimed {
+			t.Fatalf("claim %d: %+v, %v", i, c, err)
+		}
+		if i%2 == 0 {
+			err = s.Complete(ctx, sc, c.Token, resp, ttl)
+		} else {
+			err = s.Release(ctx, sc, c.Token)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		records, tokens := s.Kept()
+		maxRecords, maxTokens = max(maxRecords, records), max(maxTokens, tokens)
+	}
+	keysIn := func(d time.Duration) int { return int(d/(20*time.Second)) * perStep }
+	if limit := keysIn(ttl) + perStep; maxRecords > limit {
+		t.Errorf("at most %d records kept, want at most %d", maxRecords, limit)
+	}
+	if limit := keysIn(server.ReleasedTokenTTL)/2 + perStep; maxTokens > limit {
+		t.Errorf("at most %d released tokens kept, want at most %d", maxTokens, limit)
+	}
+	if least := keysIn(server.ReleasedTokenTTL)/2 - perStep; maxTokens < least {
+		t.Errorf("at most %d released tokens kept, want at least %d: they are kept ReleasedTokenTTL", maxTokens, least)
+	}
+}
