@@ -16,30 +16,33 @@ import (
 
 func scope(key string) server.Scope { return server.Scope{Method: "POST", Path: "/payments", Key: key} }
 
+// newStore returns a Store on a fake clock, and the clock.
+func newStore() (*memstore.Store, *servertest.Clock) {
+	clock := servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	return memstore.New(&memstore.Options{Now: clock.Now}), clock
+}
+
+// claimNew claims n new keys named prefix0, prefix1, ..., with a one-second lease and ttl.
+func claimNew(t *testing.T, s *memstore.Store, prefix string, n int, ttl time.Duration) {
+	t.Helper()
+	for i := range n {
+		if _, err := s.Claim(context.Background(), scope(prefix+strconv.Itoa(i)), "t", "fp", time.Second, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Expired records go as claims come, a few per claim, so a busy Store stays the size of
 // its live keys and no claim pays for all of them.
 func TestExpiredRecordsDeleted(t *testing.T) {
-	ctx, clock := context.Background(), servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := memstore.New(&memstore.Options{Now: clock.Now})
-	for i := range 100 {
-		if _, err := s.Claim(ctx, scope("old"+strconv.Itoa(i)), "t", "fp", time.Second, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, clock := newStore()
+	claimNew(t, s, "old", 100, time.Minute)
 	clock.Advance(2 * time.Minute)
-	for i := range 10 {
-		if _, err := s.Claim(ctx, scope("new"+strconv.Itoa(i)), "t", "fp", time.Second, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimNew(t, s, "new", 10, time.Minute)
 	if n, _ := s.Kept(); n <= 10 || n >= 100 {
 		t.Fatalf("after 10 claims: %d records kept, want some of the 100 expired ones deleted, not all at once", n)
 	}
-	for i := range 40 {
-		if _, err := s.Claim(ctx, scope("more"+strconv.Itoa(i)), "t", "fp", time.Second, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimNew(t, s, "more", 40, time.Minute)
 	if n, _ := s.Kept(); n != 50 {
 		t.Fatalf("after 50 claims: %d records kept, want the 50 live ones", n)
 	}
@@ -48,8 +51,8 @@ func TestExpiredRecordsDeleted(t *testing.T) {
 // A record whose expiry moved later (its completion) outlives its first deadline, and is
 // deleted at its new one.
 func TestCompletedRecordOutlivesClaimDeadline(t *testing.T) {
-	ctx, clock := context.Background(), servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := memstore.New(&memstore.Options{Now: clock.Now})
+	ctx := context.Background()
+	s, clock := newStore()
 	if _, err := s.Claim(ctx, scope("a"), "t", "fp", time.Second, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -58,21 +61,13 @@ func TestCompletedRecordOutlivesClaimDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(20 * time.Second) // past the claim's deadline, within the completion's
-	for i := range 5 {
-		if _, err := s.Claim(ctx, scope("b"+strconv.Itoa(i)), "t", "fp", time.Second, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimNew(t, s, "b", 5, time.Hour)
 	c, err := s.Claim(ctx, scope("a"), "t2", "fp", time.Second, time.Minute)
 	if err != nil || c.Claimed || c.Record.State != server.StateDone || c.Record.Response.Status != 201 {
 		t.Fatalf("the completed record after its claim's deadline: %+v, %v; want it done, 201", c, err)
 	}
 	clock.Advance(time.Minute)
-	for i := range 5 {
-		if _, err := s.Claim(ctx, scope("c"+strconv.Itoa(i)), "t", "fp", time.Second, time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	claimNew(t, s, "c", 5, time.Hour)
 	if n, _ := s.Kept(); n != 10 {
 		t.Fatalf("%d records kept, want the 10 live ones: the completed one expired", n)
 	}
@@ -80,8 +75,8 @@ func TestCompletedRecordOutlivesClaimDeadline(t *testing.T) {
 
 // A released token is kept for server.ReleasedTokenTTL, then forgotten.
 func TestReleasedTokensForgotten(t *testing.T) {
-	ctx, clock := context.Background(), servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := memstore.New(&memstore.Options{Now: clock.Now})
+	ctx := context.Background()
+	s, clock := newStore()
 	if err := s.Release(ctx, scope("a"), "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +96,8 @@ func TestReleasedTokensForgotten(t *testing.T) {
 // and half released: the Store never holds more than a TTL's records and a
 // ReleasedTokenTTL's tokens, and what the claims of one step have not deleted yet.
 func TestExpiryKeepsStoreBounded(t *testing.T) {
-	ctx, clock := context.Background(), servertest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := memstore.New(&memstore.Options{Now: clock.Now})
+	ctx := context.Background()
+	s, clock := newStore()
 	ttl, perStep := time.Minute, 100
 	resp := &server.Response{Status: 201, Body: []byte(`{"id":"pay_1"}`)}
 	maxRecords, maxTokens := 0, 0
