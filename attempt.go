@@ -175,21 +175,6 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 	}
 }
 
-func beyondDeadline(ctx context.Context, now time.Time, wait time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return ok && !now.Add(wait).Before(deadline)
-}
-
-// idempotent reports whether RFC 9110 section 9.2.2 makes the method idempotent.
-func idempotent(method string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
-}
-
 // attempt sends attempt n of maxN. wrote reports whether the request headers
 // reached a connection.
 func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http.Response, wrote bool, err error) {

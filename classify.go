@@ -319,3 +319,13 @@ func CheckProxyConnect(t *http.Transport) *http.Transport {
 	}
 	return t
 }
+
+// idempotent reports whether RFC 9110 section 9.2.2 makes the method idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}

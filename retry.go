@@ -239,3 +239,9 @@ type storeClock struct {
 }
 
 func (c storeClock) Now() time.Time { return c.store.Now() }
+
+// beyondDeadline reports whether waiting wait from now reaches ctx's deadline.
+func beyondDeadline(ctx context.Context, now time.Time, wait time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && !now.Add(wait).Before(deadline)
+}
