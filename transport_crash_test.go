@@ -276,6 +276,21 @@ const crashResumeAfter = 2
 
 // crashOptions are the worker's and the restarted parent's options: a short
 // attempt timeout and short backoff, so the matrix runs in seconds.
+// crashTransport opens the journal at IDEM_JOURNAL and a Transport over it
+// with crashOptions, for a crash worker; the caller closes the journal.
+func crashTransport() (*Transport, *boltjournal.Journal, error) {
+	j, err := boltjournal.Open(os.Getenv(envJournal), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr, err := NewTransport(j, crashOptions())
+	if err != nil {
+		j.Close()
+		return nil, nil, err
+	}
+	return tr, j, nil
+}
+
 func crashOptions() *Options {
 	return &Options{
 		AttemptTimeout:  300 * time.Millisecond,
@@ -312,17 +327,12 @@ func sendCrashOp(rt http.RoundTripper, url string, i int) error {
 // crash point was never reached: a failure.
 func helperCrashWorker() int {
 	point, url := os.Getenv(envCrashPoint), os.Getenv(envURL)
-	j, err := boltjournal.Open(os.Getenv(envJournal), nil)
+	tr, j, err := crashTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer j.Close()
-	tr, err := NewTransport(j, crashOptions())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
 	var resent atomic.Int32
 	tr.crashAt = func(p string) {
 		if p != point || p == crashResume && resent.Add(1) < crashResumeAfter {
@@ -581,17 +591,12 @@ func sendRedirectCrashOp(c *http.Client, url string, i int) error {
 // Returning at all means the point was never reached: a failure.
 func helperRedirectCrash() int {
 	point, url := os.Getenv(envCrashPoint), os.Getenv(envURL)
-	j, err := boltjournal.Open(os.Getenv(envJournal), nil)
+	tr, j, err := crashTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer j.Close()
-	tr, err := NewTransport(j, crashOptions())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
 	var written atomic.Int32
 	tr.crashAt = func(p string) {
 		hit := p == point
