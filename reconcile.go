@@ -52,10 +52,10 @@ const (
 	verdictUndecided                // it cannot tell: stay pending
 )
 
-// reconcile asks ctx's Reconciler about rec, and returns its verdict, the response it
-// found (verdictHappened) or why it could not tell (verdictUndecided).
-func (t *Transport) reconcile(ctx context.Context, rec *Record, expired bool) (verdict, *http.Response, error) {
-	r := t.reconciler(ctx)
+// reconcile asks r, the call's Reconciler (op.reconcile), about rec, and returns its
+// verdict, the response it found (verdictHappened) or why it could not tell
+// (verdictUndecided).
+func (t *Transport) reconcile(ctx context.Context, r Reconciler, rec *Record, expired bool) (verdict, *http.Response, error) {
 	if r == nil {
 		return verdictSend, nil, nil
 	}
@@ -83,7 +83,7 @@ func (t *Transport) reconcile(ctx context.Context, rec *Record, expired bool) (v
 // it cannot tell about stays as it is, with ErrKeyExpired. Otherwise the attempt goes
 // ahead, the operation made pending again if it had expired.
 func (t *Transport) reconcileFirst(ctx context.Context, o *op, last outcome, next func() time.Time) (bool, *http.Response, error) {
-	v, found, why := t.reconcile(ctx, o.rec, o.expired)
+	v, found, why := t.reconcile(ctx, o.reconcile, o.rec, o.expired)
 	switch {
 	case v == verdictHappened:
 		discard(last.resp)
