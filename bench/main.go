@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+
+	"github.com/idem-go/idem/bench/serverbench"
 )
 
 func main() {
@@ -24,6 +26,9 @@ func main() {
 	// (child.go), so the parent's allocation counters see client work only.
 	if isServeChild() {
 		os.Exit(serveChild())
+	}
+	if serverbench.IsChild() {
+		os.Exit(serverbench.ServeChild())
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	switch {
