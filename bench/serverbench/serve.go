@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"time"
 
 	"github.com/idem-go/idem/server"
@@ -23,6 +24,10 @@ import (
 // exit code: 0 once it has stopped and cleaned up, 1 on any failure (written
 // to stderr, or, before it served, as childInfo.Error on stdout).
 func ServeChild() int {
+	// An interrupt at the terminal reaches the whole process group: the
+	// child leaves it to the parent, which stops it by closing its stdin, so
+	// that the run's keys and schema are still cleaned up.
+	signal.Ignore(os.Interrupt)
 	fail := func(err error) int {
 		b, _ := json.Marshal(childInfo{Error: err.Error()})
 		fmt.Printf("%s\n", b)
