@@ -66,21 +66,28 @@ func (r *report) header(srv *child, info childInfo) {
 	r.printf("             Every figure is the median over rounds. req/s, p50, p99: client side. allocs/req and B/req: the\n")
 	r.printf("             child's runtime.MemStats Mallocs and TotalAlloc deltas ÷ requests (a GC before each window);\n")
 	r.printf("             cpu/req: the child's getrusage user+system time ÷ requests: the server's work alone.\n")
+	r.printf("             trips/req: the child's round trips to Redis or PostgreSQL ÷ requests (a go-redis hook: commands\n")
+	r.printf("             and pipelines; a pgx tracer: statements, BEGIN and COMMIT included, and batches)\n")
 }
 
 func (r *report) level(lvl *level) {
 	r.levels = append(r.levels, lvl)
 	r.printf("\nserver concurrency %d\n", lvl.conc)
-	r.printf("%-14s %9s %9s %9s %11s %9s %9s\n", "row", "req/s", "p50", "p99", "allocs/req", "B/req", "cpu/req")
+	r.printf("%-14s %9s %9s %9s %11s %9s %9s %10s\n", "row", "req/s", "p50", "p99", "allocs/req", "B/req", "cpu/req", "trips/req")
 	for i, rw := range r.rows {
 		ws := lvl.byRow[i]
-		r.printf("%-14s %9.0f %9s %9s %11.1f %9.0f %9s\n", rw.name,
+		trips := "-"
+		if rw.store != "" {
+			trips = fmt.Sprintf("%.2f", over(ws, func(w *window) float64 { return w.perReq(w.server.Trips) }))
+		}
+		r.printf("%-14s %9.0f %9s %9s %11.1f %9.0f %9s %10s\n", rw.name,
 			over(ws, (*window).reqPerSec),
 			fmtDur(time.Duration(over(ws, func(w *window) float64 { return float64(w.quantile(0.50)) }))),
 			fmtDur(time.Duration(over(ws, func(w *window) float64 { return float64(w.quantile(0.99)) }))),
 			over(ws, func(w *window) float64 { return w.perReq(w.server.Mallocs) }),
 			over(ws, func(w *window) float64 { return w.perReq(w.server.TotalAlloc) }),
-			fmtDur(time.Duration(over(ws, func(w *window) float64 { return w.perReq(uint64(w.server.CPU)) }))))
+			fmtDur(time.Duration(over(ws, func(w *window) float64 { return w.perReq(uint64(w.server.CPU)) }))),
+			trips)
 	}
 	for i, rw := range r.rows {
 		var n uint64
@@ -102,7 +109,7 @@ func (r *report) level(lvl *level) {
 // means a costs more.
 func (r *report) ratios() {
 	r.printf("\nserver ratios (x = a ratio: each the median over rounds of the per-round ratio)\n")
-	r.printf("%-40s", "")
+	r.printf("%-44s", "")
 	for _, lvl := range r.levels {
 		r.printf(" %8s", fmt.Sprintf("c=%d", lvl.conc))
 	}
@@ -123,7 +130,7 @@ func (r *report) pairs(prefix, what string, f func(a, b *window) float64, withTa
 		if a < 0 || b < 0 {
 			continue
 		}
-		r.printf("%-40s", prefix+d.a+" ÷ "+d.b)
+		r.printf("%-44s", prefix+d.a+" ÷ "+d.b)
 		for _, lvl := range r.levels {
 			xs := make([]float64, len(lvl.byRow[a]))
 			for i := range xs {

@@ -96,7 +96,8 @@ func runTiny(t *testing.T, cfg Config) string {
 }
 
 // checkReport checks that each level's table has every row in names, once,
-// with six figures (req/s, p50, p99, allocs/req, B/req, cpu/req), and that
+// with seven figures (req/s, p50, p99, allocs/req, B/req, cpu/req,
+// trips/req), and that
 // the req/s and CPU ratio lines of the pairs that ran (nRatios of each) hold a
 // positive ratio per level, the req/s ones with their target.
 func checkReport(t *testing.T, out string, cfg Config, names []string, nRatios int) {
@@ -172,9 +173,17 @@ func rowFields(line string, names []string) (name string, figs []string, ok bool
 
 func checkFigures(t *testing.T, name string, f []string) {
 	t.Helper()
-	if len(f) != 6 {
-		t.Errorf("row %s: %d figures %q, want 6", name, len(f), f)
+	if len(f) != 7 {
+		t.Errorf("row %s: %d figures %q, want 7", name, len(f), f)
 		return
+	}
+	// A claim and a completion at least, over Redis or PostgreSQL; none in memory.
+	if trips, err := strconv.ParseFloat(f[6], 64); strings.HasSuffix(name, " mem") || name == "bare" {
+		if f[6] != "-" {
+			t.Errorf("row %s: trips/req %q, want -", name, f[6])
+		}
+	} else if err != nil || trips < 2 {
+		t.Errorf("row %s: trips/req %q, want a number of at least 2", name, f[6])
 	}
 	for i, col := range []string{"req/s", "allocs/req", "B/req"} {
 		v, err := strconv.ParseFloat(f[[]int{0, 3, 4}[i]], 64)

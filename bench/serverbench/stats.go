@@ -1,6 +1,7 @@
 // This file holds the child's counters, read by the parent around each
 // measured window through pathStats: allocations (runtime.MemStats) and CPU
-// time (getrusage, cpu_*.go), all of them the server's alone.
+// time (getrusage, cpu_*.go), round trips to the stores (trips.go), all of
+// them the server's alone.
 
 package serverbench
 
@@ -21,11 +22,12 @@ type childStats struct {
 	Mallocs    uint64        `json:"mallocs"`     // runtime.MemStats.Mallocs
 	TotalAlloc uint64        `json:"total_alloc"` // bytes, runtime.MemStats.TotalAlloc
 	CPU        time.Duration `json:"cpu"`         // user + system CPU time, nanoseconds
+	Trips      uint64        `json:"trips"`       // round trips to Redis and PostgreSQL (trips.go)
 }
 
 // since returns the counters from b to s.
 func (s childStats) since(b childStats) childStats {
-	return childStats{s.Mallocs - b.Mallocs, s.TotalAlloc - b.TotalAlloc, s.CPU - b.CPU}
+	return childStats{s.Mallocs - b.Mallocs, s.TotalAlloc - b.TotalAlloc, s.CPU - b.CPU, s.Trips - b.Trips}
 }
 
 func serveStats(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +36,7 @@ func serveStats(w http.ResponseWriter, r *http.Request) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	st := childStats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, CPU: processCPU()}
+	st := childStats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, CPU: processCPU(), Trips: storeTrips.Load()}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)
 }

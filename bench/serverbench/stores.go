@@ -48,6 +48,7 @@ func openStores(ctx context.Context, cc childConfig) (*stores, error) {
 
 func (st *stores) openRedis(ctx context.Context, addr string, conns int) error {
 	st.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
+	st.rdb.AddHook(tripHook{})
 	if err := st.rdb.Ping(ctx).Err(); err != nil {
 		return err
 	}
@@ -63,6 +64,7 @@ func (st *stores) openPG(ctx context.Context, url string, conns int) error {
 		return err
 	}
 	cfg.MaxConns = int32(conns)
+	cfg.ConnConfig.Tracer = tripTracer{}
 	if st.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
