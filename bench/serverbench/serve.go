@@ -46,9 +46,15 @@ func ServeChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	mux, mws, err := newMux(st)
+	mux, mws, err := newMux(st, cc.CPUProfile != "")
 	if err != nil {
 		return fail(errors.Join(err, st.cleanup()))
+	}
+	stopProfile := noProfile
+	if cc.CPUProfile != "" {
+		if stopProfile, err = startProfile(cc.CPUProfile); err != nil {
+			return fail(errors.Join(err, st.cleanup()))
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,7 +78,7 @@ func ServeChild() int {
 	}
 	stopCtx, stop := context.WithTimeout(context.Background(), stopTimeout-10*time.Second)
 	defer stop()
-	err = srv.Shutdown(stopCtx)
+	err = errors.Join(srv.Shutdown(stopCtx), stopProfile())
 	for _, mw := range mws {
 		err = errors.Join(err, mw.Shutdown(stopCtx))
 	}
@@ -83,10 +89,10 @@ func ServeChild() int {
 	return 0
 }
 
-// newMux serves every row whose store is open, each on its row's path, and
-// pathStats. It returns the middlewares too, to be shut down before the
-// stores are cleaned up.
-func newMux(st *stores) (*http.ServeMux, []*server.Middleware, error) {
+// newMux serves every row whose store is open, each on its row's path (its
+// profiler label set if label), and pathStats. It returns the middlewares
+// too, to be shut down before the stores are cleaned up.
+func newMux(st *stores, label bool) (*http.ServeMux, []*server.Middleware, error) {
 	var mws []*server.Middleware
 	idem := func(s server.Store) (http.Handler, error) {
 		mw, err := server.New(&server.Options{Store: s})
@@ -116,7 +122,12 @@ func newMux(st *stores) (*http.ServeMux, []*server.Middleware, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(pathStats, serveStats)
 	for _, r := range allRows {
-		if h := handlers[r.name]; h != nil {
+		h := handlers[r.name]
+		switch {
+		case h == nil:
+		case label:
+			mux.Handle(r.path, labelled(r.name, h))
+		default:
 			mux.Handle(r.path, h)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -30,6 +31,13 @@ type Config struct {
 	Warmup   time.Duration
 	Redis    string // Redis address (host:port) for the two Redis rows; "" skips them
 	Postgres string // PostgreSQL URL for the two PostgreSQL rows; "" skips them
+	// CPUProfile, if set, is where the child writes a CPU profile of the
+	// whole phase, the samples taken within a row's handler (middleware
+	// included; net/http's reading of the request is not) labelled with the
+	// row (go tool pprof -tagfocus 'row=idem mem'). The labels cost each
+	// request an allocation or two, so the figures of such a run are a
+	// little off.
+	CPUProfile string
 }
 
 // maxPGConns bounds the child's one pgxpool, shared by both PostgreSQL rows:
@@ -65,6 +73,7 @@ type childConfig struct {
 	Postgres   string `json:"postgres,omitempty"`
 	RedisConns int    `json:"redis_conns"`
 	PGConns    int    `json:"pg_conns"`
+	CPUProfile string `json:"cpu_profile,omitempty"` // an absolute path
 }
 
 // Run measures every row at every level of cfg.Conc in cfg.Rounds interleaved
@@ -77,6 +86,12 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	}
 	maxConc := slices.Max(cfg.Conc)
 	cc := childConfig{Redis: cfg.Redis, Postgres: cfg.Postgres, RedisConns: max(10, maxConc), PGConns: min(max(4, maxConc), maxPGConns)}
+	if cfg.CPUProfile != "" {
+		var err error
+		if cc.CPUProfile, err = filepath.Abs(cfg.CPUProfile); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(progress, "serverbench: starting the server child\n")
 	srv, err := startChild(ctx, cc)
 	if err != nil {

@@ -8,9 +8,12 @@ package serverbench
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,6 +69,35 @@ func TestRunPostgres(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n); err != nil || n != 0 {
 		t.Errorf("schema %s left behind (%d, %v)", schema, n, err)
+	}
+}
+
+// A CPU profile of the child, its samples labelled by row: the profile's
+// string table (gzipped protobuf, field 6) holds the label's key and every
+// row's name as entries of their own.
+func TestCPUProfile(t *testing.T) {
+	cfg := tiny
+	cfg.Conc = []int{4}
+	cfg.CPUProfile = filepath.Join(t.TempDir(), "server.pprof")
+	runTiny(t, cfg)
+	f, err := os.Open(cfg.CPUProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the profile is not gzipped: %v", err)
+	}
+	p, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"row", "bare", "idem mem", "floor mem"} {
+		entry := append([]byte{6<<3 | 2, byte(len(s))}, s...)
+		if !bytes.Contains(p, entry) {
+			t.Errorf("the profile has no string %q: no sample labelled with it", s)
+		}
 	}
 }
 
