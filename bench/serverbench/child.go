@@ -84,6 +84,8 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	case b = <-line:
 	case <-time.After(startTimeout):
 	case <-ctx.Done():
+		c.stop()
+		return nil, ctx.Err()
 	}
 	switch err := json.Unmarshal(b, &c.info); {
 	case err != nil || c.info.Error == "" && c.info.Addr == "":

@@ -31,8 +31,8 @@ type report struct {
 
 func (r *report) printf(format string, args ...any) { fmt.Fprintf(r.w, format, args...) }
 
-func (r *report) header(srv *child, info childInfo) {
-	cfg := r.cfg
+func (r *report) header(srv *child) {
+	cfg, info := r.cfg, srv.info
 	r.printf("\nserver middleware benchmark (bench/serverbench)   %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
 	r.printf("  server     child process %d at %s, HTTP/1.1, one path per row; %d CPUs on the machine, shared\n", srv.pid(), info.Addr, runtime.NumCPU())
 	r.printf("             with this process (the load) and with Redis and PostgreSQL\n")

@@ -50,15 +50,16 @@ func ServeChild() int {
 	if err != nil {
 		return fail(errors.Join(err, st.cleanup()))
 	}
-	stopProfile := noProfile
-	if cc.CPUProfile != "" {
-		if stopProfile, err = startProfile(cc.CPUProfile); err != nil {
-			return fail(errors.Join(err, st.cleanup()))
-		}
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fail(errors.Join(err, st.cleanup()))
+	}
+	stopProfile := noProfile
+	if cc.CPUProfile != "" {
+		if stopProfile, err = startProfile(cc.CPUProfile); err != nil {
+			ln.Close()
+			return fail(errors.Join(err, st.cleanup()))
+		}
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)

@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
 	load := newLoad(srv, maxConc)
 	defer load.close()
 	rep := &report{w: out, cfg: cfg, cc: cc, rows: rows}
-	rep.header(srv, srv.info)
+	rep.header(srv)
 	for _, c := range cfg.Conc {
 		lvl, err := runLevel(ctx, cfg, load, rows, c, progress)
 		if err != nil {
