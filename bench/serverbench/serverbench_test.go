@@ -101,6 +101,25 @@ func TestCPUProfile(t *testing.T) {
 	}
 }
 
+// A store that does not answer is a clear error from Run, from the child.
+func TestStoreUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Conc: []int{1}, D: time.Second, Rounds: 1, Redis: "127.0.0.1:1"}, "-redis 127.0.0.1:1"},
+		{Config{Conc: []int{1}, D: time.Second, Rounds: 1, Postgres: "postgres://postgres@127.0.0.1:1/test?connect_timeout=2"}, "-postgres"},
+		{Config{Conc: []int{1}, D: time.Second, Rounds: 1, Postgres: "not a URL"}, "-postgres"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := Run(ctx, c.cfg, &bytes.Buffer{}, &bytes.Buffer{})
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run with %+v: %v, want an error naming %q", c.cfg, err, c.want)
+		}
+	}
+}
+
 func TestConfigChecked(t *testing.T) {
 	for _, cfg := range []Config{
 		{D: time.Second, Rounds: 1},
