@@ -14,11 +14,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/bench/serverbench"
 )
 
 func TestMain(m *testing.M) {
 	if isServeChild() {
 		os.Exit(serveChild())
+	}
+	if serverbench.IsChild() {
+		os.Exit(serverbench.ServeChild())
 	}
 	os.Exit(m.Run())
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idem-go/idem/bench/serverbench"
 )
 
 // config is one benchmark run's settings.
@@ -27,6 +29,16 @@ type config struct {
 	cpuProfile   string        // write a CPU profile of the rounds here; "" for none
 	memProfile   string        // write an allocation profile of the rounds here; "" for none
 	resumeCPU    string        // write a CPU profile of the warm Resume here; "" for none
+	redis        string        // Redis address for the server phase's Redis rows; "" skips them
+	server       bool          // run the server phase (bench/serverbench) after the client phases
+	serverOnly   bool          // run the server phase alone
+	serverCPU    string        // write the server phase's CPU profile (of its child) here; "" for none
+}
+
+// serverBench is the server phase's configuration: the same levels, windows
+// and rounds as the client tables.
+func (c config) serverBench() serverbench.Config {
+	return serverbench.Config{Conc: c.conc, D: c.d, Rounds: c.rounds, Warmup: c.warmup(), Redis: c.redis, Postgres: c.postgres, CPUProfile: c.serverCPU}
 }
 
 // warmup is the unmeasured run before each measured window: it fills the
@@ -50,6 +62,10 @@ func parseFlags(args []string) (config, error) {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the rounds (client side) to `file`; every allocation sampled")
 	resumeCPU := fs.String("resume-cpuprofile", "", "write a CPU profile of the warm Resume pass (client side) to `file`")
+	redis := fs.String("redis", "", "Redis address (e.g. 127.0.0.1:6379): adds the server phase's Redis rows, idem over server/redisstore and its floor (empty: no such rows)")
+	server := fs.Bool("server", true, "run the server phase: the middleware against floor middlewares (bench/serverbench); -server=false skips it")
+	serverOnly := fs.Bool("server-only", false, "run the server phase alone")
+	serverCPU := fs.String("server-cpuprofile", "", "write a CPU profile of the server phase's child to `file`, samples labelled by row (go tool pprof -tagfocus 'row=idem mem')")
 	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")
@@ -61,7 +77,7 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay, cpuProfile: *cpuProfile, memProfile: *memProfile, resumeCPU: *resumeCPU}
+	cfg := config{d: *d, rounds: *rounds, resume: *resume, resumeBudget: *budget, fsyncs: 200, dir: *dir, postgres: *postgres, serverDelay: *delay, cpuProfile: *cpuProfile, memProfile: *memProfile, resumeCPU: *resumeCPU, redis: *redis, server: *server, serverOnly: *serverOnly, serverCPU: *serverCPU}
 	if *quick {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -1,8 +1,11 @@
 // Command bench measures what idem costs a client: throughput, latency and
 // allocations of journaled and unjournaled calls against plain net/http and
 // go-retryablehttp, the fsync floor under them, and how long a restart with a
-// large backlog of pending operations takes to open and resume. config.go
-// holds the flags, run.go the order of the phases, report.go the output.
+// large backlog of pending operations takes to open and resume; then what
+// the server middleware costs a service, against floor middlewares
+// (package serverbench; -server=false skips it, -server-only runs it alone).
+// config.go holds the flags, run.go the order of the phases, report.go the
+// output.
 //
 // Run it from this directory (it is a module of its own):
 //
@@ -17,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+
+	"github.com/idem-go/idem/bench/serverbench"
 )
 
 func main() {
@@ -24,6 +29,9 @@ func main() {
 	// (child.go), so the parent's allocation counters see client work only.
 	if isServeChild() {
 		os.Exit(serveChild())
+	}
+	if serverbench.IsChild() {
+		os.Exit(serverbench.ServeChild())
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	switch {

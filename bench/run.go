@@ -10,11 +10,16 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/idem-go/idem/bench/serverbench"
 )
 
 // run writes the report to out and progress notes to progress.
 func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	began := time.Now()
+	if cfg.serverOnly {
+		return serverbench.Run(ctx, cfg.serverBench(), out, progress)
+	}
 	dir, err := os.MkdirTemp(cfg.dir, "idem-bench-")
 	if err != nil {
 		return err
@@ -83,6 +88,11 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 			return fmt.Errorf("resume figure: %w", err)
 		}
 		rep.resume(rr)
+	}
+	if cfg.server {
+		if err := serverbench.Run(ctx, cfg.serverBench(), out, progress); err != nil {
+			return err
+		}
 	}
 	rep.total(time.Since(began))
 	return nil
