@@ -12,8 +12,8 @@
 // # Table
 //
 // Open runs Migrate, which creates (or upgrades) in Options.Schema ("idem" by default)
-// the objects of schema.sql, embedded in the package and versioned (SchemaVersion, kept
-// in server_version), under a transaction-scoped advisory lock so that instances starting
+// the objects of schema.sql and schema_v4.sql, embedded in the package and versioned
+// (SchemaVersion, kept in server_version), under a transaction-scoped advisory lock so that instances starting
 // together take turns. A schema written by a newer pgstore is refused (ErrNewerSchema).
 // Every name starts with server_, so the schema may be shared with journal/pgjournal:
 //
@@ -23,12 +23,14 @@
 //	  token        text               the holder's fencing token (the caller's); once done, the completer's
 //	  lease_until  timestamptz        the holder's lease; NULL once done (in progress: NOT NULL)
 //	  expires_at   timestamptz NOT NULL  the row counts as absent from then on
+//	  prune_from   timestamptz NOT NULL  the claim's expires_at, never changed (version 4)
 //	  status       integer            the stored response: status,
 //	  header       bytea              header fields (length-prefixed name/value pairs:
 //	                                  bytes, since a value may not be UTF-8),
 //	  body         bytea              body,
 //	  unreplayable text               and server.Response.Unreplayable
-//	server_records_expires_at         index on expires_at, for pruning
+//	server_records_prune_from         index on prune_from, for pruning
+//	fillfactor 70                     room on each page for a row's completed version
 //	server_released                   (scope, token, expires_at): tokens Release let go,
 //	                                  kept server.ReleasedTokenTTL so that a late claim with
 //	                                  one is refused (version 3); pruned with the records
@@ -83,6 +85,13 @@
 // the token and the others, re-checking the committed row, match nothing. Schema version
 // 1 drew tokens from a sequence, which version 2 drops.
 //
+// Only scope and prune_from are indexed, and neither changes after the claim, so every
+// Renew and Complete is a HOT update: the new version is written on the row's own page
+// (fillfactor 70 leaves the room) with no index entry. Against version 3, whose index on
+// expires_at each completion changed, a completion writes 213 bytes of WAL instead of 378
+// and a claim 370 instead of 387 (EXPLAIN (ANALYZE, WAL), TestCompletionIsHOT), and 2,000
+// of 2,000 completions are HOT instead of none.
+//
 // # Completing in the service's transaction
 //
 // CompleteTx runs the Complete statement in the service's own pgx.Tx, with the Hold from
@@ -115,9 +124,12 @@
 //
 // An expired row already counts as absent to every method; pruning only keeps the table
 // small. Prune deletes expired rows Options.PruneBatch (1,000) at a time, oldest first,
-// each batch one DELETE … WHERE scope IN (SELECT … WHERE expires_at <= now() ORDER BY
-// expires_at LIMIT n FOR UPDATE SKIP LOCKED), until fewer remain; several instances may
-// prune at once. A Store prunes in the background every Options.PruneEvery (10 minutes)
+// each batch one DELETE … WHERE scope IN (SELECT … WHERE prune_from <= now AND expires_at
+// <= now ORDER BY prune_from LIMIT n FOR UPDATE SKIP LOCKED), until fewer remain; several
+// instances may prune at once. prune_from is the claim's expiry, which the completion does
+// not move (so that it stays HOT): a row completed after its claim is looked at from then
+// and deleted once expires_at has passed too. Rows written before version 4 have
+// prune_from '-infinity' and are judged by expires_at alone. A Store prunes in the background every Options.PruneEvery (10 minutes)
 // until Close; a negative PruneEvery turns that off, for services that prune from a job.
 //
 // # Cost
