@@ -36,9 +36,10 @@ func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 //     claim, next's effects and the answer are one commit; every retry replays it.
 //   - a status of 500 or more, or a panic: the transaction rolls back, so nothing next did
 //     happened, and the key is free; the 5xx is written (a panic goes on to net/http).
-//   - a commit that fails or gets no answer: the outcome is unknown, so the client gets
-//     503 with Retry-After: 1 and no other answer; its retry replays the stored answer if
-//     the commit landed, and runs next again if it did not.
+//   - a commit that fails or gets no answer within Options.StatementTimeout: the outcome
+//     is unknown, so the client gets 503 with Retry-After: 1 and no other answer; its
+//     retry replays the stored answer if the commit landed, and runs next again if it
+//     did not.
 //
 // Wrap tells the middleware that the record is settled here (server.MarkCompleted). Under
 // another Store, or outside the middleware, it answers 500 without running next.
@@ -71,7 +72,11 @@ func (o *OneCommit) Wrap(next http.Handler) http.Handler {
 			bw.writeTo(w, resp)
 			return
 		}
-		err := o.commit(ctx, hold.Token, h, func(db db) error { return o.s.complete(db, hold.Scope, hold.Token, resp, o.s.opts.TTL) })
+		// Bounded, as every Store statement is: a commit without an answer is an unknown
+		// outcome, answered below, not a request that hangs.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.s.opts.StatementTimeout)
+		err := o.commit(cctx, hold.Token, h, func(db db) error { return o.s.complete(db, hold.Scope, hold.Token, resp, o.s.opts.TTL) })
+		cancel()
 		settled = true
 		if err != nil {
 			if o.s.opts.Logger != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/pgstore"
 )
@@ -270,4 +271,48 @@ func TestOneCommitWrapMisused(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+`.server_records`).Scan(&n))
 	assert.Equal(t, 0, n, "the claim was not released")
+}
+
+// cutAtCommit is a pgx tracer that, once armed, cuts a link's replies as the next COMMIT
+// is sent: the database commits, and the client never hears it.
+type cutAtCommit struct {
+	cut   func()
+	armed atomic.Bool
+}
+
+func (c *cutAtCommit) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if d.SQL == "commit" && c.armed.CompareAndSwap(true, false) {
+		c.cut()
+	}
+	return ctx
+}
+
+func (c *cutAtCommit) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The commit lands but its reply is lost on the network: the client gets 503, and its
+// retry, once the link is back, replays the committed answer; one payment.
+func TestOneCommitLostCommitReply(t *testing.T) {
+	direct := testPool(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	require.NoError(t, err)
+	link, host, port := pgtest.Link(t, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, port, nil
+	cfg.ConnConfig.DialFunc = link.DialContext
+	cfg.ConnConfig.ConnectTimeout = 3 * time.Second
+	cutter := &cutAtCommit{cut: link.CutReplies}
+	cfg.ConnConfig.Tracer = cutter
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := newOneCommit(t, pool, testSchema(t, direct), pgstore.Options{StatementTimeout: 500 * time.Millisecond}, server.Options{})
+	cutter.armed.Store(true)
+	got := s.post("k8", ocBody)
+	assert.Equal(t, http.StatusServiceUnavailable, got.Status, "%s", got.Body)
+	link.Heal()
+	assert.Equal(t, 1, paymentCount(t, direct, s.schema, "order-1c"), "the commit landed")
+	got = s.post("k8", ocBody)
+	assert.Equal(t, http.StatusCreated, got.Status, "%s", got.Body)
+	assert.True(t, got.Replayed())
+	assert.EqualValues(t, 1, s.payer.entered.Load())
+	assert.Equal(t, 1, paymentCount(t, direct, s.schema, "order-1c"))
 }
