@@ -1,4 +1,4 @@
-// migrate.go creates and upgrades the Store's table: schema.sql, embedded and versioned,
+// migrate.go creates and upgrades the Store's table: schema.sql and schema_v4.sql, embedded and versioned,
 // applied once per schema under a transaction-scoped advisory lock, its version kept in a
 // table of its own.
 
@@ -15,13 +15,27 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// SchemaVersion is the version of the tables schema.sql creates.
-const SchemaVersion = 3
+// SchemaVersion is the version of the tables Migrate creates.
+const SchemaVersion = 4
 
-//go:embed schema.sql
-var schemaSQL string
+var (
+	//go:embed schema.sql
+	schemaV3 string
+	//go:embed schema_v4.sql
+	schemaV4 string
+)
 
-// Migrate creates, in opts.Schema, the table, index and sequence the Store needs, or
+// migrations are the scripts of each version, in order: a schema at version v runs
+// those after it. A shipped script is never edited; a change is a new version.
+var migrations = []struct {
+	version int
+	sql     string
+}{
+	{3, schemaV3}, // versions 1 to 3, each statement idempotent
+	{4, schemaV4},
+}
+
+// Migrate creates, in opts.Schema, the tables and index the Store needs, or
 // upgrades them to SchemaVersion. It is idempotent and safe to run from many instances at
 // once: they take turns on an advisory lock derived from the schema's name, held until
 // the migration's transaction ends. Open calls it. It returns an error wrapping
@@ -64,9 +78,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *Options) error {
 	case have > SchemaVersion:
 		return fail(fmt.Errorf("%w: version %d, this pgstore knows %d", ErrNewerSchema, have, SchemaVersion))
 	case have < SchemaVersion:
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(schemaSQL, "{{schema}}", schema)); err != nil {
-			return fail(fmt.Errorf("to version %d: %w", SchemaVersion, err))
+		for _, m := range migrations {
+			if m.version <= have {
+				continue
+			}
+			if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{{schema}}", schema)); err != nil {
+				return fail(fmt.Errorf("to version %d: %w", m.version, err))
+			}
 		}
+		// One transaction: the version reached is recorded once.
 		if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.server_version (version) VALUES ($1)`, SchemaVersion); err != nil {
 			return fail(err)
 		}

@@ -12,6 +12,7 @@ type queries struct {
 	renew, complete, release, takeOver string
 	own, remember, released            string
 	timeouts                           string
+	stashTimeouts, restoreTimeouts     string
 	prune, pruneReleased               string
 }
 
@@ -39,8 +40,8 @@ func newQueries(schema string) queries {
 		// The INSERT's RETURNING gives the new token; when it did nothing, the second
 		// branch gives the row it ran into (if the statement's snapshot can see it).
 		claim: `WITH ins AS (
-	INSERT INTO ` + t + ` (scope, fingerprint, token, lease_until, expires_at)
-	SELECT $1, $2, $5, ` + now + ` + $3` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `
+	INSERT INTO ` + t + ` (scope, fingerprint, token, lease_until, expires_at, prune_from)
+	SELECT $1, $2, $5, ` + now + ` + $3` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `
 	WHERE NOT EXISTS (SELECT FROM ` + rel + ` WHERE scope = $1 AND token = $5 AND expires_at > ` + now + `)
 	ON CONFLICT (scope) DO NOTHING
 	RETURNING token)
@@ -76,11 +77,22 @@ WHERE scope = $1 AND token = $2 AND lease_until <= ` + now + live,
 		// timeouts bound the statement sent after it in the same implicit transaction (one
 		// round trip, a pgx batch): SET LOCAL values end with that transaction.
 		timeouts: `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)`,
-		// One batch of expired rows, oldest first; rows another transaction holds (a claim
-		// replacing one) are skipped, not waited for.
+		// OneCommit's claim runs in a transaction the handler goes on using: the
+		// transaction's own timeouts are kept aside (left to right, as PostgreSQL
+		// evaluates a select list) before the claim's are set, and set back after it, in
+		// the same round trip.
+		stashTimeouts: `SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true),
+	set_config('idem.statement_timeout', current_setting('statement_timeout'), true),
+	set_config('lock_timeout', $1, true), set_config('statement_timeout', $2, true)`,
+		restoreTimeouts: `SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true),
+	set_config('statement_timeout', current_setting('idem.statement_timeout'), true)`,
+		// One batch of expired rows, found through the index on prune_from (the claim's
+		// expiry: a handler's time before expires_at, or after it only for a TTL shorter than the lease), oldest
+		// first; rows another transaction holds (a claim replacing one) are skipped, not
+		// waited for.
 		prune: `DELETE FROM ` + t + ` WHERE scope IN (
-	SELECT scope FROM ` + t + ` WHERE expires_at <= ` + now + `
-	ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)`,
+	SELECT scope FROM ` + t + ` WHERE prune_from <= ` + now + ` AND expires_at <= ` + now + `
+	ORDER BY prune_from LIMIT $1 FOR UPDATE SKIP LOCKED)`,
 	}
 	return q
 }
