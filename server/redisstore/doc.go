@@ -35,8 +35,8 @@
 // # The scripts' contract
 //
 // Every method is one Lua script (EVALSHA, falling back to EVAL) on that one key, so it
-// runs atomically; each that judges a lease reads the time with TIME inside the script,
-// so leases and expiry are judged by Redis's clock alone, never a caller's. Reading TIME before writing needs
+// runs atomically; each reads the time with TIME inside the script, so leases and expiry
+// are judged by Redis's clock alone, never a caller's. Reading TIME before writing needs
 // scripts replicated by their effects, the only mode since Redis 5: Redis 5 or later (or
 // a compatible server such as Valkey) is required.
 //
@@ -47,8 +47,8 @@
 //     script, so a claim that finds a record also reads it in the same atomic step.
 //   - Renew, Complete, Release, TakeOver compare first: unless st is "p" and tok equals
 //     the caller's token they return 0, which the Store reports as server.ErrLeaseLost,
-//     and change nothing. Renew then sets lease; Complete ends the lease (0), writes st "d"
-//     and the response and sets the TTL; Release deletes the key; TakeOver also refuses (0)
+//     and change nothing. Renew then sets lease; Complete drops lease, writes st "d" and
+//     the response and sets the TTL; Release deletes the key; TakeOver also refuses (0)
 //     while lease is after now, and otherwise writes a new tok and lease. Each recognises
 //     its own repeat and answers 1 without a change: Complete on a record done under its
 //     token, Release on a missing key, TakeOver on a record held under its new token.

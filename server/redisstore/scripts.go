@@ -14,7 +14,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
-// fields is the prelude of every fenced script (after now, where it needs the time): f holds the record's state,
+// fields is the prelude of every fenced script (after now): f holds the record's state,
 // token and lease end. A missing key reads as all false.
 const fields = `
 local f = redis.call('HMGET', KEYS[1], 'st', 'tok', 'lease')
@@ -35,8 +35,7 @@ if pttl >= 0 and pttl < ends - now then redis.call('PEXPIRE', KEYS[1], ends - no
 
 // claimScript creates an in-progress record unless the key exists (an expired key does
 // not: Redis forgets it), and otherwise returns the record as it is, unless it finds it in
-// progress under the caller's token (a repeated claim), which counts as claimed. One HMGET
-// reads all it may need, the record and the caller's token among the released ones.
+// progress under the caller's token (a repeated claim), which counts as claimed.
 //
 // A key holding only released tokens (releaseScript's "rel:<token>" fields) has no
 // record: a claim with one of them is refused, any other makes the record there.
@@ -47,14 +46,14 @@ if pttl >= 0 and pttl < ends - now then redis.call('PEXPIRE', KEYS[1], ends - no
 //	        {0, lease left ms, PTTL ms, st, fp, tok, status, hdr, body, unrep}
 //	        (fields the record lacks are nil)
 var claimScript = redis.NewScript(now + `
-local f = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok', 'lease', 'status', 'hdr', 'body', 'unrep', 'rel:' .. ARGV[2])
-if not f[1] then
-  if f[9] then return {2} end
+if redis.call('HEXISTS', KEYS[1], 'st') == 0 then
+  if redis.call('HEXISTS', KEYS[1], 'rel:' .. ARGV[2]) == 1 then return {2} end
   local lease, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
   redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', ARGV[2], 'lease', now + lease)
   redis.call('PEXPIRE', KEYS[1], math.max(lease, ttl))
   return {1}
 end
+local f = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok', 'lease', 'status', 'hdr', 'body', 'unrep')
 if f[1] == 'p' and f[3] == ARGV[2] then return {1} end
 local left = 0
 if f[4] then left = tonumber(f[4]) - now end
@@ -72,28 +71,28 @@ redis.call('HSET', KEYS[1], 'lease', ends)
 return 1
 `)
 
-// completeScript turns the record done: the lease ends (0), the response comes, and the
+// completeScript turns the record done: the lease goes, the response comes, and the
 // record expires ttl ms from now. The fingerprint stays, and so does the token, as the
-// completer's: a repeat by it answers 1 and changes nothing. It needs no TIME.
+// completer's: a repeat by it answers 1 and changes nothing.
 //
 //	ARGV: token, ttl ms, status, hdr, body, unrep
 //	returns 1, or 0 if the token does not hold the record
-var completeScript = redis.NewScript(fields + `
+var completeScript = redis.NewScript(now + fields + `
 if f[1] == 'd' and f[2] == ARGV[1] then return 1 end
 if f[1] ~= 'p' or f[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'st', 'd', 'lease', 0, 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5], 'unrep', ARGV[6])
+redis.call('HDEL', KEYS[1], 'lease')
+redis.call('HSET', KEYS[1], 'st', 'd', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5], 'unrep', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
 // releaseScript deletes the record's fields. A missing record is released already. Either
 // way the token is kept, as a field "rel:<token>" of the key, for at least ARGV[2] ms, so
-// that a claim with it arriving late (a repeat delayed in the network) is refused. It
-// needs no TIME.
+// that a claim with it arriving late (a repeat delayed in the network) is refused.
 //
 //	ARGV: token, released-token ms
 //	returns 1, or 0 if the record is done or held under another token
-var releaseScript = redis.NewScript(fields + `
+var releaseScript = redis.NewScript(now + fields + `
 if f[1] and (f[1] ~= 'p' or f[2] ~= ARGV[1]) then return 0 end
 if f[1] then
   redis.call('HDEL', KEYS[1], 'st', 'fp', 'tok', 'lease', 'status', 'hdr', 'body', 'unrep')
