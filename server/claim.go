@@ -38,7 +38,7 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 	c := m.cfg
 	// The Store is called without the request's cancellation: a claim that a client's
 	// disconnection cut off after the Store made it would leave a record nobody runs.
-	ctx := context.WithoutCancel(r.Context())
+	ctx := rq.ctx
 	deadline := rq.start.Add(c.Wait)
 	poll := minPoll
 	token := NewToken()
@@ -75,7 +75,7 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 		case rec.LeaseLeft <= 0:
 			return m.recoverStuck(w, r, rq, rec)
 		}
-		if !waited && m.finishing.wait(r.Context(), rq.scope.ID(), c.StoreTimeout) {
+		if !waited && m.finishing.wait(r.Context(), rq.scope, c.StoreTimeout) {
 			waited = true
 			continue // its handler had returned here: its record is settled now
 		}

@@ -83,8 +83,10 @@ func unquoteSFString(v string) (string, error) {
 // Store never holds a credential.
 func scopeOf(r *http.Request, key, id string) Scope {
 	sum := sha256.Sum256([]byte(id))
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
 	return Scope{
-		Identity: hex.EncodeToString(sum[:]),
+		Identity: string(hexSum[:]),
 		Method:   r.Method,
 		Path:     canonicalPath(r.URL.EscapedPath()),
 		Key:      key,

@@ -6,6 +6,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -48,14 +49,25 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 // request is what the middleware learned about a covered request with a key.
 type request struct {
 	start time.Time
-	scope Scope
-	body  []byte
-	fp    string
+	// ctx has the request's values but not its cancellation, for Store calls and the
+	// handler: a client that goes away cuts neither short.
+	ctx    context.Context
+	scope  Scope
+	body   []byte
+	fp     string
+	reader bodyReader
 }
 
-// bodyReader returns a fresh reader over the buffered body, for the handler.
+// bodyReader reads the buffered body; Close does nothing.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
+
+// bodyReader returns the reader over the buffered body, rewound, for the handler (or the
+// Recover hook: each call rewinds the one reader, so its last holder must be done).
 func (rq *request) bodyReader() io.ReadCloser {
-	return io.NopCloser(bytes.NewReader(rq.body))
+	rq.reader.Reset(rq.body)
+	return &rq.reader
 }
 
 // serve is the middleware for one request.
@@ -68,7 +80,7 @@ func (m *Middleware) serve(next http.Handler, w http.ResponseWriter, r *http.Req
 	if c.PolicyHeader != "-" {
 		w.Header().Set(c.PolicyHeader, c.policy)
 	}
-	rq := &request{start: time.Now()}
+	rq := &request{start: time.Now(), ctx: context.WithoutCancel(r.Context())}
 	key, err := parseKey(r.Header.Values(c.KeyHeader))
 	if err != nil {
 		c.writeProblem(w, http.StatusBadRequest, ProblemKeyMalformed, "Malformed idempotency key",
@@ -130,7 +142,16 @@ func (m *Middleware) readBody(w http.ResponseWriter, r *http.Request, rq *reques
 	if r.Body == nil || r.Body == http.NoBody {
 		return true
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.MaxBodyBytes))
+	var body []byte
+	var err error
+	if r.ContentLength > 0 {
+		// A declared length is what net/http's server lets the body hold: one buffer of
+		// that size, filled once.
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, c.MaxBodyBytes))
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):

@@ -115,23 +115,31 @@ func (rec *recorder) unreplayable() string {
 }
 
 // response builds what is stored for the answer, dropping the header fields in unstored.
+// It hands over the recorder's own copies (the header snapshot, the body buffer), so it
+// is called once, after the handler returned: the answer is copied once here, on its way
+// to the client, and the Store keeps it as it must (a copy in memory, or its encoding).
 func (rec *recorder) response(unstored map[string]bool) *Response {
 	status := rec.finalStatus()
 	if why := rec.unreplayable(); why != "" {
 		return &Response{Status: status, Unreplayable: why}
 	}
-	sent := rec.header
-	if sent == nil { // nothing written: net/http sends the header as it is now
-		sent = rec.w.Header()
+	h := rec.header
+	if h == nil { // nothing written: net/http sends the header as it is now
+		if h = rec.w.Header().Clone(); h == nil {
+			h = http.Header{}
+		}
 	}
 	// Names are compared canonically: a handler may set a field under any spelling of its
 	// name (w.Header()["set-cookie"]), and net/http sends it all the same.
 	canon := textproto.CanonicalMIMEHeaderKey
 	// Fields the Connection field names are hop-by-hop too (RFC 9110 section 7.6.1).
-	named := map[string]bool{}
-	for k, vs := range sent {
+	var named map[string]bool
+	for k, vs := range h {
 		if canon(k) != "Connection" {
 			continue
+		}
+		if named == nil {
+			named = map[string]bool{}
 		}
 		for _, v := range vs {
 			for f := range strings.SplitSeq(v, ",") {
@@ -139,11 +147,10 @@ func (rec *recorder) response(unstored map[string]bool) *Response {
 			}
 		}
 	}
-	h := http.Header{}
-	for k, vs := range sent {
-		if ck := canon(k); !unstored[ck] && !named[ck] {
-			h[k] = append([]string(nil), vs...)
+	for k := range h {
+		if ck := canon(k); unstored[ck] || named[ck] {
+			delete(h, k)
 		}
 	}
-	return &Response{Status: status, Header: h, Body: bytes.Clone(rec.body.Bytes())}
+	return &Response{Status: status, Header: h, Body: rec.body.Bytes()}
 }

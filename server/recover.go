@@ -56,7 +56,7 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 		m.stuck(w, r, rec)
 		return claimed{}, false
 	}
-	ctx := context.WithoutCancel(r.Context())
+	ctx := rq.ctx
 	token, sent := NewToken(), time.Now()
 	err := m.call(ctx, func(ctx context.Context) error {
 		return c.Store.TakeOver(ctx, rq.scope, rec.Token, token, c.Lease)
@@ -81,7 +81,7 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 	switch {
 	case got.Response != nil:
 		resp := cloneResponse(got.Response)
-		err := m.settle(r, "complete", sent.Add(c.TTL), func(ctx context.Context) error {
+		err := m.settle(rq.ctx, r, "complete", sent.Add(c.TTL), func(ctx context.Context) error {
 			return c.Store.Complete(ctx, rq.scope, token, resp, c.TTL)
 		}, nil)
 		if errors.Is(err, ErrLeaseLost) {

@@ -37,9 +37,9 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 }
 
 // repeat repeats f, the call named call for r, until it lands (reported as how), is
-// refused (ResolvedFenced), or until passes (ResolvedGaveUp); done, if not nil, is called
+// refused (ResolvedFenced), or until passes (ResolvedGaveUp); done, if not nil, is settled
 // when it ends.
-func (m *Middleware) repeat(r *http.Request, call, how string, until time.Time, f func(context.Context) error, done func()) {
+func (m *Middleware) repeat(r *http.Request, call, how string, until time.Time, f func(context.Context) error, done *settling) {
 	c := m.cfg
 	end := func(res lease.Result, err error) {
 		switch res {
@@ -53,9 +53,7 @@ func (m *Middleware) repeat(r *http.Request, call, how string, until time.Time, 
 			c.Logger.Error("idempotency: a store call got no answer in time; its record is left to lapse and be recovered", "call", call, "err", err)
 		}
 		c.Observer.StoreResolved(r, call, how)
-		if done != nil {
-			done()
-		}
+		done.settle()
 	}
 	if !m.repeats.Start(r.Context(), until, f, end) {
 		end(lease.GaveUp, errors.New("server: too many store calls being repeated"))

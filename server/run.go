@@ -22,12 +22,12 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 	// The handler's context keeps the request's values but not its cancellation: a client
 	// that goes away does not cut an effect short (its retry is answered with the outcome),
 	// and the only cause the context ends with is the lease's, which a handler must heed.
-	hctx, cancel := context.WithCancelCause(context.WithValue(context.WithoutCancel(r.Context()), decisionKey{}, d))
+	hctx, cancel := context.WithCancelCause(context.WithValue(rq.ctx, decisionKey{}, d))
 	defer cancel(nil)
 	r2 := r.WithContext(hctx)
 	r2.Body = rq.bodyReader()
 	r2.ContentLength, r2.TransferEncoding = int64(len(rq.body)), nil
-	k := m.keep(r, rq.scope, cl, d, cancel)
+	k := m.keep(r, rq, cl, d, cancel)
 	began := time.Now()
 	finished := false
 	defer func() {
@@ -47,9 +47,10 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 
 // keep starts the lease keeper of the handler running under cl: it renews the lease and
 // cancels the handler's context with ErrLeaseLost or ErrLeaseUnconfirmed.
-func (m *Middleware) keep(r *http.Request, sc Scope, cl claimed, d *decision, cancel context.CancelCauseFunc) *lease.Keeper {
+func (m *Middleware) keep(r *http.Request, rq *request, cl claimed, d *decision, cancel context.CancelCauseFunc) *lease.Keeper {
 	c := m.cfg
-	return lease.Keep(r.Context(), lease.Config{
+	sc := rq.scope
+	return lease.Keep(rq.ctx, lease.Config{
 		Lease:   c.Lease,
 		Timeout: c.StoreTimeout,
 		Renew: func(ctx context.Context) error {
@@ -87,24 +88,29 @@ func (m *Middleware) keep(r *http.Request, sc Scope, cl claimed, d *decision, ca
 func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Response, d *decision, o Outcome, panicked bool, k *lease.Keeper) {
 	c := m.cfg
 	sc := rq.scope
-	done := m.finishing.add(sc.ID())
+	done := m.finishing.add(sc)
 	until := rq.start.Add(c.TTL) // a repeat is of no use once the record may have expired
-	complete := func(ctx context.Context) error { return c.Store.Complete(ctx, sc, token, resp, c.TTL) }
-	release := func(ctx context.Context) error { return c.Store.Release(ctx, sc, token) }
+	// Each path makes the one call it needs.
+	complete := func(resp *Response) func(context.Context) error {
+		return func(ctx context.Context) error { return c.Store.Complete(ctx, sc, token, resp, c.TTL) }
+	}
+	release := func() func(context.Context) error {
+		return func(ctx context.Context) error { return c.Store.Release(ctx, sc, token) }
+	}
 	switch {
 	case d.completed.Load():
 		// The handler's transaction completed the record, or rolled back: release it if
 		// it is still ours, for then nothing happened.
-		switch err := m.settle(r, "release", until, release, done); {
+		switch err := m.settle(rq.ctx, r, "release", until, release(), done); {
 		case err == nil:
 			c.Logger.Info("idempotency: the handler's transaction did not commit; the key is released")
 		case errors.Is(err, ErrLeaseLost):
 			c.Observer.Stored(r, len(resp.Body)) // done in the transaction, as expected
 		}
 	case o == OutcomeFinal:
-		m.stored(r, d, m.settle(r, "complete", until, complete, done), len(resp.Body))
+		m.stored(r, d, m.settle(rq.ctx, r, "complete", until, complete(resp), done), len(resp.Body))
 	case o == OutcomeNoEffect:
-		m.lost(r, d, m.settle(r, "release", until, release, done))
+		m.lost(r, d, m.settle(rq.ctx, r, "release", until, release(), done))
 	case c.Recover != nil:
 		// Uncertain: give the lease up now, so that the next copy asks Recover at once
 		// rather than a lease later. If this fails, the lease lapses on its own.
@@ -113,9 +119,9 @@ func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Re
 		// In the background, once no renewal is in flight: one landing after this
 		// would take the record back for a lease.
 		go func() {
-			defer done()
+			defer done.settle()
 			k.Idle()
-			m.lost(r, d, m.call(r.Context(), func(ctx context.Context) error { return c.Store.Renew(ctx, sc, token, 0) }))
+			m.lost(r, d, m.call(rq.ctx, func(ctx context.Context) error { return c.Store.Renew(ctx, sc, token, 0) }))
 		}()
 	default:
 		// Uncertain, and no Recover: the answer is stored, so that no retry runs the
@@ -125,7 +131,7 @@ func (m *Middleware) finish(r *http.Request, rq *request, token string, resp *Re
 		if panicked {
 			resp = &Response{Status: resp.Status, Unreplayable: UnreplayablePanicked}
 		}
-		m.stored(r, d, m.settle(r, "complete", until, complete, done), len(resp.Body))
+		m.stored(r, d, m.settle(rq.ctx, r, "complete", until, complete(resp), done), len(resp.Body))
 	}
 }
 
@@ -152,25 +158,24 @@ func (m *Middleware) lost(r *http.Request, d *decision, err error) {
 // settle makes a completion or release (call) of a record, f. The first attempt is
 // bounded by StoreTimeout; if its outcome is unknown, f is repeated in the background
 // until it lands, the Store refuses it, or until passes. done is called once it is
-// resolved. settle returns the first attempt's error.
-func (m *Middleware) settle(r *http.Request, call string, until time.Time, f func(context.Context) error, done func()) error {
+// resolved (settled). settle returns the first attempt's error.
+func (m *Middleware) settle(ctx context.Context, r *http.Request, call string, until time.Time, f func(context.Context) error, done *settling) error {
 	c := m.cfg
-	err := m.call(r.Context(), f)
+	err := m.call(ctx, f)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {
 		c.Logger.Warn("idempotency: the store did not answer; repeating in the background", "call", call, "err", err)
 		c.Observer.StoreUncertain(r, call, err)
 		m.repeat(r, call, ResolvedLanded, until, f, done)
 		return err
 	}
-	if done != nil {
-		done()
-	}
+	done.settle()
 	return err
 }
 
-// call calls f with the request's values, not its cancellation, bounded by StoreTimeout.
+// call calls f bounded by StoreTimeout. ctx has the request's values but not its
+// cancellation (request.ctx).
 func (m *Middleware) call(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
 	defer cancel()
 	return f(ctx)
 }

@@ -35,7 +35,15 @@ type Config struct {
 // Clock is the time a Keeper reads: System, or a fake one in tests.
 type Clock interface {
 	Now() time.Time
-	After(d time.Duration) <-chan time.Time
+	// AfterFunc calls f in its own goroutine once d has passed, as time.AfterFunc does;
+	// the Timer it returns reschedules or stops that call.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a call scheduled by Clock.AfterFunc; *time.Timer is one.
+type Timer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
 }
 
 // System is the Clock of the running system (its monotonic time).
@@ -43,18 +51,24 @@ var System Clock = systemClock{}
 
 type systemClock struct{}
 
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (systemClock) Now() time.Time                            { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Keeper renews one lease until stopped. Its methods are safe to call from the goroutine
-// that started it.
+// Keeper renews one lease until stopped. It costs no goroutine while nothing is due: one
+// timer wakes it for the next renewal or the local deadline, whichever comes first, so a
+// holder that stops before a third of a lease never renews at all. Its methods are safe to
+// call from the goroutine that started it.
 type Keeper struct {
-	c        Config
-	ctx      context.Context // values only: renewals outlive no cancellation of the holder's
-	quit     chan struct{}
-	done     chan struct{}
+	c     Config
+	ctx   context.Context // its values only: renewals outlive the holder's cancellation
+	timer Timer
+
+	mu       sync.Mutex
+	renewAt  time.Time // when the next renewal is due (while none is in flight)
 	deadline time.Time // the local deadline: last confirmation + Lease - Margin
 	cause    error     // Lost or Unconfirmed once Cancel was called
+	renewing bool      // a renewal is in flight
+	ended    bool      // stopped, or the lease was lost: no more renewals
 	inflight sync.WaitGroup
 }
 
@@ -63,14 +77,12 @@ type Keeper struct {
 // renews Lease/3 after each confirmed call was sent and, after a renewal with an unknown
 // outcome, every Lease/10.
 func Keep(ctx context.Context, c Config, confirmed time.Time) *Keeper {
-	k := &Keeper{c: c, ctx: context.WithoutCancel(ctx), quit: make(chan struct{}), done: make(chan struct{}),
-		deadline: Deadline(confirmed, c.Lease)}
-	now := c.Clock.Now()
 	// Renewals are due a third of a lease after the send of the call they extend: a slow
 	// claim (tried again, or answered late) is renewed at once rather than past its deadline.
-	renewAt := c.Clock.After(confirmed.Add(c.Lease / 3).Sub(now))
-	deadline := c.Clock.After(k.deadline.Sub(now))
-	go k.loop(renewAt, deadline)
+	k := &Keeper{c: c, ctx: ctx, deadline: Deadline(confirmed, c.Lease), renewAt: confirmed.Add(c.Lease / 3)}
+	k.mu.Lock() // the timer may fire before k.timer is set
+	defer k.mu.Unlock()
+	k.timer = c.Clock.AfterFunc(k.renewAt.Sub(c.Clock.Now()), k.fire)
 	return k
 }
 
@@ -79,52 +91,77 @@ func Deadline(confirmed time.Time, lease time.Duration) time.Time {
 	return confirmed.Add(lease - Margin(lease))
 }
 
-type result struct {
-	sent time.Time
-	err  error
-}
-
-func (k *Keeper) loop(renewAt, deadline <-chan time.Time) {
-	defer close(k.done)
-	c := k.c
-	results := make(chan result, 1) // one renewal in flight at most; it never blocks
-	for {
-		select {
-		case <-k.quit:
-			return
-		case <-renewAt:
-			renewAt = nil
-			sent := c.Clock.Now()
-			k.inflight.Add(1)
-			go func() {
-				defer k.inflight.Done()
-				ctx, cancel := context.WithTimeout(k.ctx, c.Timeout)
-				defer cancel()
-				results <- result{sent, c.Renew(ctx)}
-			}()
-		case r := <-results:
-			switch {
-			case r.err == nil:
-				now := c.Clock.Now()
-				k.deadline = Deadline(r.sent, c.Lease)
-				deadline = c.Clock.After(k.deadline.Sub(now))
-				renewAt = c.Clock.After(r.sent.Add(c.Lease / 3).Sub(now))
-			case c.Refused(r.err):
-				k.cancel(c.Lost)
-				return
-			default:
-				c.Failed(r.err)
-				renewAt = c.Clock.After(max(c.Lease/10, time.Millisecond))
-			}
-		case <-deadline:
-			// Renewals go on: should one be confirmed again, the Store keeps the record
-			// from other holders for as long as the work, cancelled now, takes to stop.
-			deadline = nil
-			k.cancel(c.Unconfirmed)
-		}
+// fire is the timer's call: it cancels the holder once the local deadline has passed and
+// starts the renewal that is due, then sets the timer for what comes next. A call with
+// nothing due (the timer was reset meanwhile) only sets the timer again.
+func (k *Keeper) fire() {
+	k.mu.Lock()
+	if k.ended {
+		k.mu.Unlock()
+		return
+	}
+	now := k.c.Clock.Now()
+	if !now.Before(k.deadline) {
+		// Renewals go on: should one be confirmed again, the Store keeps the record from
+		// other holders for as long as the work, cancelled now, takes to stop.
+		k.cancel(k.c.Unconfirmed)
+	}
+	renew := !k.renewing && !now.Before(k.renewAt)
+	if renew {
+		k.renewing = true
+		k.inflight.Add(1)
+	}
+	k.arm(now)
+	k.mu.Unlock()
+	if renew {
+		k.renew(now)
 	}
 }
 
+// arm sets the timer for the next event: the renewal due (none while one is in flight)
+// or the local deadline (none once the holder was cancelled). Called with mu held.
+func (k *Keeper) arm(now time.Time) {
+	var next time.Time
+	if !k.renewing {
+		next = k.renewAt
+	}
+	if k.cause == nil && (next.IsZero() || k.deadline.Before(next)) {
+		next = k.deadline
+	}
+	if !next.IsZero() {
+		k.timer.Reset(next.Sub(now))
+	}
+}
+
+// renew makes one renewal, sent at sent, and takes its outcome in.
+func (k *Keeper) renew(sent time.Time) {
+	defer k.inflight.Done()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), k.c.Timeout)
+	err := k.c.Renew(ctx)
+	cancel()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.renewing = false
+	if k.ended {
+		return
+	}
+	now := k.c.Clock.Now()
+	switch {
+	case err == nil:
+		k.deadline = Deadline(sent, k.c.Lease)
+		k.renewAt = sent.Add(k.c.Lease / 3)
+	case k.c.Refused(err):
+		k.ended = true
+		k.cancel(k.c.Lost)
+		return
+	default:
+		k.c.Failed(err)
+		k.renewAt = now.Add(max(k.c.Lease/10, time.Millisecond))
+	}
+	k.arm(now)
+}
+
+// cancel cancels the holder's work with cause, once. Called with mu held.
 func (k *Keeper) cancel(cause error) {
 	if k.cause == nil {
 		k.cause = cause
@@ -134,14 +171,13 @@ func (k *Keeper) cancel(cause error) {
 
 // Stop stops the renewals (one in flight ends on its own, within Timeout) and returns the
 // local deadline of the last confirmed lease and why the holder's work was cancelled
-// (Lost or Unconfirmed), or nil. Calling Stop again returns the same.
+// (Lost or Unconfirmed), or nil. Calling Stop again returns the same. Once Stop returns,
+// Cancel is not called again.
 func (k *Keeper) Stop() (deadline time.Time, cause error) {
-	select {
-	case <-k.quit:
-	default:
-		close(k.quit)
-	}
-	<-k.done
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ended = true
+	k.timer.Stop()
 	return k.deadline, k.cause
 }
 

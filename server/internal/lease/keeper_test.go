@@ -8,17 +8,50 @@ import (
 	"time"
 )
 
-// fakeClock is a Clock moved by the test; After's channels fire when Advance passes them.
+// fakeClock is a Clock moved by the test; a timer's call runs, in its own goroutine, when
+// Advance passes it (at once for a timer set to fire now or in the past).
 type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-	afters int // After calls so far
+	mu      sync.Mutex
+	now     time.Time
+	timers  []*fakeTimer
+	sets    int           // AfterFunc and Reset calls so far
+	changed chan struct{} // closed, and replaced, on each of them
+}
+
+// set counts a timer set. Called with mu held.
+func (c *fakeClock) set() {
+	c.sets++
+	if c.changed != nil {
+		close(c.changed)
+	}
+	c.changed = make(chan struct{})
+}
+
+// waitSets waits until timers have been set n times in all: the keeper sets its timer
+// after the events the test causes.
+func (c *fakeClock) waitSets(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		c.mu.Lock()
+		got, changed := c.sets, c.changed
+		c.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the keeper set its timer %d times, want %d", got, n)
+		}
+	}
 }
 
 type fakeTimer struct {
-	at time.Time
-	c  chan time.Time
+	c      *fakeClock
+	at     time.Time
+	f      func()
+	active bool
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -27,47 +60,55 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+	t := &fakeTimer{c: c, f: f}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.afters++
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.timers = append(c.timers, fakeTimer{c.now.Add(d), ch})
-	return ch
+	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	t.Reset(d)
+	return t
 }
 
-// waitAfters waits until After has been called n times: the keeper's goroutine sets its
-// timers after the events the test causes.
-func (c *fakeClock) waitAfters(t *testing.T, n int) {
-	t.Helper()
-	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
-		c.mu.Lock()
-		got := c.afters
-		c.mu.Unlock()
-		if got >= n {
-			return
-		}
+func (c *fakeClock) setCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sets
+}
+
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	was := t.active
+	t.at, t.active = t.c.now.Add(d), d > 0
+	t.c.set()
+	t.c.mu.Unlock()
+	if d <= 0 {
+		go t.f()
 	}
-	t.Fatalf("the keeper set %d timers, want %d", c.afters, n)
+	return was
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.active
+	t.active = false
+	return was
 }
 
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-	kept := c.timers[:0]
+	var due []func()
 	for _, t := range c.timers {
-		if t.at.After(c.now) {
-			kept = append(kept, t)
-			continue
+		if t.active && !t.at.After(c.now) {
+			t.active = false
+			due = append(due, t.f)
 		}
-		t.c <- c.now
 	}
-	c.timers = kept
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
 }
 
 var (
@@ -84,7 +125,6 @@ type harness struct {
 	causes  chan error
 	keeper  *Keeper
 	started time.Time
-	afters  int // the timers the keeper should have set by now
 }
 
 const lease = 30 * time.Second
@@ -108,7 +148,6 @@ func newHarness(t *testing.T) *harness {
 		Clock:       h.clock,
 	}, h.started)
 	t.Cleanup(func() { h.keeper.Stop() })
-	h.afters = 2 // the first renewal and the deadline
 	return h
 }
 
@@ -116,7 +155,6 @@ func newHarness(t *testing.T) *harness {
 // waits for the keeper to take the answer in.
 func (h *harness) renewal(d time.Duration, err error) {
 	h.t.Helper()
-	h.clock.waitAfters(h.t, h.afters)
 	h.clock.Advance(d)
 	var answer chan error
 	select {
@@ -127,18 +165,14 @@ func (h *harness) renewal(d time.Duration, err error) {
 	h.answer(answer, err)
 }
 
-// answer answers a renewal with err and waits for the keeper to set its next timers.
+// answer answers a renewal with err and waits for the keeper to take it in: it sets its
+// timer for what comes next, unless the lease is lost.
 func (h *harness) answer(answer chan error, err error) {
+	n := h.clock.setCount()
 	answer <- err
-	switch {
-	case err == nil:
-		h.afters += 2 // the next renewal and the new deadline
-	case errors.Is(err, errLost):
-		return // no more timers
-	default:
-		h.afters++ // the next try
+	if !errors.Is(err, errLost) {
+		h.clock.waitSets(h.t, n+1)
 	}
-	h.clock.waitAfters(h.t, h.afters)
 }
 
 func (h *harness) noCause() {
@@ -216,7 +250,6 @@ func TestKeeperCancelsWhenLost(t *testing.T) {
 // the send time of the last confirmed renewal, so a slow confirmation cannot stretch it.
 func TestKeeperDeadlineFromSendTime(t *testing.T) {
 	h := newHarness(t)
-	h.clock.waitAfters(t, h.afters)
 	h.clock.Advance(lease / 3)
 	answer := <-h.calls        // sent at 10 s
 	h.clock.Advance(lease / 2) // its answer comes at 25 s, past the first deadline (24 s)
@@ -258,6 +291,23 @@ func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) {
 	select {
 	case c := <-causes:
 		t.Fatalf("cancelled with %v", c)
+	case <-time.After(10 * time.Millisecond):
+	}
+}
+
+// A holder that stops within a third of a lease never renews, and nothing fires later.
+func TestKeeperShortHolderNeverRenews(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Advance(lease / 4)
+	if deadline, cause := h.keeper.Stop(); cause != nil || !deadline.Equal(h.started.Add(lease-Margin(lease))) {
+		t.Fatalf("Stop = %v, %v; want the claim's deadline and no cause", deadline, cause)
+	}
+	h.clock.Advance(2 * lease)
+	select {
+	case <-h.calls:
+		t.Fatal("a renewal after Stop")
+	case c := <-h.causes:
+		t.Fatalf("cancelled with %v after Stop", c)
 	case <-time.After(10 * time.Millisecond):
 	}
 }
