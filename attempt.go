@@ -254,12 +254,10 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 
 // traced reports whether o's attempts must learn whether their request was
 // written. Not for an unjournaled call that is keyed or idempotent under
-// the DefaultClassifier with no Observer, Logger or crash hook: written or
-// not, its failed attempts are retried alike (ClassRetry or
-// ClassRetryIfSafe), and nothing else sees the difference.
+// the DefaultClassifier: written or not, its failed attempts are retried
+// alike (ClassRetry or ClassRetryIfSafe; see AttemptEvent.Class).
 func (t *Transport) traced(o *op) bool {
-	return o.rec != nil || o.key == "" && !idempotent(o.method) || !t.cfg.defaultClassifier ||
-		t.cfg.Observer != nil || t.cfg.Logger != nil || t.crashAt != nil
+	return o.rec != nil || o.key == "" && !idempotent(o.method) || !t.cfg.defaultClassifier || t.crashAt != nil
 }
 
 // discard drains a little of a response body and closes it, so the

@@ -16,24 +16,28 @@ import (
 	"time"
 )
 
-// attemptCtx is one attempt's context.Context. Deadline is the caller's;
-// Value answers the trace and ResponseInfo keys and asks the caller's
-// context for the others. It has the AfterFunc method that
-// context.AfterFunc and context.WithCancel look for, so net/http's own
-// child contexts hang on it without a goroutine. It is safe for concurrent
-// use; it must not be copied once used.
+// attemptCtx is one attempt's context.Context. Value answers the trace and
+// ResponseInfo keys and asks the caller's context for the others; Deadline
+// is the caller's. Over a caller's context that can end, it is a
+// context.WithCancel of it, which net/http's own child contexts join as
+// they join any cancelCtx. Over one that never ends (context.Background,
+// say), it ends itself, and has the AfterFunc method that context.AfterFunc
+// and context.WithCancel look for, so those children hang on it without a
+// goroutine: fewer allocations than a cancelCtx needs. It is safe for
+// concurrent use; it must not be copied once used.
 type attemptCtx struct {
-	parent context.Context
+	parent context.Context        // the caller's context, or (cancel set) the child of it this is
+	cancel context.CancelFunc     // ends parent, a child of the caller's; nil if that never ends
 	trace  *httptrace.ClientTrace // served for httptrace's key; nil: the parent's
 	info   *callInfo              // served for infoCtxKey
 
-	mu       sync.Mutex
-	done     chan struct{} // made on first Done, or closedChan once ended
-	err      error         // set once ended
-	funcs    []afterFunc   // AfterFunc's, until the context ends
-	inline   [2]afterFunc  // funcs' first backing array: net/http registers one
-	nextID   uint64
-	unparent func() bool // stops the AfterFunc on parent; nil if none
+	// When cancel is nil:
+	mu     sync.Mutex
+	done   chan struct{} // made on first Done, or closedChan once ended
+	err    error         // set once ended
+	funcs  []afterFunc   // AfterFunc's, until the context ends
+	inline [1]afterFunc  // funcs' first backing array: net/http registers one
+	nextID uint64
 
 	timedOut atomic.Bool
 	// Watcher's fields, under its lock: when the timeout ends the attempt
@@ -77,10 +81,13 @@ func (p *keyProbe) Value(k any) any {
 }
 
 // start makes c the context of an attempt of the call with ctx, carrying
-// info and (if not nil) trace. A context that can end is followed: c ends
-// with it, at once if it has ended already.
+// info and (if not nil) trace.
 func (c *attemptCtx) start(ctx context.Context, info *callInfo, trace *httptrace.ClientTrace) {
-	c.parent, c.info, c.index = ctx, info, -1
+	c.info, c.index = info, -1
+	if ctx.Done() != nil {
+		ctx, c.cancel = context.WithCancel(ctx)
+	}
+	c.parent = ctx
 	if trace != nil {
 		if traceKey == nil || httptrace.ContextClientTrace(ctx) != nil {
 			// The caller's own trace must hear too: httptrace composes them.
@@ -89,22 +96,17 @@ func (c *attemptCtx) start(ctx context.Context, info *callInfo, trace *httptrace
 			c.trace = trace
 		}
 	}
-	if ctx.Done() == nil {
-		return // never ends
-	}
-	if err := ctx.Err(); err != nil {
-		c.end(err)
-		return
-	}
-	c.unparent = context.AfterFunc(ctx, c.parentDone)
 }
 
-func (c *attemptCtx) parentDone() { c.end(c.parent.Err()) }
-
-// end ends c with err, if it has not ended already, and calls what was
-// registered with AfterFunc, in this goroutine: the context package
-// registers only its contexts' cancel functions, which do not block.
+// end ends c with err (context.Canceled if c is a child of the caller's
+// context), if it has not ended already, and calls what was registered
+// with AfterFunc, in this goroutine: the context package registers only its
+// contexts' cancel functions, which do not block.
 func (c *attemptCtx) end(err error) {
+	if c.cancel != nil {
+		c.cancel()
+		return
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -118,11 +120,7 @@ func (c *attemptCtx) end(err error) {
 	}
 	funcs := c.funcs
 	c.funcs = nil
-	unparent := c.unparent
 	c.mu.Unlock()
-	if unparent != nil {
-		unparent()
-	}
 	for _, a := range funcs {
 		a.f()
 	}
@@ -131,6 +129,9 @@ func (c *attemptCtx) end(err error) {
 func (c *attemptCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 func (c *attemptCtx) Done() <-chan struct{} {
+	if c.cancel != nil {
+		return c.parent.Done()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
@@ -140,6 +141,9 @@ func (c *attemptCtx) Done() <-chan struct{} {
 }
 
 func (c *attemptCtx) Err() error {
+	if c.cancel != nil {
+		return c.parent.Err()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -158,6 +162,9 @@ func (c *attemptCtx) Value(key any) any {
 // AfterFunc arranges for f to be called once c ends, as context.AfterFunc
 // does; stop reports whether it kept f from being called.
 func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
+	if c.cancel != nil {
+		return context.AfterFunc(c.parent, f)
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()

@@ -110,14 +110,16 @@ func TestAttemptCtxChildren(t *testing.T) {
 	<-fresh.Done()
 }
 
-// The caller's context ending ends the attempt's; an attempt over lets go
-// of the caller's context.
+// Over a caller's context that can end, the attempt's is a child of it:
+// it ends with the caller's, or alone, and the children net/http makes of
+// it join it as they join any context.WithCancel.
 func TestAttemptCtxFollowsCaller(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
 	c := new(attemptCtx)
 	c.start(parent, new(callInfo), nil)
 	child, cancelChild := context.WithCancel(c)
 	defer cancelChild()
+	require.Empty(t, c.funcs, "the child joined the context package's own")
 	cancel()
 	waitDone(t, c)
 	waitDone(t, child)
@@ -127,11 +129,23 @@ func TestAttemptCtxFollowsCaller(t *testing.T) {
 	gone.start(parent, new(callInfo), nil) // ended already
 	require.ErrorIs(t, gone.Err(), context.Canceled)
 
+	expiring, cancelExpiring := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancelExpiring()
+	timed := new(attemptCtx)
+	timed.start(expiring, new(callInfo), nil)
+	waitDone(t, timed)
+	require.ErrorIs(t, timed.Err(), context.DeadlineExceeded)
+
 	live, cancelLive := context.WithCancel(context.Background())
 	defer cancelLive()
 	over := new(attemptCtx)
 	over.start(live, new(callInfo), nil)
-	require.NotNil(t, over.unparent)
+	grandchild, cancelGrandchild := context.WithCancel(over)
+	defer cancelGrandchild()
 	over.end(context.Canceled)
-	require.False(t, over.unparent(), "the registration on the caller's context was stopped by end")
+	require.ErrorIs(t, over.Err(), context.Canceled)
+	require.ErrorIs(t, grandchild.Err(), context.Canceled)
+	require.NoError(t, live.Err(), "the caller's context goes on")
+	stop := context.AfterFunc(over, func() {})
+	require.False(t, stop(), "ended already")
 }
