@@ -15,8 +15,6 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -94,10 +92,11 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 	}
 	var last outcome
 	retried := o.retryToken // this call took a retry token
-	var host string
-	if retried {
+	var host string         // the budget's name of o's host; "" while not needed
+	switch {
+	case retried:
 		host = budgetHost(o.req.URL)
-	} else {
+	case !t.budget.full():
 		host = t.budget.first(o.req.URL, t.clock.Now())
 	}
 	for n := 1; ; n++ {
@@ -106,9 +105,11 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 				return resp, err
 			}
 		}
-		start := time.Now()
+		var start time.Time
+		if t.cfg.Observer != nil { // reading the clock costs every call
+			start = time.Now()
+		}
 		resp, wrote, err := t.attempt(ctx, o, n, maxAttempts)
-		took := time.Since(start)
 		if o.rec != nil {
 			o.rec.Attempts++
 			o.rec.LastAttempt = t.clock.Now()
@@ -128,12 +129,19 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 			N: n, Misdirected: o.misdirected})
 		o.newConn = misdirected(resp)
 		o.misdirected = o.misdirected || o.newConn
-		t.cfg.observer.Attempt(ctx, AttemptEvent{Method: o.method, Journaled: o.rec != nil, Resumed: o.resumed,
-			N: n, Status: last.status, Class: class, Duration: took})
+		if t.cfg.Observer != nil {
+			t.cfg.observer.Attempt(ctx, AttemptEvent{Method: o.method, Journaled: o.rec != nil, Resumed: o.resumed,
+				N: n, Status: last.status, Class: class, Duration: time.Since(start)})
+		}
 		switch {
 		case resp != nil && (class == ClassFinal || class == ClassPermanent):
 			// The server answered: whatever it said is the outcome.
-			t.budget.answered(host, retried)
+			if host == "" && !t.budget.full() {
+				host = budgetHost(o.req.URL)
+			}
+			if host != "" {
+				t.budget.answered(host, retried)
+			}
 			return t.settle(ctx, o, resp)
 		case (class == ClassFinal || class == ClassPermanent) && o.rec != nil && o.maybeSent:
 			// An earlier attempt may have acted: not "failed", only unknown.
@@ -153,6 +161,9 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 		if n >= maxAttempts || fromServer && wait > t.cfg.MaxRetryAfter || beyondDeadline(ctx, now, wait) ||
 			o.limits.yield != nil && o.limits.yield() {
 			return t.giveUp(ctx, o, last, now.Add(wait))
+		}
+		if host == "" {
+			host = budgetHost(o.req.URL)
 		}
 		g := t.budget.take(host, now)
 		if !g.ok {
@@ -176,48 +187,45 @@ func (t *Transport) loop(ctx context.Context, o *op) (*http.Response, error) {
 }
 
 // attempt sends attempt n of maxN. wrote reports whether the request headers
-// reached a connection.
+// reached a connection; it is true when that is not traced (see traced).
 func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http.Response, wrote bool, err error) {
-	// Only an attempt timeout needs a context of the attempt's own; without
-	// one, net/http ends the attempt with ctx.
-	actx, cancel := ctx, context.CancelFunc(func() {})
-	d := o.limits.attemptTimeout
-	if d > 0 {
-		var stop context.CancelFunc
-		actx, stop = context.WithCancel(ctx)
-		cancel = stop
-	}
-	tr := &o.first // one allocation fewer for the usual call of one attempt
+	st := &o.first // one allocation fewer for the usual call of one attempt
 	if o.attempted {
-		tr = new(attemptState)
+		st = new(attemptState)
 	}
 	o.attempted = true
-	tr.trace.WroteHeaders = tr.wroteHeaders
-	if t.crashAt != nil {
-		tr.trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				t.crash(crashRequestWritten)
+	var trace *httptrace.ClientTrace
+	if t.traced(o) {
+		st.trace.WroteHeaders = st.wroteHeaders
+		if t.crashAt != nil {
+			st.trace.WroteRequest = func(i httptrace.WroteRequestInfo) {
+				if i.Err == nil {
+					t.crash(crashRequestWritten)
+				}
 			}
 		}
+		trace = &st.trace
+	} else {
+		st.written.Store(true)
 	}
-	actx = httptrace.WithClientTrace(actx, &tr.trace)
-	actx = context.WithValue(actx, infoCtxKey{}, &o.info)
-	var timer *time.Timer
+	actx := &st.ctx
+	actx.start(ctx, &o.info, trace)
+	d := o.limits.attemptTimeout
 	if d > 0 {
-		timer = time.AfterFunc(d, func() { tr.timedOut.Store(true); cancel() })
+		t.watch.add(actx, d)
 	}
 	attemptValue := ""
 	if !t.cfg.DisableAttemptHeader {
 		attemptValue = attemptHeader(n, maxN)
 	}
-	req := o.newRequest(actx, t.cfg.KeyHeader, attemptValue, tr)
+	req := o.newRequest(actx, t.cfg.KeyHeader, attemptValue, st)
 	base, done := t.base(), func() {}
 	if o.newConn {
 		base, done = t.newConnBase()
 	}
 	resp, err = base.RoundTrip(req)
-	if timer != nil {
-		timer.Stop()
+	if d > 0 {
+		t.watch.remove(actx) // the timeout runs until the response headers
 	}
 	switch {
 	case err != nil && resp != nil:
@@ -229,49 +237,27 @@ func (t *Transport) attempt(ctx context.Context, o *op, n, maxN int) (resp *http
 		resp.Body = http.NoBody
 	}
 	if err != nil {
-		cancel()
+		actx.end(context.Canceled)
 		done()
-		if tr.timedOut.Load() && ctx.Err() == nil {
+		if actx.timedOut.Load() && ctx.Err() == nil {
 			err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, d, err)
 		}
-		return nil, tr.written.Load(), err
+		return nil, st.written.Load(), err
 	}
-	if d > 0 {
-		tr.body.ReadCloser, tr.body.cancel = resp.Body, cancel
-		resp.Body = &tr.body
-	}
+	st.body.ReadCloser, st.body.ctx = resp.Body, actx
+	resp.Body = &st.body
 	if o.newConn {
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: done}
 	}
-	return resp, tr.written.Load(), nil
+	return resp, st.written.Load(), nil
 }
 
-// attemptState is what one attempt keeps, in one allocation: whether its
-// headers were written (and the trace that tells), its timeout state and the
-// body that ends its context, and its request's body reader and header values.
-type attemptState struct {
-	written  atomic.Bool
-	timedOut atomic.Bool
-	trace    httptrace.ClientTrace
-	body     cancelOnClose
-	reader   bytes.Reader
-	values   [2]string
-}
-
-func (w *attemptState) wroteHeaders() { w.written.Store(true) }
-
-// cancelOnClose ends an attempt's context once the caller is done with the
-// response body, as net/http.Client does for its timeouts.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-	once   sync.Once
-}
-
-func (b *cancelOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(b.cancel)
-	return err
+// traced reports whether o's attempts must learn whether their request was
+// written. Not for an unjournaled call that is keyed or idempotent under
+// the DefaultClassifier: written or not, its failed attempts are retried
+// alike (ClassRetry or ClassRetryIfSafe; see AttemptEvent.Class).
+func (t *Transport) traced(o *op) bool {
+	return o.rec != nil || o.key == "" && !idempotent(o.method) || !t.cfg.defaultClassifier || t.crashAt != nil
 }
 
 // discard drains a little of a response body and closes it, so the
@@ -347,7 +333,9 @@ func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st 
 		// empty reader of its own is not, at the cost of a chunked empty body on HTTP/1.1.
 		r.Body, r.GetBody, r.ContentLength = io.NopCloser(bytes.NewReader(nil)), nil, 0
 	default:
-		r.Body, r.GetBody, r.ContentLength = http.NoBody, nil, 0
+		// nil, not http.NoBody: net/http wraps any non-nil body in an
+		// io.LimitReader to write it, even an empty one.
+		r.Body, r.GetBody, r.ContentLength = nil, nil, 0
 	}
 	if o.key != "" || attemptValue != "" {
 		st.values = [2]string{o.key, attemptValue}

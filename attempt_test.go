@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -478,4 +479,86 @@ func TestMisdirectedTwiceIsFinal(t *testing.T) {
 		require.Equal(t, 2, rec.Attempts)
 		require.Len(t, clk.Sleeps(), 1)
 	}
+}
+
+// An unjournaled GET under the DefaultClassifier, with no Observer or Logger,
+// is sent without a trace: written or not, a failed attempt is retried. With
+// a Classifier of the caller's, each attempt is traced and Wrote says
+// whether the headers were written.
+func TestTraceOnlyWhereWroteMatters(t *testing.T) {
+	ok := func(r *http.Request) *http.Response {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: r}
+	}
+	t.Run("untraced GET", func(t *testing.T) {
+		var calls int
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			calls++
+			require.Nil(t, httptrace.ContextClientTrace(r.Context()))
+			if calls == 1 {
+				return nil, io.ErrUnexpectedEOF // after writing, maybe
+			}
+			return ok(r), nil
+		})
+		tr, _ := memTransport(t, &Options{Base: base})
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://127.0.0.1/payments", ""))
+		require.NoError(t, err)
+		require.Equal(t, 2, calls, "retried: the method is idempotent")
+		info, found := ResponseInfo(resp)
+		require.True(t, found)
+		require.False(t, info.Journaled)
+		resp.Body.Close()
+	})
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		t.Run("classifier "+method, func(t *testing.T) {
+			var seen []bool
+			classify := func(a Attempt) Class {
+				seen = append(seen, a.Wrote)
+				return DefaultClassifier(a)
+			}
+			var calls int
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				calls++
+				trace := httptrace.ContextClientTrace(r.Context())
+				require.NotNil(t, trace)
+				switch calls {
+				case 1:
+					return nil, errors.New("refused before writing")
+				case 2:
+					trace.WroteHeaders()
+					return nil, io.ErrUnexpectedEOF
+				}
+				trace.WroteHeaders()
+				return ok(r), nil
+			})
+			tr, _ := memTransport(t, &Options{Base: base, Classifier: classify})
+			resp, err := tr.RoundTrip(newRequest(t, method, "http://127.0.0.1/payments", "{}"))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, []bool{false, true, true}, seen)
+		})
+	}
+}
+
+// An attempt's context lives until the caller closes the response body, as
+// net/http.Client's does under its Timeout, and then ends: the caller's
+// context no longer holds on to it.
+func TestAttemptContextEndsWithBody(t *testing.T) {
+	var actx context.Context
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		actx = r.Context()
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
+	})
+	tr, _ := memTransport(t, &Options{Base: base})
+	caller, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://127.0.0.1/payments", "").WithContext(caller))
+	require.NoError(t, err)
+	require.NoError(t, actx.Err(), "alive while the body is read")
+	tr.watch.mu.Lock()
+	require.Empty(t, tr.watch.heap, "the attempt timeout ends with the response headers")
+	tr.watch.mu.Unlock()
+	require.Same(t, actx, resp.Request.Context())
+	resp.Body.Close()
+	require.ErrorIs(t, actx.Err(), context.Canceled)
+	require.NoError(t, caller.Err())
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -89,6 +90,9 @@ type budget struct {
 
 	mu    sync.Mutex
 	hosts map[string]*bucket // a host not here has a full bucket
+	// stored is len(hosts), written under mu: while it is 0, every bucket
+	// is full and adding to one changes nothing, so add needs no lock.
+	stored atomic.Int64
 }
 
 type bucket struct {
@@ -100,6 +104,11 @@ func newBudget(b RetryBudget) *budget {
 	return &budget{ratio: int64(math.Round(b.Ratio * token)), burst: int64(b.Burst) * token,
 		disabled: b.Disabled, hosts: make(map[string]*bucket)}
 }
+
+// full reports whether every bucket is full (or the budget is off): a first
+// attempt or an answer then changes nothing, and needs neither its host's
+// name nor the time.
+func (b *budget) full() bool { return b.disabled || b.stored.Load() == 0 }
 
 // first records a first attempt to u's host at now, which earns Ratio, and
 // returns the host's bucket name (budgetHost).
@@ -144,6 +153,7 @@ func (b *budget) take(host string, now time.Time) grant {
 		b.makeRoom()
 		bk = &bucket{tokens: b.burst, quiet: now}
 		b.hosts[host] = bk
+		b.stored.Store(int64(len(b.hosts)))
 	}
 	switch {
 	case bk.tokens >= token:
@@ -176,8 +186,8 @@ func (b *budget) undo(host string, g grant) {
 // add puts n token units in host's bucket and, if now is set, notes a first
 // attempt at now.
 func (b *budget) add(host string, n int64, now time.Time) {
-	if b.disabled {
-		return
+	if b.full() {
+		return // no bucket to add to
 	}
 	host = strings.ToLower(host)
 	b.mu.Lock()
@@ -191,6 +201,7 @@ func (b *budget) add(host string, n int64, now time.Time) {
 	}
 	if bk.tokens += n; bk.tokens >= b.burst {
 		delete(b.hosts, host) // full, like a host never seen
+		b.stored.Store(int64(len(b.hosts)))
 	}
 }
 

@@ -29,8 +29,10 @@ func TestRetryBudgetBucket(t *testing.T) {
 	const host = "api.example:443"
 	u := &url.URL{Scheme: "https", Host: host}
 
+	require.True(t, b.full(), "every bucket full: calls skip the lock")
 	for i := range 3 {
 		require.True(t, b.retry(host, now), "retry %d of the burst", i+1)
+		require.False(t, b.full())
 	}
 	require.False(t, b.retry(host, now), "burst spent")
 	require.Zero(t, b.available(host))
@@ -52,6 +54,7 @@ func TestRetryBudgetBucket(t *testing.T) {
 	b.answered(host, true)
 	require.Equal(t, 3.0, b.available(host), "never above Burst")
 	require.Empty(t, b.hosts, "a full bucket is not kept")
+	require.True(t, b.full())
 
 	// Hosts are told apart, case-insensitively.
 	require.True(t, b.retry("API.example:443", now))

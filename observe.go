@@ -64,12 +64,17 @@ type Observer interface {
 // AttemptEvent describes one attempt.
 type AttemptEvent struct {
 	Method    string
-	Journaled bool          // the call is journaled
-	Resumed   bool          // the call was made by Resume
-	N         int           // attempt number within this call, from 1
-	Status    int           // response status, or 0 if the attempt got no response
-	Class     Class         // what the Classifier made of it
-	Duration  time.Duration // until the response headers or the error
+	Journaled bool // the call is journaled
+	Resumed   bool // the call was made by Resume
+	N         int  // attempt number within this call, from 1
+	Status    int  // response status, or 0 if the attempt got no response
+	// Class is what the Classifier made of it. For an unjournaled request
+	// with an idempotent method or a key, under the DefaultClassifier, idem
+	// does not trace whether it was written, since either way a failed
+	// attempt is retried: one that failed other than by a dial, DNS or
+	// proxy error reads as possibly written (ClassRetryIfSafe).
+	Class    Class
+	Duration time.Duration // until the response headers or the error
 }
 
 // RetryEvent describes a retry about to happen.

@@ -249,6 +249,8 @@ type config struct {
 	sensitive      map[string]bool
 	sensitiveQuery map[string]bool
 	observer       Observer // never nil
+	// defaultClassifier is set when Options.Classifier was nil.
+	defaultClassifier bool
 }
 
 func (o *Options) config() (*config, error) {
@@ -278,7 +280,7 @@ func (o *Options) config() (*config, error) {
 	setDefault(&c.RetryBudget.Ratio, DefaultRetryRatio)
 	setDefault(&c.RetryBudget.Burst, DefaultRetryBurst)
 	if c.Classifier == nil {
-		c.Classifier = DefaultClassifier
+		c.Classifier, c.defaultClassifier = DefaultClassifier, true
 	}
 	c.observer = c.Observer
 	if c.observer == nil {

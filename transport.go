@@ -64,6 +64,7 @@ type Transport struct {
 	resumers resumerSet         // background resumers to tell of new pending work
 	pending  pendingGauge       // this Transport's share of the Observer's gauge
 	budget   *budget            // retry tokens per host
+	watch    watcher            // the attempt timeouts
 	own      http.RoundTripper  // the base when Options.Base is nil
 	crashAt  func(point string) // test hook: die at a crash point (record.go); nil in use
 }
