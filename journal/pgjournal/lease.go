@@ -14,10 +14,19 @@ import (
 // Claim holds the operation name names for sending: in this process, then
 // its row's lease, waiting while another live instance holds it, until ctx
 // ends (journal.Store). A name with no row yet is claimed in this process
-// only; Create leases the row it writes.
+// only; Create leases the row it writes. A name without an operation ID (a
+// key: one idem mints is new, so has no row) is claimed in this process
+// only, with no round trip: the Get or Reload that reads its row before it
+// is sent takes the row's lease first, waiting as Claim would have.
 func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 	if err := j.claims.Claim(ctx, name); err != nil {
 		return err
+	}
+	if name.OperationID == "" {
+		j.mu.Lock()
+		j.noRow[name] = struct{}{}
+		j.mu.Unlock()
+		return nil
 	}
 	if err := j.awaitLease(ctx, name); err != nil {
 		j.claims.Release(name)

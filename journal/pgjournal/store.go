@@ -103,10 +103,18 @@ func (j *Journal) claimedWithoutRow(name journal.Name) bool {
 }
 
 // Reload returns the newest state of rec, with its body, or nil
-// (journal.Store).
+// (journal.Store). Of a name claimed in this process only (Claim), it
+// takes the row's lease first, as Get does.
 func (j *Journal) Reload(ctx context.Context, rec *journal.Record) (*journal.Record, error) {
 	if err := j.check(); err != nil {
 		return nil, err
+	}
+	if name := journal.NameOf(rec); j.claimedWithoutRow(name) {
+		// Claimed here without its row's lease (Claim): take it before
+		// the row is read to be sent.
+		if err := j.awaitLease(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	row := j.pool.QueryRow(ctx, j.sql(`SELECT `+columns+`, body FROM {s}.operations
 		WHERE namespace = $1 AND seq = $2`), j.opts.Namespace, int64(journal.RefOf(rec).Seq))
