@@ -94,6 +94,7 @@ func (j *Journal) insert(batch []*pendingCreate) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
+	deferred := j.deferredCount()
 	rows, err := j.pool.Query(ctx, j.sql(`INSERT INTO {s}.operations
 			(namespace, key, caller_key, operation_id, state, record, body, sealed, updated, holder, leased_until)
 		SELECT $1, k, ck, op, st, rec::jsonb, b, sl, up, $2, now() + $3::interval
@@ -123,6 +124,9 @@ func (j *Journal) insert(batch []*pendingCreate) {
 	if err == nil {
 		j.stats.commits.Add(1)
 		j.stats.writeAheads.Add(uint64(len(written)))
+	}
+	if err == nil && len(written) > 0 {
+		j.flushedBy(deferred) // a commit that wrote nothing waits for no flush
 	}
 	refused := journal.ErrNameTaken
 	if err == nil && len(written) == 0 && j.ring == nil && j.markedSealed(ctx) { // the mark refuses all or none
