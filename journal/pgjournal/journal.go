@@ -38,6 +38,7 @@ type Journal struct {
 	claims  journal.Claims
 	creates creates // the queue of write-aheads (create.go)
 	settles settles // the queue of deferred settles (settles.go)
+	lookups lookups // the queue of Gets by operation ID (lookup.go)
 	stats   stats   // Stats (stats.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests

@@ -80,7 +80,13 @@ func (j *Journal) Get(ctx context.Context, name journal.Name) (*journal.Record, 
 		q = `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND key = $2 AND caller_key`
 		arg = name.Key
 	}
-	rec, err := j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+	var rec *journal.Record
+	var err error
+	if name.OperationID != "" {
+		rec, err = j.lookup(ctx, name.OperationID) // shares one SELECT with the look-ups of the moment
+	} else {
+		rec, err = j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+	}
 	if err != nil || rec == nil || journal.NameOf(rec) != name || !j.claimedWithoutRow(name) {
 		return rec, err
 	}
