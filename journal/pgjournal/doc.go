@@ -19,7 +19,8 @@
 // which waits for it as Claim does. Claim of a key (a name without an
 // operation ID: idem mints most of them, new, so without a row) makes no
 // round trip: the Get or Reload that reads its row before it is sent takes
-// the lease in the same way. Any instance takes over
+// the lease in the same way. The leases and Gets by operation ID of the
+// moment share one statement each, as write-aheads share one INSERT. Any instance takes over
 // a row whose lease ran out, whatever its identity, and bumps the row's
 // epoch as it does. Every Update is conditional on the epoch its record was
 // read with: an instance that stalled past its lease (a GC pause, a frozen

@@ -39,6 +39,7 @@ type Journal struct {
 	creates creates // the queue of write-aheads (create.go)
 	settles settles // the queue of deferred settles (settles.go)
 	lookups lookups // the queue of Gets by operation ID (lookup.go)
+	takes   takes   // the queue of leases by operation ID (leasebatch.go)
 	stats   stats   // Stats (stats.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests
