@@ -43,14 +43,19 @@ func (j *Journal) create(p *pendingCreate) error {
 	c.writing = true
 	c.mu.Unlock()
 	if lead {
-		go j.writeCreates()
+		j.writeCreates(true)
 	}
 	return <-p.done
 }
 
-// writeCreates writes the queue a batch at a time until it is empty.
-func (j *Journal) writeCreates() {
+// writeCreates writes the queue a batch at a time until it is empty. The
+// Create that found no batch under way writes the first itself (inline),
+// saving a goroutine's wake-up when calls come one at a time, and leaves
+// what queued meanwhile to a goroutine, so that it waits for its own batch
+// only.
+func (j *Journal) writeCreates(inline bool) {
 	c := &j.creates
+	wrote := false
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), createBatch)
@@ -59,10 +64,16 @@ func (j *Journal) writeCreates() {
 			c.mu.Unlock()
 			return
 		}
+		if inline && wrote {
+			c.mu.Unlock()
+			go j.writeCreates(false)
+			return
+		}
 		batch := c.queue[:n:n]
 		c.queue = c.queue[n:]
 		c.mu.Unlock()
 		j.insert(batch)
+		wrote = true
 	}
 }
 

@@ -51,20 +51,28 @@ func (j *Journal) settle(p *pendingSettle) settleResult {
 	s.writing = true
 	s.mu.Unlock()
 	if lead {
-		go j.writeSettles()
+		j.writeSettles(true)
 	}
 	return <-p.done
 }
 
 // writeSettles writes the queue a batch at a time until it is empty. A row
-// queued twice waits for the next batch: one UPDATE changes a row once.
-func (j *Journal) writeSettles() {
+// queued twice waits for the next batch: one UPDATE changes a row once. As
+// with writeCreates, the Update that found no batch under way writes the
+// first itself (inline) and leaves the rest to a goroutine.
+func (j *Journal) writeSettles(inline bool) {
 	s := &j.settles
+	wrote := false
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 {
 			s.writing = false
 			s.mu.Unlock()
+			return
+		}
+		if inline && wrote {
+			s.mu.Unlock()
+			go j.writeSettles(false)
 			return
 		}
 		seen := make(map[int64]bool, min(len(s.queue), settleBatch))
@@ -80,6 +88,7 @@ func (j *Journal) writeSettles() {
 		s.queue = rest
 		s.mu.Unlock()
 		j.updateBatch(batch)
+		wrote = true
 	}
 }
 
