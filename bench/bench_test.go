@@ -69,7 +69,7 @@ func TestSmoke(t *testing.T) {
 	}
 
 	ratios := linesWithPrefix(report, "ratio ")
-	if want := len(ratioDefs) - 2; len(ratios) != want { // the two of the PostgreSQL row need -postgres
+	if want := len(ratioDefs) - 3; len(ratios) != want { // the three of the PostgreSQL rows need -postgres
 		t.Errorf("%d ratio lines, want %d", len(ratios), want)
 	}
 	for _, line := range ratios {

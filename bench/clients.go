@@ -30,6 +30,8 @@ type client struct {
 	// writeAheads times the journaled rows' write-ahead commits, as
 	// idem's Observer reports them.
 	writeAheads *writeAheadTimes
+	// pg, set for the PostgreSQL rows, returns their pool's counters so far (pgcount.go).
+	pg func() pgCounts
 }
 
 // clientSet is the clients of one run and what they hold open.
@@ -93,12 +95,12 @@ func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc i
 		{name: floorRow, do: sender(&http.Client{Transport: floor}, http.MethodPost, url, paymentBody, http.StatusCreated), commits: floor.stats},
 	}}
 	if postgres != "" {
-		row, closePG, err := postgresRow(ctx, postgres, tuned, maxConc, url)
+		rows, closePG, err := postgresRows(ctx, postgres, tuned, maxConc, url)
 		if err != nil {
 			set.close()
 			return nil, err
 		}
-		set.rows, set.closePG = append(set.rows, row), closePG
+		set.rows, set.closePG = append(set.rows, rows...), closePG
 	}
 	return set, nil
 }

@@ -25,6 +25,7 @@ type sample struct {
 	cpu        time.Duration // this process's user + system CPU time over the window
 	counts     journalCounts // journal counter deltas (journaled rows)
 	writeAhead histogram     // each write-ahead commit (journaled rows)
+	pg         pgCounts      // the PostgreSQL rows' statements, transactions, round trips
 }
 
 func (s *sample) reqPerSec() float64 { return float64(s.requests) / s.elapsed.Seconds() }
@@ -82,6 +83,10 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	if cl.writeAheads != nil {
 		cl.writeAheads.take() // this window's only
 	}
+	var pg0 pgCounts
+	if cl.pg != nil {
+		pg0 = cl.pg()
+	}
 	cpu0 := processCPU()
 	start := time.Now()
 	for i := range workers {
@@ -116,6 +121,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	s.alloc = alloc0.since()
 	if cl.commits != nil {
 		s.counts = cl.commits().since(counts0)
+	}
+	if cl.pg != nil {
+		s.pg = cl.pg().since(pg0)
 	}
 	if cl.writeAheads != nil {
 		s.writeAhead = cl.writeAheads.take()

@@ -1,12 +1,15 @@
-// This file builds the row of idem over the PostgreSQL journal
-// (journal/pgjournal), when -postgres names a server: the same POSTs, each
-// journaled in a schema of the run's own, dropped at the end.
+// This file builds the PostgreSQL rows, when -postgres names a server: idem
+// over the PostgreSQL journal (journal/pgjournal) and the PostgreSQL floor
+// (pgfloor.go), the same POSTs, each journaled in a schema of the run's
+// own, dropped at the end. Each row has its own pool, counted by its own
+// pgCounter; together they stay within the server's max_connections.
 
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -19,21 +22,27 @@ import (
 // pgRow is the name of the PostgreSQL row.
 const pgRow = "idem-pg POST"
 
-// postgresRow opens a pool of maxConc connections to url, a journal in a
-// new schema, and an idem Transport over it with base; the function it
-// returns closes the journal, drops the schema and closes the pool.
-func postgresRow(ctx context.Context, url string, base http.RoundTripper, maxConc int, post string) (client, func() error, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+// pgFloorConns is the floor's pool: its committer needs one connection.
+const pgFloorConns = 2
+
+// postgresRows opens a pool of maxConc connections to url, a journal in a
+// new schema, and an idem Transport over it with base, then the floor with
+// a pool of its own in the same schema; the function it returns closes
+// them, drops the schema and closes the pools.
+func postgresRows(ctx context.Context, url string, base http.RoundTripper, maxConc int, post string) ([]client, func() error, error) {
+	idemCount, floorCount := &pgCounter{}, &pgCounter{}
+	pool, err := pgPool(ctx, url, int32(max(4, maxConc)), idemCount)
 	if err != nil {
-		return client{}, nil, fmt.Errorf("-postgres: %w", err)
+		return nil, nil, err
 	}
-	cfg.MaxConns = int32(max(4, maxConc))
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	floorPool, err := pgPool(ctx, url, pgFloorConns, floorCount)
 	if err != nil {
-		return client{}, nil, fmt.Errorf("-postgres: %w", err)
+		pool.Close()
+		return nil, nil, err
 	}
 	schema := "idem_bench_" + rand.Text()[:8]
 	dropSchema := func() error {
+		floorPool.Close()
 		_, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
 		pool.Close()
 		return err
@@ -41,22 +50,46 @@ func postgresRow(ctx context.Context, url string, base http.RoundTripper, maxCon
 	j, err := pgjournal.Open(ctx, pool, &pgjournal.Options{Schema: schema})
 	if err != nil {
 		dropSchema()
-		return client{}, nil, fmt.Errorf("-postgres: %w", err)
+		return nil, nil, fmt.Errorf("-postgres: %w", err)
 	}
 	tr, err := idem.NewTransport(j, &idem.Options{Base: base})
 	if err != nil {
 		j.Close()
 		dropSchema()
-		return client{}, nil, err
+		return nil, nil, err
+	}
+	floor, err := newPGFloor(ctx, floorPool, schema, base)
+	if err != nil {
+		j.Close()
+		dropSchema()
+		return nil, nil, fmt.Errorf("-postgres: floor: %w", err)
 	}
 	closeAll := func() error {
-		j.Close()
-		return dropSchema()
+		floor.Close()
+		return errors.Join(j.Close(), dropSchema())
 	}
-	hc := &http.Client{Transport: tr}
-	commits := func() journalCounts {
+	idemCounts := func() journalCounts {
 		st := j.Stats()
 		return journalCounts{commits: st.Commits, writeAheads: st.WriteAheads}
 	}
-	return client{name: pgRow, do: sender(hc, http.MethodPost, post, paymentBody, http.StatusCreated), commits: commits}, closeAll, nil
+	rows := []client{
+		{name: pgRow, do: sender(&http.Client{Transport: tr}, http.MethodPost, post, paymentBody, http.StatusCreated), commits: idemCounts, pg: idemCount.counts},
+		{name: pgFloorRow, do: sender(&http.Client{Transport: floor}, http.MethodPost, post, paymentBody, http.StatusCreated), commits: floor.stats, pg: floorCount.counts},
+	}
+	return rows, closeAll, nil
+}
+
+// pgPool opens a pool of at most conns connections to url, traced by count.
+func pgPool(ctx context.Context, url string, conns int32, count *pgCounter) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("-postgres: %w", err)
+	}
+	cfg.MaxConns = conns
+	cfg.ConnConfig.Tracer = count
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-postgres: %w", err)
+	}
+	return pool, nil
 }

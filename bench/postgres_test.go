@@ -11,7 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The PostgreSQL row and its two ratios, against the local server (or
+// The PostgreSQL rows (idem-pg and the floor), their three ratios and
+// their per-operation lines, against the local server (or
 // IDEM_POSTGRES_URL's): skipped without one, failed under CI.
 func TestSmokePostgres(t *testing.T) {
 	url := pgtest.URL()
@@ -34,8 +35,14 @@ func TestSmokePostgres(t *testing.T) {
 	if rows := linesWithPrefix(report, pgRow+" "); len(rows) != len(cfg.conc) {
 		t.Errorf("%d rows for %q, want %d:\n%s", len(rows), pgRow, len(cfg.conc), report)
 	}
-	if ratios := linesWithPrefix(report, "ratio "+pgRow); len(ratios) != 2 {
-		t.Errorf("%d ratio lines for %q, want 2:\n%s", len(ratios), pgRow, report)
+	if rows := linesWithPrefix(report, pgFloorRow+" "); len(rows) != len(cfg.conc) {
+		t.Errorf("%d rows for %q, want %d:\n%s", len(rows), pgFloorRow, len(cfg.conc), report)
+	}
+	if ratios := linesWithPrefix(report, "ratio "+pgRow); len(ratios) != 3 {
+		t.Errorf("%d ratio lines for %q, want 3:\n%s", len(ratios), pgRow, report)
+	}
+	if lines := linesWithPrefix(report, "c=4    "+pgRow); len(lines) != 1 {
+		t.Errorf("%d per-operation lines for %q at c=4, want 1:\n%s", len(lines), pgRow, report)
 	}
 	if strings.Contains(report, "note:") {
 		t.Errorf("the report has a note (failed requests):\n%s", report)

@@ -107,6 +107,7 @@ var ratioDefs = [][2]string{
 	{"idem GET", "net/http GET"},
 	{pgRow, "net/http POST"},
 	{pgRow, "idem POST"},
+	{pgRow, pgFloorRow},
 }
 
 func (r *report) ratios() {

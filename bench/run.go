@@ -80,6 +80,7 @@ func run(ctx context.Context, cfg config, out, progress io.Writer) error {
 	rep.ratios()
 	rep.writeAheads()
 	rep.commits()
+	rep.postgres()
 	rep.latency(fsync, commit, between.commit)
 
 	if cfg.resume > 0 {

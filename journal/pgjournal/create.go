@@ -43,14 +43,19 @@ func (j *Journal) create(p *pendingCreate) error {
 	c.writing = true
 	c.mu.Unlock()
 	if lead {
-		go j.writeCreates()
+		j.writeCreates(true)
 	}
 	return <-p.done
 }
 
-// writeCreates writes the queue a batch at a time until it is empty.
-func (j *Journal) writeCreates() {
+// writeCreates writes the queue a batch at a time until it is empty. The
+// Create that found no batch under way writes the first itself (inline),
+// saving a goroutine's wake-up when calls come one at a time, and leaves
+// what queued meanwhile to a goroutine, so that it waits for its own batch
+// only.
+func (j *Journal) writeCreates(inline bool) {
 	c := &j.creates
+	wrote := false
 	for {
 		c.mu.Lock()
 		n := min(len(c.queue), createBatch)
@@ -59,10 +64,16 @@ func (j *Journal) writeCreates() {
 			c.mu.Unlock()
 			return
 		}
+		if inline && wrote {
+			c.mu.Unlock()
+			go j.writeCreates(false)
+			return
+		}
 		batch := c.queue[:n:n]
 		c.queue = c.queue[n:]
 		c.mu.Unlock()
 		j.insert(batch)
+		wrote = true
 	}
 }
 
@@ -94,6 +105,7 @@ func (j *Journal) insert(batch []*pendingCreate) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
+	deferred := j.deferredCount()
 	rows, err := j.pool.Query(ctx, j.sql(`INSERT INTO {s}.operations
 			(namespace, key, caller_key, operation_id, state, record, body, sealed, updated, holder, leased_until)
 		SELECT $1, k, ck, op, st, rec::jsonb, b, sl, up, $2, now() + $3::interval
@@ -123,6 +135,9 @@ func (j *Journal) insert(batch []*pendingCreate) {
 	if err == nil {
 		j.stats.commits.Add(1)
 		j.stats.writeAheads.Add(uint64(len(written)))
+	}
+	if err == nil && len(written) > 0 {
+		j.flushedBy(deferred) // a commit that wrote nothing waits for no flush
 	}
 	refused := journal.ErrNameTaken
 	if err == nil && len(written) == 0 && j.ring == nil && j.markedSealed(ctx) { // the mark refuses all or none

@@ -11,39 +11,32 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // deferredFlushDelay bounds how long a deferred update may stay unflushed.
 const deferredFlushDelay = 20 * time.Millisecond
 
 // execDeferred runs one statement in a transaction that commits without
-// waiting for the WAL flush, in one round trip, and schedules a flush.
-func (j *Journal) execDeferred(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+// waiting for the WAL flush, in one round trip, calls row with the first
+// column of each row it returns, and schedules a flush.
+func (j *Journal) execDeferred(ctx context.Context, row func(int64), sql string, args ...any) error {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL synchronous_commit = off`)
-	b.Queue(sql, args...)
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		var v int64
+		_, err := pgx.ForEachRow(rows, []any{&v}, func() error {
+			row(v)
+			return nil
+		})
+		return err
+	})
 	b.Queue(`COMMIT`)
-	br := j.pool.SendBatch(ctx, b)
-	var tag pgconn.CommandTag
-	var err error
-	for i := range 4 {
-		t, e := br.Exec()
-		if i == 2 {
-			tag = t
-		}
-		if e != nil && err == nil {
-			err = e
-		}
-	}
-	if e := br.Close(); e != nil && err == nil {
-		err = e
-	}
+	err := j.pool.SendBatch(ctx, b).Close()
 	if err == nil {
 		j.scheduleFlush()
 	}
-	return tag, err
+	return err
 }
 
 // scheduleFlush makes sure a flush runs within deferredFlushDelay.
@@ -51,6 +44,7 @@ func (j *Journal) scheduleFlush() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.unflushed = true
+	j.deferredGen++
 	if j.flushTimer == nil && !j.closed {
 		j.flushTimer = time.AfterFunc(deferredFlushDelay, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
@@ -80,4 +74,24 @@ func (j *Journal) flush(ctx context.Context) error {
 	}
 	j.stats.commits.Add(1)
 	return nil
+}
+
+// deferredCount returns how many deferred commits have returned so far,
+// for flushedBy.
+func (j *Journal) deferredCount() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.deferredGen
+}
+
+// flushedBy notes that a commit which waited for the WAL flush, and was
+// sent after the first n deferred commits had returned, made them durable:
+// PostgreSQL flushes the WAL in order, up to that commit's record. If none
+// came since, the scheduled flush has nothing left to do.
+func (j *Journal) flushedBy(n uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.deferredGen == n {
+		j.unflushed = false
+	}
 }

@@ -1,6 +1,7 @@
 package pgjournal
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -66,5 +67,36 @@ func TestStatsCountsWaitingCommits(t *testing.T) {
 	got := a.Stats()
 	if got.WriteAheads-before.WriteAheads != 1 || got.Commits-before.Commits != 2 {
 		t.Fatalf("Stats went from %+v to %+v: want 1 write-ahead and 2 waiting commits (the insert, the flush)", before, got)
+	}
+}
+
+// A write-ahead committed after a deferred settle makes the settle durable
+// (PostgreSQL flushes its WAL in order), so the scheduled flush has nothing
+// left to do; a write-ahead refused (its name taken) commits nothing and
+// flushes nothing.
+func TestWriteAheadFlushesEarlierSettles(t *testing.T) {
+	a, _, _ := pair(t)
+	unflushed := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.unflushed
+	}
+	rec := pendingRec(t, "order-8")
+	claimCreate(t, a, rec)
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, rec, journal.Deferred); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Create(bg, pendingRec(t, "order-8")); !errors.Is(err, journal.ErrNameTaken) {
+		t.Fatalf("Create of a taken name: %v, want ErrNameTaken", err)
+	}
+	if !unflushed() {
+		t.Fatal("a refused write-ahead, which commits nothing, counted as the settle's flush")
+	}
+	claimCreate(t, a, pendingRec(t, "order-9"))
+	if unflushed() {
+		t.Fatal("the settle is still to flush after a write-ahead committed behind it")
 	}
 }

@@ -16,7 +16,11 @@
 // on the database's clock (leased_until = now() + Options.Lease); a
 // running Journal renews its leases every Lease/3. A name claimed while it
 // had no row, whose row another instance then wrote, is leased by Get,
-// which waits for it as Claim does. Any instance takes over
+// which waits for it as Claim does. Claim of a key (a name without an
+// operation ID: idem mints most of them, new, so without a row) makes no
+// round trip: the Get or Reload that reads its row before it is sent takes
+// the lease in the same way. The leases and Gets by operation ID of the
+// moment share one statement each, as write-aheads share one INSERT. Any instance takes over
 // a row whose lease ran out, whatever its identity, and bumps the row's
 // epoch as it does. Every Update is conditional on the epoch its record was
 // read with: an instance that stalled past its lease (a GC pause, a frozen
@@ -37,7 +41,11 @@
 // an Update with journal.Durable, or any Update that leaves the operation
 // pending. A Deferred Update to a final state (a settle) commits without
 // waiting for the flush (synchronous_commit off for that transaction
-// alone); Flush, a flush scheduled 20 ms later, or Close makes it durable.
+// alone), and the settles of the moment share one UPDATE and one such
+// commit, each row conditional on its own epoch and lease; Flush, a flush
+// scheduled 20 ms later, or Close makes it durable. A settle lost in a
+// crash of the database costs one harmless resend with the same key: the
+// server replays its stored response.
 //
 // # Outbox
 //

@@ -69,3 +69,41 @@ func TestStalledHolderIsFencedOnEveryPath(t *testing.T) {
 		})
 	}
 }
+
+// A stalled holder's late settle is fenced by the epoch alone once the
+// adopter settled the operation and gave its lease up: the row is then
+// leased by no one, so only the epoch tells a's write from b's. Deferred
+// settles share one batched UPDATE (settles.go); each row keeps its own
+// condition.
+func TestLateSettleAfterAdopterSettledIsFenced(t *testing.T) {
+	a, b, _ := pair(t)
+	rec := pendingRec(t, "order-late")
+	name := journal.NameOf(rec)
+	claimCreate(t, a, rec)
+	stall(t, a, rec)
+	if !b.TryClaim(name) {
+		t.Fatal("b could not adopt")
+	}
+	adopted, err := b.Reload(bg, rec)
+	if err != nil || adopted == nil {
+		t.Fatalf("Reload: %v, %v", adopted, err)
+	}
+	if _, err := journal.Apply(adopted, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(bg, adopted, journal.Deferred); err != nil {
+		t.Fatalf("b's settle: %v", err)
+	}
+	b.Release(name)
+	late := *rec
+	if _, err := journal.Apply(&late, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, &late, journal.Deferred); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a's late settle after b settled: %v, want ErrFenced", err)
+	}
+	got, err := b.Reload(bg, rec)
+	if err != nil || got == nil || got.Status != 201 {
+		t.Fatalf("after a's late settle: %+v, %v; want b's settled status 201", got, err)
+	}
+}

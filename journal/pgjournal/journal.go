@@ -37,6 +37,9 @@ type Journal struct {
 
 	claims  journal.Claims
 	creates creates // the queue of write-aheads (create.go)
+	settles settles // the queue of deferred settles (settles.go)
+	lookups lookups // the queue of Gets by operation ID (lookup.go)
+	takes   takes   // the queue of leases by operation ID (leasebatch.go)
 	stats   stats   // Stats (stats.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests
@@ -44,12 +47,13 @@ type Journal struct {
 
 	retention atomic.Int64 // Options.Retention, raised by KeepAtLeast, in nanoseconds
 
-	mu         sync.Mutex
-	leases     map[journal.Name]lease    // the rows this Journal leases
-	noRow      map[journal.Name]struct{} // names claimed here while they had no row (lease.go)
-	closed     bool
-	unflushed  bool        // a deferred update may not be durable yet (deferred.go)
-	flushTimer *time.Timer // the scheduled flush, if any
+	mu          sync.Mutex
+	leases      map[journal.Name]lease    // the rows this Journal leases
+	noRow       map[journal.Name]struct{} // names claimed here while they had no row (lease.go)
+	closed      bool
+	unflushed   bool        // a deferred update may not be durable yet (deferred.go)
+	deferredGen uint64      // deferred commits returned so far (deferred.go)
+	flushTimer  *time.Timer // the scheduled flush, if any
 
 	stop chan struct{}  // closed by Close: stops the heartbeat
 	done sync.WaitGroup // the heartbeat

@@ -14,10 +14,19 @@ import (
 // Claim holds the operation name names for sending: in this process, then
 // its row's lease, waiting while another live instance holds it, until ctx
 // ends (journal.Store). A name with no row yet is claimed in this process
-// only; Create leases the row it writes.
+// only; Create leases the row it writes. A name without an operation ID (a
+// key: one idem mints is new, so has no row) is claimed in this process
+// only, with no round trip: the Get or Reload that reads its row before it
+// is sent takes the row's lease first, waiting as Claim would have.
 func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 	if err := j.claims.Claim(ctx, name); err != nil {
 		return err
+	}
+	if name.OperationID == "" {
+		j.mu.Lock()
+		j.noRow[name] = struct{}{}
+		j.mu.Unlock()
+		return nil
 	}
 	if err := j.awaitLease(ctx, name); err != nil {
 		j.claims.Release(name)
@@ -90,25 +99,27 @@ func (j *Journal) takeLease(ctx context.Context, name journal.Name) (bool, error
 		// other instances off the row for a whole Lease.
 		return true, nil
 	}
-	// A key names an operation without an ID (journal.NameOf), whether the
-	// caller chose it or idem minted it: both are leased while sent.
-	cond, arg := `operation_id = $2`, name.OperationID
-	if name.OperationID == "" {
-		cond, arg = `key = $2 AND operation_id IS NULL`, name.Key
-	}
-	// One round trip: the UPDATE takes the lease if it may; the EXISTS,
-	// which sees the rows as they were, tells "no row" from "another's".
 	var seq, epoch *int64
 	var exists bool
-	err := j.pool.QueryRow(ctx, j.sql(`WITH took AS (UPDATE {s}.operations
+	var err error
+	if name.OperationID != "" {
+		r := j.takeByID(ctx, name.OperationID) // shares one statement with the leases of the moment
+		seq, epoch, exists, err = r.seq, r.epoch, r.exists, r.err
+	} else {
+		// A key names an operation without an ID (journal.NameOf), whether
+		// the caller chose it or idem minted it: both are leased while sent.
+		// One round trip: the UPDATE takes the lease if it may; the EXISTS,
+		// which sees the rows as they were, tells "no row" from "another's".
+		err = j.pool.QueryRow(ctx, j.sql(`WITH took AS (UPDATE {s}.operations
 			SET epoch = CASE WHEN holder = $3 AND leased_until >= now() THEN epoch ELSE epoch + 1 END,
 				holder = $3, leased_until = now() + $4::interval
-			WHERE namespace = $1 AND `+cond+`
+			WHERE namespace = $1 AND key = $2 AND operation_id IS NULL
 				AND (leased_until IS NULL OR leased_until < now() OR holder = $3)
 			RETURNING seq, epoch)
 		SELECT (SELECT seq FROM took LIMIT 1), (SELECT epoch FROM took LIMIT 1),
-			EXISTS (SELECT 1 FROM {s}.operations WHERE namespace = $1 AND `+cond+`)`),
-		j.opts.Namespace, arg, j.holder, j.opts.Lease).Scan(&seq, &epoch, &exists)
+			EXISTS (SELECT 1 FROM {s}.operations WHERE namespace = $1 AND key = $2 AND operation_id IS NULL)`),
+			j.opts.Namespace, name.Key, j.holder, j.opts.Lease).Scan(&seq, &epoch, &exists)
+	}
 	switch {
 	case err != nil:
 		return false, j.fail("lease", err)

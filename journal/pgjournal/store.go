@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-go/idem/journal"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var _ journal.Store = (*Journal)(nil)
@@ -79,7 +80,13 @@ func (j *Journal) Get(ctx context.Context, name journal.Name) (*journal.Record, 
 		q = `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND key = $2 AND caller_key`
 		arg = name.Key
 	}
-	rec, err := j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+	var rec *journal.Record
+	var err error
+	if name.OperationID != "" {
+		rec, err = j.lookup(ctx, name.OperationID) // shares one SELECT with the look-ups of the moment
+	} else {
+		rec, err = j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(q), j.opts.Namespace, arg))
+	}
 	if err != nil || rec == nil || journal.NameOf(rec) != name || !j.claimedWithoutRow(name) {
 		return rec, err
 	}
@@ -103,10 +110,18 @@ func (j *Journal) claimedWithoutRow(name journal.Name) bool {
 }
 
 // Reload returns the newest state of rec, with its body, or nil
-// (journal.Store).
+// (journal.Store). Of a name claimed in this process only (Claim), it
+// takes the row's lease first, as Get does.
 func (j *Journal) Reload(ctx context.Context, rec *journal.Record) (*journal.Record, error) {
 	if err := j.check(); err != nil {
 		return nil, err
+	}
+	if name := journal.NameOf(rec); j.claimedWithoutRow(name) {
+		// Claimed here without its row's lease (Claim): take it before
+		// the row is read to be sent.
+		if err := j.awaitLease(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	row := j.pool.QueryRow(ctx, j.sql(`SELECT `+columns+`, body FROM {s}.operations
 		WHERE namespace = $1 AND seq = $2`), j.opts.Namespace, int64(journal.RefOf(rec).Seq))
@@ -152,11 +167,20 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 	if rec.State != journal.StateSettled && rec.Body == nil || rec.EncryptionKeyID != "" {
 		body = nil // keep the stored one: a listed record, without its body, or a sealed body, which never changes
 	}
-	exec := j.pool.Exec
+	changed, err := false, error(nil)
 	if d == journal.Deferred && rec.State != journal.StatePending {
-		exec = j.execDeferred // a final state: losing it costs one replay
-	}
-	tag, err := exec(ctx, j.sql(`UPDATE {s}.operations
+		// A final state: losing it costs one replay. It shares a batch
+		// whose commit does not wait for the flush (settles.go).
+		p := &pendingSettle{seq: int64(ref.Seq), epoch: int64(ref.Part), state: int16(rec.State), data: data,
+			updated: rec.Updated, box: box, sealed: rec.Sealed, done: make(chan settleResult, 1)}
+		if b, ok := body.([]byte); ok {
+			p.body = b
+		}
+		r := j.settle(p)
+		changed, err = r.changed, r.err
+	} else {
+		var tag pgconn.CommandTag
+		tag, err = j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations
 		SET state = $3::smallint, record = $4, updated = $5,
 			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END,
 			sealed = coalesce($9::bytea, sealed),
@@ -164,15 +188,17 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 		WHERE namespace = $1 AND seq = $2 AND epoch = $7
 			AND (holder = $8 OR leased_until IS NULL OR leased_until < now())
 			AND (NOT $10::boolean OR state = 1)`),
-		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder,
-		box, rec.Sealed)
+			j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder,
+			box, rec.Sealed)
+		changed = tag.RowsAffected() == 1
+		if err == nil && changed {
+			j.stats.commits.Add(1) // a deferred settle's commit does not wait for the flush
+		}
+	}
 	if err != nil {
 		return j.fail("update", err)
 	}
-	if tag.RowsAffected() == 1 {
-		if d != journal.Deferred || rec.State == journal.StatePending {
-			j.stats.commits.Add(1) // execDeferred's commit does not wait for the flush
-		}
+	if changed {
 		if rec.State != journal.StatePending {
 			j.forgetLease(journal.NameOf(rec)) // released by this write: Release has nothing to do
 		}
