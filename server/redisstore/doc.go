@@ -12,60 +12,74 @@
 //
 // # Key layout
 //
-// Each record is one hash at "<Prefix>{<Scope.ID()>}" (Options.Prefix, "idem:" by
+// Each record is one string at "<Prefix>{<Scope.ID()>}" (Options.Prefix, "idem:" by
 // default; Scope.ID is a hex SHA-256, so the key needs no escaping and never names the
-// identity, path or key). Its fields:
+// identity, path or key). Its value starts with the state and the lengths of the
+// fingerprint and the token (decimal), then both, then a tail:
 //
-//	st      "p" in progress, "d" done
-//	fp      the fingerprint of the claim that created the record
-//	tok     the holder's token; once done, the token that completed it
-//	lease   when the holder's lease ends, in milliseconds of Redis's TIME (in progress only)
-//	status  the stored status code, in decimal (done only)
-//	hdr     the stored header fields, binary: for each field its name, its number of
-//	        values and each value, every string preceded by its length as a uvarint
-//	body    the stored body, raw bytes
-//	unrep   server.Response.Unreplayable ("" for a replayable response)
-//	rel:T   a token T that Release found nothing for (a key may hold only these): a late
-//	        claim with T is refused (server.ReleasedTokenTTL)
+//	in progress  "p:<len fp>:<len tok>:" fp tok off
+//	done         "d:<len fp>:<len tok>:" fp tok "<status>:<len hdr>:<len unrep>:" hdr unrep body
+//	released     "r"
 //
-// The record's expiry is the key's own TTL (PEXPIRE), so Redis forgets an expired record
-// by itself and a key that exists is a live record: max(ttl, lease) from the claim, never
-// less than the lease after a renewal or take-over, and ttl from the completion.
+// off is the milliseconds between the lease's end and the key's expiry, so the lease left
+// is PTTL - off on Redis's clock, read with no TIME; tok is the holder's token, and once
+// done the token that completed it; hdr holds the stored header fields, binary (for each
+// field its name, its number of values and each value, every string preceded by its
+// length as a uvarint); unrep is server.Response.Unreplayable. "r" marks a key whose
+// tokens Release remembers, in a set at "<Prefix>{<Scope.ID()>}:rel" (same hash slot)
+// that lives as long as the marker: a late claim with one of them is refused
+// (server.ReleasedTokenTTL).
 //
-// # The scripts' contract
+// The record's expiry is the key's own TTL, so Redis forgets an expired record by itself
+// and a key that exists is a live record: max(ttl, lease) from the claim, never less than
+// the lease after a renewal or take-over, and ttl from the completion.
 //
-// Every method is one Lua script (EVALSHA, falling back to EVAL) on that one key, so it
-// runs atomically; each reads the time with TIME inside the script, so leases and expiry
-// are judged by Redis's clock alone, never a caller's. Reading TIME before writing needs
-// scripts replicated by their effects, the only mode since Redis 5: Redis 5 or later (or
-// a compatible server such as Valkey) is required.
+// # Commands and scripts
 //
-//   - Claim: if the key does not exist, HSET st, fp, tok and lease, PEXPIRE, and answer
-//     "claimed"; if it is in progress under the caller's token (a repeat of a claim whose
-//     reply was lost), answer "claimed" too; otherwise answer the record's fields, the
-//     lease left (lease - now) and PTTL, changing nothing. This is SET NX PX done as one
-//     script, so a claim that finds a record also reads it in the same atomic step.
-//   - Renew, Complete, Release, TakeOver compare first: unless st is "p" and tok equals
-//     the caller's token they return 0, which the Store reports as server.ErrLeaseLost,
-//     and change nothing. Renew then sets lease; Complete drops lease, writes st "d" and
-//     the response and sets the TTL; Release deletes the key; TakeOver also refuses (0)
-//     while lease is after now, and otherwise writes a new tok and lease. Each recognises
-//     its own repeat and answers 1 without a change: Complete on a record done under its
-//     token, Release on a missing key, TakeOver on a record held under its new token.
+// A fresh claim is one SET NX PX with the value in progress: no script, the one command a
+// request's claim costs when its key is new. Everything else is one Lua script (EVALSHA,
+// falling back to EVAL) on the record's key and its released tokens' key, so it runs
+// atomically; none reads TIME, since leases are offsets from the key's expiry, so leases
+// and expiry are judged by Redis's clock alone, never a caller's. Redis 5 or later (or a
+// compatible server such as Valkey) is required.
+//
+//   - Claim: when SET NX finds the key taken, the claim script reads it: where there is
+//     no record (it expired since) or only the released marker, it creates the record
+//     unless the token is in the released set (refused); a record in progress under the
+//     caller's token is a repeat of a claim whose reply was lost, answered "claimed"; any
+//     other record is returned with its PTTL, unchanged.
+//   - Renew, Complete, Release, TakeOver compare first: unless the record is in progress
+//     under the caller's token they return 0, which the Store reports as
+//     server.ErrLeaseLost, and change nothing. Renew then rewrites off; Complete writes
+//     the done value and the TTL; Release adds the token to the released set and leaves
+//     the marker; TakeOver also refuses (0) while the lease has time left (PTTL - off >
+//     0), and otherwise writes the new token and off. Each recognises its own repeat and
+//     answers 1 without a change: Complete on a record done under its token, Release on a
+//     missing key or the marker, TakeOver on a record held under its new token.
 //
 // Tokens are made by the caller (server.NewToken: 128 random bits) and passed to the
-// script: never used before for a Scope, even after its record was released or expired
-// (a counter in the record's hash would be deleted with it). Exactly one of concurrent
-// take-overs of one token succeeds, since the first one replaces tok.
+// script: never used before for a Scope, even after its record was released or expired.
+// Exactly one of concurrent take-overs of one token succeeds, since the first one
+// replaces the token.
 //
 // Durations go to Redis in whole milliseconds, rounded up. Any error from Redis or the
 // connection is returned wrapped ("redisstore: claim: ..."), never as ErrLeaseLost, so
 // the middleware fails closed (503); a record it cannot decode is an error too.
 //
+// # Rolling upgrade
+//
+// Versions before this layout kept each record as a hash (fields st, fp, tok, lease as
+// milliseconds of Redis's TIME, status, hdr, body, unrep, and rel:<token>). Every script
+// here recognises such a key and runs the previous version's logic on it, so records
+// written before an upgrade are replayed, renewed, taken over, completed and released as
+// they were. The reverse does not hold: an instance still on a previous version fails
+// closed (503, handler not run) on a key written by this one, whose type it cannot read,
+// until it is upgraded too.
+//
 // # Cluster, replicas, persistence
 //
-// All of a record lives under one key with one hash tag, {<Scope.ID()>}, so every script
-// touches one slot and runs on Redis Cluster; records spread over the slots by their
+// All of a record lives under one hash tag, {<Scope.ID()>} (its key and its released
+// tokens' key), so every command and script touches one slot and runs on Redis Cluster; records spread over the slots by their
 // Scope. Options.Prefix must not hold a brace, or it would become the hash tag. The
 // tests run the conformance suite on a three-master cluster of their own through a
 // redis.ClusterClient.

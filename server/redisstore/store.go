@@ -1,5 +1,6 @@
-// store.go is the Store: New, its Options, and the five server.Store methods, each one
-// call of a Lua script (scripts.go) whose reply encode.go decodes.
+// store.go is the Store: New, its Options, and the five server.Store methods: a fresh
+// claim is one SET NX, everything else one call of a Lua script (scripts.go); encode.go
+// writes and reads the values.
 
 package redisstore
 
@@ -8,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,9 +29,10 @@ type Options struct {
 	Prefix string
 }
 
-// Store is a server.Store on Redis: one hash per record, each method one Lua script, every
-// lease and expiry on Redis's clock (see the package doc). It is safe for concurrent use
-// by many goroutines, and by many processes sharing one Redis.
+// Store is a server.Store on Redis: one string per record, a fresh claim one SET NX and
+// each other method one Lua script, every lease and expiry on Redis's clock (see the
+// package doc). It is safe for concurrent use by many goroutines, and by many processes
+// sharing one Redis.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
@@ -99,18 +100,34 @@ func contextTimeout(client redis.UniversalClient) bool {
 	return true
 }
 
-// Key returns the Redis key of sc's record: "<Prefix>{<sc.ID()>}".
+// relSuffix follows a record's key to name the set of its released tokens, in the same
+// hash slot.
+const relSuffix = ":rel"
+
+// Key returns the Redis key of sc's record: "<Prefix>{<sc.ID()>}". Released tokens are
+// kept at Key(sc) + ":rel".
 func (s *Store) Key(sc server.Scope) string {
 	return s.prefix + "{" + sc.ID() + "}"
 }
 
-// Claim implements server.Store. Its Redis errors, like every method's, are returned
-// wrapped ("redisstore: claim: …"); the fenced methods' refusals are server.ErrLeaseLost.
+// Claim implements server.Store: one SET NX PX of the record in progress, and only when
+// the key is taken, the claim script, which reads what is there (doc.go). Its Redis
+// errors, like every method's, are returned wrapped ("redisstore: claim: …"); the fenced
+// methods' refusals are server.ErrLeaseLost.
 func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
 	if token == "" {
 		return server.Claim{}, errors.New("redisstore: claim: empty token")
 	}
-	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(sc)}, fingerprint, token, ms(lease), ms(ttl)).Slice()
+	key := s.Key(sc)
+	lms, px := ms(lease), max(ms(lease), ms(ttl))
+	ok, err := s.client.SetNX(ctx, key, claimValue(fingerprint, token, px-lms), time.Duration(px)*time.Millisecond).Result()
+	if err != nil {
+		return server.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	if ok {
+		return server.Claim{Claimed: true, Token: token}, nil
+	}
+	reply, err := claimScript.Run(ctx, s.client, []string{key, key + relSuffix}, token, fingerprint, lms, ms(ttl)).Slice()
 	if err != nil {
 		return server.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -120,7 +137,7 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if len(reply) == 1 && reply[0] == int64(2) {
 		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
 	}
-	rec, err := decodeRecord(reply)
+	rec, err := decodeReply(reply)
 	if err != nil {
 		return server.Claim{}, err
 	}
@@ -136,11 +153,10 @@ func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease 
 	return s.fenced(ctx, "renew", renewScript, sc, token, lms)
 }
 
-// Complete implements server.Store. The response is stored as four hash fields: status,
-// header (in the binary form the package doc describes), body and the unreplayable mark.
+// Complete implements server.Store: the response becomes the tail of the record's value
+// (status, header in the binary form the package doc describes, unreplayable mark, body).
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
-	return s.fenced(ctx, "complete", completeScript, sc, token, ms(ttl),
-		strconv.Itoa(resp.Status), server.AppendHeader(nil, resp.Header), resp.Body, resp.Unreplayable)
+	return s.fenced(ctx, "complete", completeScript, sc, token, ms(ttl), doneTail(resp))
 }
 
 // Release implements server.Store.
@@ -162,7 +178,8 @@ func (s *Store) fenced(ctx context.Context, op string, script *redis.Script, sc 
 	if token == "" {
 		return server.ErrLeaseLost // no record is ever held under ""
 	}
-	n, err := script.Run(ctx, s.client, []string{s.Key(sc)}, append([]any{token}, args...)...).Int64()
+	key := s.Key(sc)
+	n, err := script.Run(ctx, s.client, []string{key, key + relSuffix}, append([]any{token}, args...)...).Int64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: %s: %w", op, err)

@@ -6,6 +6,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// A record is one hash at "<prefix>{<Scope.ID()>}" (one hash tag, so one cluster slot),
-// with a TTL, and nothing else is written.
+// A record is one string at "<prefix>{<Scope.ID()>}" (one hash tag, so one cluster slot),
+// with a TTL, and a claim and its completion write nothing else.
 func TestKeyLayout(t *testing.T) {
 	c := newClient(t)
 	prefix := newPrefix(t, c)
@@ -53,8 +54,8 @@ func TestKeyLayout(t *testing.T) {
 	if len(keys) != 1 || keys[0] != want {
 		t.Errorf("keys = %q, want only %q", keys, want)
 	}
-	if typ := c.Type(ctx, want).Val(); typ != "hash" {
-		t.Errorf("TYPE = %q, want hash", typ)
+	if typ := c.Type(ctx, want).Val(); typ != "string" {
+		t.Errorf("TYPE = %q, want string", typ)
 	}
 	if ttl := c.PTTL(ctx, want).Val(); ttl <= 59*time.Minute || ttl > time.Hour {
 		t.Errorf("PTTL = %v, want about the 1 h TTL", ttl)
@@ -65,12 +66,9 @@ func TestKeyLayout(t *testing.T) {
 	if ttl := c.PTTL(ctx, want).Val(); ttl <= time.Hour {
 		t.Errorf("PTTL after Complete = %v, want about the 2 h TTL", ttl)
 	}
-	fields := c.HGetAll(ctx, want).Val()
-	if fields["tok"] != cl.Token || fields["st"] != "d" {
-		t.Errorf("done record fields %q, want st d and the completer's token", fields)
-	}
-	if _, ok := fields["lease"]; ok {
-		t.Error("a done record still holds a lease")
+	wantValue := "d:2:26:fp" + cl.Token + "201:1:0:\x00ok" // an empty header is one 0 byte
+	if v := c.Get(ctx, want).Val(); v != wantValue {
+		t.Errorf("done record %q, want %q: the completer's token and the response, no lease", v, wantValue)
 	}
 }
 
@@ -118,9 +116,9 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// A lease is judged by Redis's clock: a record whose lease field says it ended (as a
-// holder whose clock ran fast would never see) is taken over, and one whose lease runs
-// far ahead is not, whatever the caller's clock says.
+// A lease is judged by Redis's clock: a record whose lease offset says it ended a second
+// ago (as a holder whose clock ran fast would never see) is taken over, and one whose
+// lease runs far ahead is not, whatever the caller's clock says.
 func TestLeaseOnRedisClock(t *testing.T) {
 	c := newClient(t)
 	s := newStore(t, c)
@@ -133,11 +131,11 @@ func TestLeaseOnRedisClock(t *testing.T) {
 	if err := s.TakeOver(ctx, sc, cl.Token, server.NewToken(), time.Minute); !errors.Is(err, server.ErrLeaseLost) {
 		t.Fatalf("TakeOver of an hour's lease: %v, want ErrLeaseLost", err)
 	}
-	redisNow, err := c.Time(ctx).Result()
-	if err != nil {
+	pttl := c.PTTL(ctx, s.Key(sc)).Val().Milliseconds() // the lease ends at PTTL - offset
+	lapsed := "p:2:26:fp" + cl.Token + strconv.FormatInt(pttl+1000, 10)
+	if err := c.SetArgs(ctx, s.Key(sc), lapsed, redis.SetArgs{KeepTTL: true}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	c.HSet(ctx, s.Key(sc), "lease", redisNow.Add(-time.Second).UnixMilli())
 	cl2, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Hour, 2*time.Hour)
 	if err != nil || cl2.Claimed || cl2.Record.LeaseLeft > -time.Second+100*time.Millisecond {
 		t.Fatalf("Claim after the lease field was set a second back = %+v, %v; want LeaseLeft about -1 s", cl2, err)
