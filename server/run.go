@@ -175,7 +175,5 @@ func (m *Middleware) settle(ctx context.Context, r *http.Request, call string, u
 // call calls f bounded by StoreTimeout. ctx has the request's values but not its
 // cancellation (request.ctx).
 func (m *Middleware) call(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
-	defer cancel()
-	return f(ctx)
+	return callWithin(ctx, m.cfg.StoreTimeout, f)
 }
