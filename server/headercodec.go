@@ -8,7 +8,6 @@ package server
 import (
 	"encoding/binary"
 	"errors"
-	"maps"
 	"net/http"
 	"slices"
 )
@@ -27,7 +26,14 @@ func AppendHeader(b []byte, h http.Header) []byte {
 		n += len(vs)
 	}
 	b = binary.AppendUvarint(b, uint64(n))
-	for _, k := range slices.Sorted(maps.Keys(h)) {
+	// The names are sorted in a buffer on the stack for the usual few.
+	var buf [16]string
+	keys := buf[:0]
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
 		for _, v := range h[k] {
 			b = binary.AppendUvarint(b, uint64(len(k)))
 			b = append(b, k...)

@@ -22,6 +22,8 @@ type Middleware struct {
 	repeats   *lease.Repeater // Store calls with an unknown outcome, repeated in the background
 	finishing finishing       // records whose handler returned here, being settled
 	durations durations       // recent handler times, for 409's Retry-After
+	// leaseConfig is the lease keepers' settings; each request's side is its holder.
+	leaseConfig lease.Config
 }
 
 // New returns a Middleware for opts. It returns ErrNoStore if opts or opts.Store is nil,
@@ -35,7 +37,7 @@ func New(opts *Options) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{cfg: c, repeats: newRepeater(c)}, nil
+	return &Middleware{cfg: c, repeats: newRepeater(c), leaseConfig: leaseConfig(c)}, nil
 }
 
 // Wrap returns next made idempotent. Its type is that of every router's middleware,

@@ -78,6 +78,7 @@ type decision struct {
 	completed atomic.Bool
 	lost      atomic.Bool // the lease keeper saw the lease taken over
 	hold      Hold
+	keeper    holder // the lease keeper's side of the request (holder.go)
 }
 
 const (

@@ -46,42 +46,10 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 }
 
 // keep starts the lease keeper of the handler running under cl: it renews the lease and
-// cancels the handler's context with ErrLeaseLost or ErrLeaseUnconfirmed.
+// cancels the handler's context with ErrLeaseLost or ErrLeaseUnconfirmed (holder.go).
 func (m *Middleware) keep(r *http.Request, rq *request, cl claimed, d *decision, cancel context.CancelCauseFunc) *lease.Keeper {
-	c := m.cfg
-	sc := rq.scope
-	return lease.Keep(rq.ctx, lease.Config{
-		Lease:   c.Lease,
-		Timeout: c.StoreTimeout,
-		Renew: func(ctx context.Context) error {
-			return c.Store.Renew(ctx, sc, cl.token, c.Lease)
-		},
-		Refused: func(err error) bool { return errors.Is(err, ErrLeaseLost) },
-		Cancel: func(cause error) {
-			if d.completed.Load() {
-				// The handler completes the record in its own transaction, whose row lock
-				// keeps other holders out (renewals wait on it too); a refusal is that
-				// completion, not a loss.
-				return
-			}
-			cancel(cause)
-			if errors.Is(cause, ErrLeaseLost) {
-				d.lost.Store(true)
-				c.Logger.Warn("idempotency: lease lost while the handler runs; its context is cancelled and its answer will not be stored")
-				c.Observer.LeaseLost(r)
-				return
-			}
-			c.Logger.Warn("idempotency: the store did not confirm the lease in time; the handler's context is cancelled",
-				"lease", c.Lease)
-		},
-		Lost:        ErrLeaseLost,
-		Unconfirmed: ErrLeaseUnconfirmed,
-		Failed: func(err error) {
-			c.Logger.Warn("idempotency: lease renewal got no answer; trying again", "err", err)
-			c.Observer.StoreUncertain(r, "renew", err)
-		},
-		Clock: lease.System,
-	}, cl.sent)
+	d.keeper = holder{m: m, r: r, d: d, cancel: cancel}
+	return lease.KeepHolder(rq.ctx, m.leaseConfig, &d.keeper, cl.sent)
 }
 
 // finish settles the record of a handler that ended with outcome o, its answer resp.
@@ -175,7 +143,5 @@ func (m *Middleware) settle(ctx context.Context, r *http.Request, call string, u
 // call calls f bounded by StoreTimeout. ctx has the request's values but not its
 // cancellation (request.ctx).
 func (m *Middleware) call(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
-	defer cancel()
-	return f(ctx)
+	return callWithin(ctx, m.cfg.StoreTimeout, f)
 }

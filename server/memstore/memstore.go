@@ -6,7 +6,6 @@ package memstore
 import (
 	"context"
 	"errors"
-	"net/http"
 	"sync"
 	"time"
 
@@ -30,7 +29,7 @@ type record struct {
 	token       string // the holder's while in progress; the completer's once done
 	leaseUntil  time.Time
 	expires     time.Time
-	resp        *server.Response // set when done
+	resp        *stored // set when done
 }
 
 // Options configures a Store. The zero value, like a nil *Options, uses the real clock.
@@ -76,7 +75,11 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		if r.resp == nil && r.token == token {
 			return server.Claim{Claimed: true, Token: token}, nil // a repeat
 		}
-		return server.Claim{Record: r.view(now)}, nil
+		rec, err := r.view(now)
+		if err != nil {
+			return server.Claim{}, err
+		}
+		return server.Claim{Record: rec}, nil
 	}
 	if until, ok := s.released[sc][token]; ok && now.Before(until) {
 		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
@@ -110,7 +113,10 @@ func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease 
 
 // Complete implements server.Store.
 func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
-	c := clone(resp)
+	if resp == nil {
+		return errNoResponse
+	}
+	c := store(resp)
 	return lostIfAbsent(s.held(ctx, sc, token, func(r *record, now time.Time) error {
 		if r.resp != nil {
 			return repeated(r.token == token) // done: by this token (a repeat) or another
@@ -204,19 +210,21 @@ func (s *Store) live(sc server.Scope, now time.Time) *record {
 }
 
 // view is r as server.Store reports it at now.
-func (r *record) view(now time.Time) server.Record {
+func (r *record) view(now time.Time) (server.Record, error) {
 	v := server.Record{Fingerprint: r.fingerprint, ExpiresIn: r.expires.Sub(now)}
 	if r.resp != nil {
-		v.State, v.Response = server.StateDone, clone(r.resp)
-		return v
+		resp, err := r.resp.response()
+		v.State, v.Response = server.StateDone, resp
+		return v, err
 	}
 	v.State, v.Token, v.LeaseLeft = server.StateInProgress, r.token, r.leaseUntil.Sub(now)
-	return v
+	return v, nil
 }
 
 var (
-	errAbsent  = errors.New("memstore: no live record")
-	errNoToken = errors.New("memstore: empty token")
+	errAbsent     = errors.New("memstore: no live record")
+	errNoToken    = errors.New("memstore: empty token")
+	errNoResponse = errors.New("memstore: Complete with a nil response")
 )
 
 // lostIfAbsent maps errAbsent to server.ErrLeaseLost, for the transitions that need a record.
@@ -234,17 +242,6 @@ func repeated(own bool) error {
 		return nil
 	}
 	return server.ErrLeaseLost
-}
-
-// clone copies resp, so neither the caller nor a replay can change what is stored.
-func clone(resp *server.Response) *server.Response {
-	if resp == nil {
-		return nil
-	}
-	c := *resp
-	c.Header = http.Header(resp.Header).Clone()
-	c.Body = append([]byte(nil), resp.Body...)
-	return &c
 }
 
 var _ server.Store = (*Store)(nil)

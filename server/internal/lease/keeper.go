@@ -15,7 +15,8 @@ import (
 // holder in, whatever the network did to the renewal's reply. A fifth of the lease.
 func Margin(lease time.Duration) time.Duration { return lease / 5 }
 
-// Config is what a Keeper needs. Every field is required.
+// Config is what a Keeper needs. Every field is required (but Renew, Cancel and Failed
+// with KeepHolder).
 type Config struct {
 	Lease   time.Duration                   // what each renewal asks for
 	Timeout time.Duration                   // bounds each renewal call
@@ -31,6 +32,22 @@ type Config struct {
 	Failed func(error)
 	Clock  Clock
 }
+
+// Holder is the holder's side of a Keeper, for KeepHolder: what Config's Renew, Cancel
+// and Failed do, as methods of a value the holder has already, so that starting a Keeper
+// makes no closures.
+type Holder interface {
+	Renew(ctx context.Context) error
+	Cancel(cause error)
+	Failed(err error)
+}
+
+// funcHolder is the Holder of a Config's funcs.
+type funcHolder struct{ c *Config }
+
+func (f funcHolder) Renew(ctx context.Context) error { return f.c.Renew(ctx) }
+func (f funcHolder) Cancel(cause error)              { f.c.Cancel(cause) }
+func (f funcHolder) Failed(err error)                { f.c.Failed(err) }
 
 // Clock is the time a Keeper reads: System, or a fake one in tests.
 type Clock interface {
@@ -60,6 +77,7 @@ func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.Afte
 // call from the goroutine that started it.
 type Keeper struct {
 	c     Config
+	h     Holder
 	ctx   context.Context // its values only: renewals outlive the holder's cancellation
 	timer Timer
 
@@ -77,9 +95,23 @@ type Keeper struct {
 // renews Lease/3 after each confirmed call was sent and, after a renewal with an unknown
 // outcome, every Lease/10.
 func Keep(ctx context.Context, c Config, confirmed time.Time) *Keeper {
+	return start(ctx, c, nil, confirmed)
+}
+
+// KeepHolder is Keep with the holder's side given by h; c's Renew, Cancel and Failed are
+// not used.
+func KeepHolder(ctx context.Context, c Config, h Holder, confirmed time.Time) *Keeper {
+	return start(ctx, c, h, confirmed)
+}
+
+// start starts a Keeper; a nil h means c's funcs.
+func start(ctx context.Context, c Config, h Holder, confirmed time.Time) *Keeper {
 	// Renewals are due a third of a lease after the send of the call they extend: a slow
 	// claim (tried again, or answered late) is renewed at once rather than past its deadline.
-	k := &Keeper{c: c, ctx: ctx, deadline: Deadline(confirmed, c.Lease), renewAt: confirmed.Add(c.Lease / 3)}
+	k := &Keeper{c: c, h: h, ctx: ctx, deadline: Deadline(confirmed, c.Lease), renewAt: confirmed.Add(c.Lease / 3)}
+	if h == nil {
+		k.h = funcHolder{&k.c}
+	}
 	k.mu.Lock() // the timer may fire before k.timer is set
 	defer k.mu.Unlock()
 	k.timer = c.Clock.AfterFunc(k.renewAt.Sub(c.Clock.Now()), k.fire)
@@ -137,7 +169,7 @@ func (k *Keeper) arm(now time.Time) {
 func (k *Keeper) renew(sent time.Time) {
 	defer k.inflight.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), k.c.Timeout)
-	err := k.c.Renew(ctx)
+	err := k.h.Renew(ctx)
 	cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -155,7 +187,7 @@ func (k *Keeper) renew(sent time.Time) {
 		k.cancel(k.c.Lost)
 		return
 	default:
-		k.c.Failed(err)
+		k.h.Failed(err)
 		k.renewAt = now.Add(max(k.c.Lease/10, time.Millisecond))
 	}
 	k.arm(now)
@@ -165,7 +197,7 @@ func (k *Keeper) renew(sent time.Time) {
 func (k *Keeper) cancel(cause error) {
 	if k.cause == nil {
 		k.cause = cause
-		k.c.Cancel(cause)
+		k.h.Cancel(cause)
 	}
 }
 
