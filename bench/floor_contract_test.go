@@ -1,0 +1,108 @@
+// This file tests the contract floor (floor_contract.go): its settled record
+// is idem's in length and layout, and its POSTs send a UUID key and leave
+// only settled records behind.
+
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/idem-go/idem"
+	bolt "go.etcd.io/bbolt"
+)
+
+// doneValues reads every value of bucket in the bbolt file at path.
+func doneValues(t *testing.T, path string, bucket string) [][]byte {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var vs [][]byte
+	db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(bucket)).ForEach(func(_, v []byte) error {
+			vs = append(vs, bytes.Clone(v))
+			return nil
+		})
+	})
+	return vs
+}
+
+// TestContractFloorWritesIdemsBytes sends one POST through idem and three
+// through the contract floor: the floor's settled records have the length of
+// idem's, and its bytes where neither a key, a credential tag nor a time
+// is; each request carried a fresh UUID key; no write-ahead is left.
+func TestContractFloorWritesIdemsBytes(t *testing.T) {
+	uuidRe := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	keys := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		keys[r.Header.Get("Idempotency-Key")] = true
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	url := srv.URL + pathPayments
+
+	ic, err := idem.Open(filepath.Join(dir, "idem.journal"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sender(ic.HTTPClient(), http.MethodPost, url, paymentBody, http.StatusCreated)(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ic.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := newContractFloor(filepath.Join(dir, "contract.journal"), http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := sender(&http.Client{Transport: f}, http.MethodPost, url, paymentBody, http.StatusCreated)(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	want := doneValues(t, filepath.Join(dir, "idem.journal"), "done")
+	got := doneValues(t, filepath.Join(dir, "contract.journal"), "done")
+	if len(want) != 1 || len(got) != 3 {
+		t.Fatalf("%d settled records in idem's journal, %d in the contract floor's; want 1 and 3", len(want), len(got))
+	}
+	// Tag and flags, key (16), operation ID to identity, credential tag
+	// (16), content type to the SHA-256, then the times.
+	keyEnd := 18
+	credAt := keyEnd + 1 + 1 + len("POST") + 1 + len(url) + 5
+	shaEnd := credAt + 16 + 1 + len("application/json") + 1 + 32
+	for _, g := range got {
+		if len(g) != len(want[0]) {
+			t.Errorf("contract floor's settled record is %d bytes, idem's %d:\n%q\n%q", len(g), len(want[0]), g, want[0])
+			continue
+		}
+		if !bytes.Equal(g[:2], want[0][:2]) || !bytes.Equal(g[keyEnd:credAt], want[0][keyEnd:credAt]) ||
+			!bytes.Equal(g[credAt+16:shaEnd], want[0][credAt+16:shaEnd]) {
+			t.Errorf("contract floor's settled record differs from idem's beyond keys and times:\n%q\n%q", g, want[0])
+		}
+	}
+	if left := doneValues(t, filepath.Join(dir, "contract.journal"), string(floorBucket)); len(left) != 0 {
+		t.Errorf("%d write-aheads left in the contract floor's file", len(left))
+	}
+	if len(keys) != 4 {
+		t.Errorf("%d distinct keys sent, want 4", len(keys))
+	}
+	for k := range keys {
+		if !uuidRe.MatchString(k) {
+			t.Errorf("key %q is not a version 4 UUID", k)
+		}
+	}
+}
