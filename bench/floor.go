@@ -214,6 +214,9 @@ func (f *floorTransport) commit(force bool) {
 	start := time.Now()
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(floorBucket)
+		if f.contract {
+			b.FillPercent = 0.9 // keys appended in order, packed as idem packs its pending bucket
+		}
 		for _, p := range puts {
 			if err := b.Put(p.key, p.val); err != nil {
 				return err
