@@ -2,11 +2,12 @@
 // work idem's contract asks of a journaled POST, and nothing more. Beside
 // the bare floor's put and delete it mints a random UUID key (crypto/rand),
 // hashes the body (SHA-256), writes ahead the record the design lists (key,
-// method, URL, content type, body, its SHA-256, created time, state) in the
-// bytes of idem's bbolt journal (boltjournal's binary form, body inline),
-// and on settle keeps a settled record of those bytes (status, attempts,
-// times; no body) for Retention, written many at a time as idem's history
-// is: with the commit after 64 KiB are owed, or one second after the oldest.
+// method, URL, non-sensitive headers, body, its SHA-256, created time,
+// state) in the bytes of idem's bbolt journal (boltjournal's binary form,
+// body inline), and on settle keeps a settled record of those bytes
+// (status, attempts, times; no headers or body) for Retention, written many
+// at a time as idem's history is: with the commit after 64 KiB are owed, or
+// one second after the oldest.
 
 package main
 
@@ -18,6 +19,7 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -36,6 +38,7 @@ var floorDoneBucket = []byte("done")
 type contractOp struct {
 	key                           [16]byte // a UUID, version 4
 	method, url, contentType      string
+	header                        http.Header // non-sensitive headers: the write-ahead's, not the settled record's
 	sum                           [32]byte
 	created, lastAttempt, updated time.Time
 	settled                       bool
@@ -53,7 +56,9 @@ func (op *contractOp) appendMeta(b []byte) []byte {
 	b = append(b, 0) // operation ID
 	b = appendFloorString(b, op.method)
 	b = appendFloorString(b, op.url)
-	b = append(b, 0, 0, 0, 0, 0) // host, header, dropped, dropped query, identity
+	b = append(b, 0) // host
+	b = appendFloorHeader(b, op.header)
+	b = append(b, 0, 0, 0) // dropped, dropped query, identity
 	b = append(b, make([]byte, 16)...)
 	b = appendFloorString(b, op.contentType)
 	b = append(b, 0) // content encoding
@@ -76,7 +81,7 @@ func (op *contractOp) appendMeta(b []byte) []byte {
 // pendingValue is the write-ahead's value: the metadata marked as holding
 // its body, the body, and the body's length (boltjournal's inline.go).
 func (op *contractOp) pendingValue(body []byte) []byte {
-	v := op.appendMeta(make([]byte, 0, 192+len(op.url)+len(body)))
+	v := op.appendMeta(make([]byte, 0, 256+len(op.url)+len(body)))
 	v[1] |= 16
 	v = append(v, body...)
 	return binary.LittleEndian.AppendUint32(v, uint32(len(body)))
@@ -84,6 +89,29 @@ func (op *contractOp) pendingValue(body []byte) []byte {
 
 func appendFloorString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// appendFloorHeader appends h, names sorted, as the binary form does,
+// leaving out the headers idem never journals.
+func appendFloorHeader(b []byte, h http.Header) []byte {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		switch k {
+		case "Authorization", "Proxy-Authorization", "Cookie":
+		default:
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, k := range names {
+		b = appendFloorString(b, k)
+		b = binary.AppendUvarint(b, uint64(len(h[k]))+1)
+		for _, v := range h[k] {
+			b = appendFloorString(b, v)
+		}
+	}
+	return b
 }
 
 // appendFloorTime appends t as the binary form does a UTC time; zero as 0.
@@ -118,7 +146,7 @@ func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, e
 			return nil, err
 		}
 	}
-	op := &contractOp{method: req.Method, url: req.URL.String(), contentType: req.Header.Get("Content-Type"),
+	op := &contractOp{method: req.Method, url: req.URL.String(), contentType: req.Header.Get("Content-Type"), header: req.Header,
 		sum: sha256.Sum256(body), created: time.Now().UTC()}
 	op.updated = op.created
 	if _, err := rand.Read(op.key[:]); err != nil {
@@ -138,7 +166,7 @@ func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, e
 	op.lastAttempt = time.Now().UTC()
 	resp, err := f.base.RoundTrip(out)
 	if err == nil {
-		op.settled, op.status, op.updated = true, resp.StatusCode, time.Now().UTC()
+		op.settled, op.status, op.updated, op.header = true, resp.StatusCode, time.Now().UTC(), nil
 		f.settleContract(id, op.appendMeta(make([]byte, 0, 176+len(op.url))))
 	}
 	return resp, err

@@ -35,6 +35,13 @@ func doneValues(t *testing.T, path string, bucket string) [][]byte {
 	return vs
 }
 
+// failingTransport fails every request, as a dropped connection would.
+type failingTransport struct{}
+
+func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, io.ErrUnexpectedEOF
+}
+
 // TestContractFloorWritesIdemsBytes sends one POST through idem and three
 // through the contract floor: the floor's settled records have the length of
 // idem's, and its bytes where neither a key, a credential tag nor a time
@@ -45,24 +52,43 @@ func TestContractFloorWritesIdemsBytes(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		keys[r.Header.Get("Idempotency-Key")] = true
+		if r.URL.Path == pathHeld {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		w.WriteHeader(http.StatusCreated)
 	}))
 	defer srv.Close()
 	dir := t.TempDir()
 	url := srv.URL + pathPayments
 
-	ic, err := idem.Open(filepath.Join(dir, "idem.journal"), nil)
+	ic, err := idem.Open(filepath.Join(dir, "idem.journal"), &idem.Options{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := sender(ic.HTTPClient(), http.MethodPost, url, paymentBody, http.StatusCreated)(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// One left pending, for its write-ahead's bytes.
+	if err := sender(ic.HTTPClient(), http.MethodPost, srv.URL+pathHeld, paymentBody, http.StatusCreated)(t.Context()); err == nil {
+		t.Fatal("a POST answered 503 did not stay pending")
+	}
 	if err := ic.Close(); err != nil {
 		t.Fatal(err)
 	}
 	f, err := newContractFloor(filepath.Join(dir, "contract.journal"), http.DefaultTransport)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// One not settled, for its write-ahead's bytes: its send fails.
+	unsent, err := newContractFloor(filepath.Join(dir, "unsent.journal"), failingTransport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sender(&http.Client{Transport: unsent}, http.MethodPost, srv.URL+pathHeld, paymentBody, http.StatusCreated)(t.Context()); err == nil {
+		t.Fatal("a POST through a failing transport succeeded")
+	}
+	if err := unsent.Close(); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -94,10 +120,28 @@ func TestContractFloorWritesIdemsBytes(t *testing.T) {
 			t.Errorf("contract floor's settled record differs from idem's beyond keys and times:\n%q\n%q", g, want[0])
 		}
 	}
+	// The write-aheads: idem's was updated after its attempt (attempts,
+	// times, status), so they match from the flags to the SHA-256, with the
+	// header, and in length less that update's.
+	wantWA := doneValues(t, filepath.Join(dir, "idem.journal"), "pending")
+	gotWA := doneValues(t, filepath.Join(dir, "unsent.journal"), string(floorBucket))
+	if len(wantWA) != 1 || len(gotWA) != 1 {
+		t.Fatalf("%d write-aheads in idem's journal, %d in the contract floor's; want 1 and 1", len(wantWA), len(gotWA))
+	}
+	heldURL := srv.URL + pathHeld
+	waCred := keyEnd + 1 + 1 + len("POST") + 1 + len(heldURL) + 1 + len("\x01\x0cContent-Type\x02\x10application/json") + 3
+	waSHA := waCred + 16 + 1 + len("application/json") + 1 + 32
+	g, w := gotWA[0], wantWA[0]
+	// idem's update wrote attempts 1, the last and next attempt times and
+	// status 503: 1 + 9 + 10 + 1 bytes more, give or take a varint's byte.
+	if d := len(w) - len(g); d < 19 || d > 23 || !bytes.Equal(g[:2], w[:2]) || !bytes.Equal(g[keyEnd:waCred], w[keyEnd:waCred]) ||
+		!bytes.Equal(g[waCred+16:waSHA], w[waCred+16:waSHA]) || !bytes.Equal(g[len(g)-len(paymentBody)-4:], w[len(w)-len(paymentBody)-4:]) {
+		t.Errorf("contract floor's write-ahead differs from idem's beyond keys, times and the attempt's update:\n%q\n%q", g, w)
+	}
 	if left := doneValues(t, filepath.Join(dir, "contract.journal"), string(floorBucket)); len(left) != 0 {
 		t.Errorf("%d write-aheads left in the contract floor's file", len(left))
 	}
-	if len(keys) != 4 {
+	if len(keys) != 5 {
 		t.Errorf("%d distinct keys sent, want 4", len(keys))
 	}
 	for k := range keys {
