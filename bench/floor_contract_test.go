@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/idem-go/idem"
@@ -148,5 +149,71 @@ func TestContractFloorWritesIdemsBytes(t *testing.T) {
 		if !uuidRe.MatchString(k) {
 			t.Errorf("key %q is not a version 4 UUID", k)
 		}
+	}
+}
+
+// TestContractFloorResume resumes a contract backlog of several pages: every
+// key sent once with the body and the journaled header, a settled record
+// left for each and no write-ahead; a body that no longer matches its
+// SHA-256 is refused, unsent.
+func TestContractFloorResume(t *testing.T) {
+	const n = 2*floorPage + 21
+	body := resumeBody(resumeBodyBytes)
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := io.ReadAll(r.Body)
+		seen[r.Header.Get("Idempotency-Key")]++
+		if !bytes.Equal(got, body) || r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "contract.journal")
+	if err := makeContractBacklog(path, srv.URL+pathHeld, body, n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := floorResumeOf(t.Context(), path, tunedTransport(1), n, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n {
+		t.Errorf("%d keys sent, want %d", len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("key %s sent %d times", k, c)
+		}
+	}
+	if left := doneValues(t, path, string(floorBucket)); len(left) != 0 {
+		t.Errorf("%d write-aheads left after the resume", len(left))
+	}
+	if done := doneValues(t, path, "done"); len(done) != n {
+		t.Errorf("%d settled records, want %d", len(done), n)
+	}
+
+	// A damaged body: one byte of the first record's changed.
+	damaged := filepath.Join(t.TempDir(), "damaged.journal")
+	if err := makeContractBacklog(damaged, srv.URL+pathHeld, body, 1); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(damaged, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(floorBucket)
+		k, v := b.Cursor().First()
+		v = bytes.Clone(v)
+		v[len(v)-5] ^= 1 // the body's last byte
+		return b.Put(bytes.Clone(k), v)
+	})
+	db.Close()
+	sent := len(seen)
+	if _, err := floorResumeOf(t.Context(), damaged, tunedTransport(1), 1, 1, true); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Errorf("resume of a damaged body: %v, want its SHA-256 refused", err)
+	}
+	if len(seen) != sent {
+		t.Error("a damaged body was sent")
 	}
 }

@@ -253,6 +253,7 @@ func (r *report) floorResume(rr *resumeResult) {
 	} else if rr.evictErr != nil {
 		r.printf("    cold      not measured: %v\n", rr.evictErr)
 	}
+	r.contractResume(rr)
 }
 
 // floorPass prints the floor resumes of one kind (medians over rounds) and
