@@ -189,10 +189,17 @@ func (p *fairPool) next() (string, *Record) {
 	q = q[1:]
 	p.queued--
 	p.running[host]++
-	// Remove order[best] by moving the hosts before it, not after it.
-	copy(p.order[1:best+1], p.order[:best])
-	p.order[0] = ""
-	p.order = p.order[1:]
+	// Remove order[best] by moving the hosts before it, not after it; the
+	// last one (a host alone) by shortening order, whose room the append
+	// below then reuses rather than growing a new array each time.
+	if best == len(p.order)-1 {
+		p.order[best] = ""
+		p.order = p.order[:best]
+	} else {
+		copy(p.order[1:best+1], p.order[:best])
+		p.order[0] = ""
+		p.order = p.order[1:]
+	}
 	if len(q) == 0 {
 		delete(p.queues, host)
 	} else {

@@ -295,9 +295,11 @@ func (r *resumeRun) send(host string, rec *Record) {
 		r.setFlag(&r.answered)
 	}
 	t.crash(crashResume)
-	var pe *PendingError
-	if errors.As(err, &pe) {
-		r.later(pe.NextAttempt)
+	if err != nil {
+		var pe *PendingError // declared here: it escapes, and most sends end without an error
+		if errors.As(err, &pe) {
+			r.later(pe.NextAttempt)
+		}
 	}
 	r.report(Outcome{Record: rec, Response: resp, Err: err})
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -556,4 +557,35 @@ func helperS19Worker() int {
 	}
 	fmt.Fprintf(os.Stderr, "worker was not killed: response %v, error %v\n", resp != nil, err)
 	return 4
+}
+
+// PrepareResume may read the body (to sign it) and add headers: it gets the
+// journaled body, and what it adds goes out without entering the record.
+func TestPrepareResumeReadsBodyRecordUnchanged(t *testing.T) {
+	t.Parallel()
+	tr, clk, srv := newScenario(t, &Options{MaxAttempts: 1}, func(n int, w http.ResponseWriter, _ *http.Request) {
+		reply(w, http.StatusServiceUnavailable)
+	})
+	body := paymentBody("order-sig", 4242)
+	_, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/payments", body))
+	pastNextAttempt(clk, pendingErr(t, err).NextAttempt)
+	var signed []byte
+	tr2, err := NewTransport(tr.bolt(), &Options{Base: srv.base(), MaxAttempts: 1, PrepareResume: func(r *http.Request) error {
+		if r.Body != nil {
+			signed, _ = io.ReadAll(r.Body)
+		}
+		r.Header.Set("X-Signature", "sig-of-body")
+		return nil
+	}})
+	require.NoError(t, err)
+	tr2.clock = clk
+	outs := resumeAll(t, tr2)
+	require.Len(t, outs, 1)
+	require.Equal(t, body, string(signed), "PrepareResume reads the journaled body")
+	seen := srv.requests()
+	require.Len(t, seen, 2)
+	require.Equal(t, "sig-of-body", seen[1].Header.Get("X-Signature"))
+	rec := onlyRecord(t, tr2)
+	require.Equal(t, StatePending, rec.State)
+	require.Empty(t, rec.Header.Get("X-Signature"), "a header PrepareResume added is not journaled")
 }

@@ -123,7 +123,7 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("commit rows %v, want %d of each", commitRows, len(cfg.conc))
 	}
 
-	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
+	for _, want := range []string{"-server-delay 1ms", "the server sleeps 1ms", "ratio idem POST ÷ floor POST", "ratio idem POST ÷ contract floor POST", "warm Resume ÷ warm contract floor resume", "ratio floor POST ÷ net/http POST", "added latency at c=1", "Observer.WriteAhead", "a bare commit before each POST", "fsync ", "bbolt commit ",
 		"resume: 200 pending", "200 re-sent, 200 answered 201", "every operation re-sent once",
 		"peak HeapInuse", "CPU per operation during Resume: client", "the same 200 POSTs sent by plain net/http",
 		"warm Resume ÷ net/http sending the same", "wide Resume ÷ net/http sending the same",
@@ -150,7 +150,7 @@ func TestSmoke(t *testing.T) {
 		}
 		allocLines++
 	}
-	if want := 3 + 2 + 2; runtime.GOOS == "linux" && allocLines != want { // passes, floor resumes, plain sends
+	if want := 3 + 2 + 2 + 2; runtime.GOOS == "linux" && allocLines != want { // passes, floor and contract floor resumes, plain sends
 		t.Errorf("%d lines with allocations per resumed operation, want %d", allocLines, want)
 	}
 	if passes := strings.Count(report, "200 re-sent, 200 answered 201"); runtime.GOOS == "linux" && passes != 3 {
@@ -163,8 +163,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("resume ratio line %q: median %q is not a positive ratio", line, f[len(f)-2])
 		}
 	}
-	if n := len(linesWithPrefix(report, "    ratio ")); runtime.GOOS == "linux" && n != 7 {
-		t.Errorf("%d resume ratio lines, want 7 (warm, cold, the floor's four and wide)", n)
+	if n := len(linesWithPrefix(report, "    ratio ")); runtime.GOOS == "linux" && n != 11 {
+		t.Errorf("%d resume ratio lines, want 11 (warm, cold, the floor's four, the contract floor's four and wide)", n)
 	}
 	for line := range strings.Lines(report) {
 		if f := strings.Fields(line); len(f) > 0 && strings.EqualFold(strings.TrimSuffix(f[0], ":"), "note") {

@@ -36,14 +36,16 @@ type client struct {
 
 // clientSet is the clients of one run and what they hold open.
 type clientSet struct {
-	rows    []client
-	idem    *idem.Client
-	floor   *floorTransport
-	closePG func() error // nil without -postgres
+	rows  []client
+	idem  *idem.Client
+	floor *floorTransport
+	// contract is the contract floor (floor_contract.go).
+	contract *floorTransport
+	closePG  func() error // nil without -postgres
 }
 
 func (s *clientSet) close() error {
-	err := errors.Join(s.idem.Close(), s.floor.Close())
+	err := errors.Join(s.idem.Close(), s.floor.Close(), s.contract.Close())
 	if s.closePG != nil {
 		err = errors.Join(err, s.closePG())
 		s.closePG = nil
@@ -85,14 +87,22 @@ func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc i
 		return nil, err
 	}
 
+	contract, err := newContractFloor(filepath.Join(dir, "contract.journal"), tuned)
+	if err != nil {
+		ic.Close()
+		floor.Close()
+		return nil, err
+	}
+
 	url := srv.url(pathPayments)
-	set := &clientSet{idem: ic, floor: floor, rows: []client{
+	set := &clientSet{idem: ic, floor: floor, contract: contract, rows: []client{
 		{name: "net/http GET", do: sender(plain, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), commits: boltCommits(ic.Journal()), writeAheads: wa},
 		{name: floorRow, do: sender(&http.Client{Transport: floor}, http.MethodPost, url, paymentBody, http.StatusCreated), commits: floor.stats},
+		{name: contractRow, do: sender(&http.Client{Transport: contract}, http.MethodPost, url, paymentBody, http.StatusCreated), commits: contract.stats},
 	}}
 	if postgres != "" {
 		rows, closePG, err := postgresRows(ctx, postgres, tuned, maxConc, url)

@@ -35,13 +35,21 @@ type floorTransport struct {
 	base http.RoundTripper
 	seq  atomic.Uint64
 
-	mu      sync.Mutex
-	puts    []floorPut
-	deletes [][]byte
-	wake    chan struct{} // one token: a put waits
-	armed   chan struct{} // one token: a first delete waits, flush within floorFlush
-	stop    chan struct{}
-	done    chan struct{}
+	// contract makes it the contract floor (floor_contract.go), which
+	// also owes settled records to the done bucket.
+	contract bool
+
+	mu        sync.Mutex
+	puts      []floorPut
+	deletes   [][]byte
+	owed      []floorPut // settled records for the done bucket (contract)
+	owedBytes int
+	owedSince time.Time     // when the oldest of owed was settled
+	wake      chan struct{} // one token: a put waits
+	armed     chan struct{} // one token: a first delete waits, flush within floorFlush
+	owedArmed chan struct{} // one token: a first owed record waits, written within contractHistoryDelay
+	stop      chan struct{}
+	done      chan struct{}
 
 	commits, writeAheads atomic.Uint64
 	commitTime           atomic.Int64 // nanoseconds in db.Update
@@ -55,11 +63,23 @@ type floorPut struct {
 }
 
 func newFloor(path string, base http.RoundTripper) (*floorTransport, error) {
+	return openFloor(path, base, false)
+}
+
+// newContractFloor opens the contract floor (floor_contract.go).
+func newContractFloor(path string, base http.RoundTripper) (*floorTransport, error) {
+	return openFloor(path, base, true)
+}
+
+func openFloor(path string, base http.RoundTripper, contract bool) (*floorTransport, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(floorDoneBucket); err != nil {
+			return err
+		}
 		_, err := tx.CreateBucketIfNotExists(floorBucket)
 		return err
 	})
@@ -67,13 +87,17 @@ func newFloor(path string, base http.RoundTripper) (*floorTransport, error) {
 		db.Close()
 		return nil, err
 	}
-	f := &floorTransport{db: db, base: base, wake: make(chan struct{}, 1), armed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f := &floorTransport{db: db, base: base, contract: contract, wake: make(chan struct{}, 1), armed: make(chan struct{}, 1),
+		owedArmed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	f.seq.Store(uint64(time.Now().UnixNano()))
 	go f.commitLoop()
 	return f, nil
 }
 
 func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.contract {
+		return f.roundTripContract(req)
+	}
 	var body []byte
 	if req.Body != nil {
 		var err error
@@ -151,37 +175,48 @@ func poke(ch chan struct{}) {
 }
 
 // commitLoop commits whatever is queued, as soon as there is a put, or
-// floorFlush after a delete with no put to ride.
+// floorFlush after a delete with no put to ride, or contractHistoryDelay
+// after a settled record was first owed.
 func (f *floorTransport) commitLoop() {
 	defer close(f.done)
-	flush := time.NewTimer(time.Hour)
+	flush, history := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
 	flush.Stop()
+	history.Stop()
 	for {
 		select {
 		case <-f.wake:
-			f.commit()
+			f.commit(false)
 		case <-f.armed:
 			flush.Reset(floorFlush)
 		case <-flush.C:
-			f.commit()
+			f.commit(false)
+		case <-f.owedArmed:
+			history.Reset(contractHistoryDelay)
+		case <-history.C:
+			f.commit(false)
 		case <-f.stop:
-			f.commit()
+			f.commit(true)
 			return
 		}
 	}
 }
 
-func (f *floorTransport) commit() {
+// commit commits what is queued, and the owed settled records when due
+// (all of them if force).
+func (f *floorTransport) commit(force bool) {
 	f.mu.Lock()
-	puts, deletes := f.puts, f.deletes
+	puts, deletes, owed := f.puts, f.deletes, f.takeOwed(force)
 	f.puts, f.deletes = nil, nil
 	f.mu.Unlock()
-	if len(puts) == 0 && len(deletes) == 0 {
+	if len(puts) == 0 && len(deletes) == 0 && len(owed) == 0 {
 		return
 	}
 	start := time.Now()
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(floorBucket)
+		if f.contract {
+			b.FillPercent = 0.9 // keys appended in order, packed as idem packs its pending bucket
+		}
 		for _, p := range puts {
 			if err := b.Put(p.key, p.val); err != nil {
 				return err
@@ -189,6 +224,13 @@ func (f *floorTransport) commit() {
 		}
 		for _, k := range deletes {
 			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		done := tx.Bucket(floorDoneBucket)
+		done.FillPercent = 0.9 // keys appended in order, as idem's done bucket
+		for _, o := range owed {
+			if err := done.Put(o.key, o.val); err != nil {
 				return err
 			}
 		}

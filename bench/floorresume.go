@@ -70,9 +70,19 @@ type floorItem struct{ key, val []byte }
 // CPU it cost (the final flush of deletes, on close, is not timed: Resume's
 // is not either).
 func floorResume(ctx context.Context, path string, base http.RoundTripper, n, conc int) (sendRun, error) {
-	f, err := newFloor(path, base)
+	return floorResumeOf(ctx, path, base, n, conc, false)
+}
+
+// floorResumeOf is floorResume, of the contract floor's records
+// (floorresume_contract.go) if contract.
+func floorResumeOf(ctx context.Context, path string, base http.RoundTripper, n, conc int, contract bool) (sendRun, error) {
+	f, err := openFloor(path, base, contract)
 	if err != nil {
 		return sendRun{}, err
+	}
+	resend := f.resend
+	if contract {
+		resend = f.resendContract
 	}
 	defer f.Close()
 	work := make(chan floorItem, floorPage)
@@ -85,7 +95,7 @@ func floorResume(ctx context.Context, path string, base http.RoundTripper, n, co
 		wg.Go(func() {
 			for it := range work {
 				if errs[i] == nil {
-					if errs[i] = f.resend(ctx, it); errs[i] != nil {
+					if errs[i] = resend(ctx, it); errs[i] != nil {
 						failed.Store(true)
 					}
 				}

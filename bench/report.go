@@ -48,6 +48,9 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("  floor      the least a durable bbolt write-ahead client does (floor.go): one committer drains every\n")
 	r.printf("             queued put into one db.Update, no fixed delay; the POST waits for its put's commit; its\n")
 	r.printf("             settle is a delete riding the next commit, or flushed %v later; its own file, same directory\n", floorFlush)
+	r.printf("  contract   the floor doing what idem's contract asks (floor_contract.go): a crypto/rand UUID key, the body's\n")
+	r.printf("             SHA-256, the write-ahead and a settled record in idem's binary form, settled records written\n")
+	r.printf("             %v or %d KiB at a time as idem's history is; its own file, same directory\n", contractHistoryDelay, contractHistoryMax>>10)
 	if cfg.serverDelay > 0 {
 		r.printf("  think      the server sleeps %v before answering each /payments request, and each of the resume figure's (a remote API)\n", cfg.serverDelay)
 	}
@@ -101,6 +104,7 @@ func (r *report) level(lvl *levelResult) {
 // ratioDefs are the ratio lines: a ÷ b of req/s.
 var ratioDefs = [][2]string{
 	{"idem POST", floorRow},
+	{"idem POST", contractRow},
 	{floorRow, "net/http POST"},
 	{"idem POST", "net/http POST"},
 	{"idem POST", "retryablehttp POST"},
@@ -250,6 +254,7 @@ func (r *report) floorResume(rr *resumeResult) {
 	} else if rr.evictErr != nil {
 		r.printf("    cold      not measured: %v\n", rr.evictErr)
 	}
+	r.contractResume(rr)
 }
 
 // floorPass prints the floor resumes of one kind (medians over rounds) and

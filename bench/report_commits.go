@@ -15,9 +15,9 @@ import (
 // often the journal committed, how much each commit carried and wrote, and
 // where its time went.
 func (r *report) commits() {
-	rows := []string{"idem POST", floorRow}
+	rows := []string{"idem POST", floorRow, contractRow}
 	r.printf("\ncommits under load (per commit, medians over rounds: Journal().Stats() for idem, the same counters for the floor)\n")
-	r.printf("%-6s %-11s %17s %11s %13s %14s %12s %9s\n", "", "client", "one commit every", "ops/commit", "pages/commit",
+	r.printf("%-6s %-19s %17s %11s %13s %14s %12s %9s\n", "", "client", "one commit every", "ops/commit", "pages/commit",
 		"in the commit", "write+fsync", "the rest")
 	for _, lvl := range r.levels {
 		for i, name := range rows {
@@ -33,7 +33,7 @@ func (r *report) commits() {
 			in := perCommit(func(c journalCounts) float64 { return float64(c.commitTime) })
 			write := perCommit(func(c journalCounts) float64 { return float64(c.writeTime) })
 			rest := perCommit(func(c journalCounts) float64 { return float64(c.commitTime - c.writeTime) })
-			r.printf("%-6s %-11s %17s %11.1f %13.2f %14s %12s %9s\n", level, name,
+			r.printf("%-6s %-19s %17s %11.1f %13.2f %14s %12s %9s\n", level, name,
 				fmtDur(time.Duration(every)),
 				perCommit(func(c journalCounts) float64 { return float64(c.writeAheads) }),
 				perCommit(func(c journalCounts) float64 { return float64(c.pages) }),

@@ -45,6 +45,8 @@ type resumeResult struct {
 	warm, cold, wide []resumePass // a copy in the page cache; one evicted from it; warm, ResumeConcurrency wideConc
 	plain, plainWide []sendRun    // plain net/http sending n such POSTs at concurrency, and wideConc at a time
 	floor, floorCold []sendRun    // the floor resume (floorresume.go) of the same POSTs, at concurrency: warm, and cold as cold
+	// contract, contractCold: the contract floor resume's (floorresume_contract.go), the same way
+	contract, contractCold []sendRun
 }
 
 // sendRun is a run of sends of the backlog's POSTs, by plain net/http or
@@ -94,6 +96,9 @@ func runResume(ctx context.Context, cfg config, srv *child, dir string, progress
 		return nil, err
 	}
 	if err := makeFloorBacklog(path+".floor", srv.url(pathHeld), resumeBody(resumeBodyBytes), rr.n); err != nil {
+		return nil, err
+	}
+	if err := makeContractBacklog(path+".contract", srv.url(pathHeld), resumeBody(resumeBodyBytes), rr.n); err != nil {
 		return nil, err
 	}
 	for i := range cfg.rounds {
@@ -153,14 +158,18 @@ func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profil
 		*sends = append(*sends, p)
 		return err
 	}
-	floor := func(sends *[]sendRun, evictFirst bool) error {
-		cp, ok, err := copyOf(path+".floor", evictFirst)
+	floor := func(sends *[]sendRun, evictFirst bool, contract bool) error {
+		src := path + ".floor"
+		if contract {
+			src = path + ".contract"
+		}
+		cp, ok, err := copyOf(src, evictFirst)
 		defer os.Remove(cp)
 		if !ok {
 			return err
 		}
 		cpu0 := childCPU(srv)
-		p, err := floorResume(ctx, cp, tunedTransport(rr.concurrency), rr.n, rr.concurrency)
+		p, err := floorResumeOf(ctx, cp, tunedTransport(rr.concurrency), rr.n, rr.concurrency, contract)
 		p.serverCPU = childCPU(srv) - cpu0
 		*sends = append(*sends, p)
 		return err
@@ -168,9 +177,11 @@ func resumeRound(ctx context.Context, rr *resumeResult, srv *child, path, profil
 	for _, step := range []func() error{
 		func() error { return pass(&rr.warm, rr.concurrency, false, profile) },
 		func() error { return plain(&rr.plain, rr.concurrency) },
-		func() error { return floor(&rr.floor, false) },
+		func() error { return floor(&rr.floor, false, false) },
+		func() error { return floor(&rr.contract, false, true) },
 		func() error { return pass(&rr.cold, rr.concurrency, true, "") },
-		func() error { return floor(&rr.floorCold, true) },
+		func() error { return floor(&rr.floorCold, true, false) },
+		func() error { return floor(&rr.contractCold, true, true) },
 		func() error { return pass(&rr.wide, wideConc, false, "") },
 		func() error { return plain(&rr.plainWide, wideConc) },
 	} {

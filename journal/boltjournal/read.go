@@ -122,7 +122,11 @@ func (j *Journal) reget(l *Record) (*Record, error) {
 	}
 	listedMeta, listedBody, listedInline, _ := splitInline(value)
 	if listedInline && !j.closed.Load() && j.changes.unchanged(seqOf(l), gen) {
-		return j.fromListed(l, bytes.Clone(listedBody))
+		// The listed value is the listing's own copy, out of the file, so
+		// the body is handed out without another. Only l's hidden Ref
+		// still reaches it, and Resume replaces l with what this returns;
+		// a body changed since fails checkBody on another Reload of l.
+		return j.fromListed(l, listedBody[:len(listedBody):len(listedBody)])
 	}
 	if rec := j.unsaved(seqOf(l)); rec != nil {
 		return rec, nil

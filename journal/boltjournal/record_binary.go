@@ -70,25 +70,19 @@ const (
 // appendBinary appends r's metadata in the binary form, followed by box
 // (storedRecord's sealed part) when it is not nil. It refuses a time that
 // JSON could not hold either (checkTime), so that both forms keep the same
-// records.
+// records. The flags, one byte (flagsKnown), are filled in once the key,
+// the credential tag and the SHA-256 have shown whether their raw form
+// fits: each is checked and converted in one pass.
 func appendBinary(r *Record, b, box []byte) ([]byte, error) {
-	var flags uint64
+	var flags byte
 	if r.CallerKey {
 		flags |= flagCallerKey
 	}
-	if isLowerHex(r.BodySHA256, 64) {
-		flags |= flagRawSHA
-	}
-	if isUUID(r.Key) {
+	b = append(b, binaryTag, 0)
+	flagsAt := len(b) - 1
+	var raw bool
+	if b, raw = appendUUID(b, r.Key); raw {
 		flags |= flagRawKey
-	}
-	if isLowerHex(r.CredentialTag, 32) {
-		flags |= flagRawCred
-	}
-	b = append(b, binaryTag)
-	b = binary.AppendUvarint(b, flags)
-	if flags&flagRawKey != 0 {
-		b = appendUUID(b, r.Key)
 	} else {
 		b = appendBinString(b, r.Key)
 	}
@@ -99,10 +93,15 @@ func appendBinary(r *Record, b, box []byte) ([]byte, error) {
 	b = appendBinList(b, r.Dropped)
 	b = appendBinList(b, r.DroppedQuery)
 	b = appendBinString(b, r.Identity)
-	b = appendHexOrString(b, r.CredentialTag, flags&flagRawCred != 0)
+	if b, raw = appendHexOrString(b, r.CredentialTag, 32); raw {
+		flags |= flagRawCred
+	}
 	b = appendBinString(b, r.ContentType)
 	b = appendBinString(b, r.ContentEncoding)
-	b = appendHexOrString(b, r.BodySHA256, flags&flagRawSHA != 0)
+	if b, raw = appendHexOrString(b, r.BodySHA256, 64); raw {
+		flags |= flagRawSHA
+	}
+	b[flagsAt] = flags
 	var err error
 	if b, err = appendBinTime(b, r.Created); err != nil {
 		return nil, err
@@ -125,65 +124,63 @@ func appendBinary(r *Record, b, box []byte) ([]byte, error) {
 	return append(b, box...), nil
 }
 
-// isLowerHex reports whether s is n lowercase hex digits: the form hex
-// strings take in a record (SHA-256, credential tags), stored as raw bytes.
-func isLowerHex(s string, n int) bool {
-	if len(s) != n {
-		return false
+// hexValue maps a lowercase hex digit to its value, anything else to 0xff:
+// hex strings in a record (keys, SHA-256, credential tags) are stored as
+// the bytes they spell only in the lowercase form idem writes them in, so
+// that they read back the same.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
+	for i, c := range hexDigits {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
+// appendHex appends the bytes s spells, if s is lowercase hex digits of an
+// even count; else it appends nothing and ok is false.
+func appendHex(b []byte, s string) (_ []byte, ok bool) {
+	if len(s)%2 != 0 {
+		return b, false
+	}
+	n := len(b)
+	for i := 0; i < len(s); i += 2 {
+		hi, lo := hexValue[s[i]], hexValue[s[i+1]]
+		if hi|lo > 0xf {
+			return b[:n], false
 		}
+		b = append(b, hi<<4|lo)
 	}
-	return true
+	return b, true
 }
 
-// isUUID reports whether s is a UUID in the canonical lowercase form idem
-// mints keys in (RFC 9562 section 4), stored as its 16 bytes.
-func isUUID(s string) bool {
+// appendUUID appends the 16 bytes of s, if s is a UUID in the canonical
+// lowercase form idem mints keys in (RFC 9562 section 4); else it appends
+// nothing and ok is false.
+func appendUUID(b []byte, s string) (_ []byte, ok bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return false
+		return b, false
 	}
+	n := len(b)
 	for _, part := range [...]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
-		if !isLowerHex(part, len(part)) {
-			return false
+		if b, ok = appendHex(b, part); !ok {
+			return b[:n], false
 		}
 	}
-	return true
+	return b, true
 }
 
-// appendUUID appends the 16 bytes of s, a UUID isUUID accepted.
-func appendUUID(b []byte, s string) []byte {
-	for _, part := range [...]string{s[:8], s[9:13], s[14:18], s[19:23], s[24:]} {
-		b = appendHex(b, part)
+// appendHexOrString appends s as the bytes its hex spells when it is n
+// lowercase hex digits (raw: the caller sets the flag that says so), else
+// as a string.
+func appendHexOrString(b []byte, s string, n int) (_ []byte, raw bool) {
+	if len(s) == n {
+		if b, raw = appendHex(b, s); raw {
+			return b, true
+		}
 	}
-	return b
-}
-
-// appendHexOrString appends s as the bytes its hex spells (raw: isLowerHex
-// accepted it, and a flag says so), or as a string.
-func appendHexOrString(b []byte, s string, raw bool) []byte {
-	if raw {
-		return appendHex(b, s)
-	}
-	return appendBinString(b, s)
-}
-
-// appendHex appends the bytes s spells, lowercase hex digits of an even
-// count that isLowerHex accepted.
-func appendHex(b []byte, s string) []byte {
-	for i := 0; i+1 < len(s); i += 2 {
-		b = append(b, unhex(s[i])<<4|unhex(s[i+1]))
-	}
-	return b
-}
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'a' + 10
+	return appendBinString(b, s), false
 }
 
 func appendBinString(b []byte, s string) []byte {
