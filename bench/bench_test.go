@@ -99,8 +99,10 @@ func TestSmoke(t *testing.T) {
 		f := strings.Fields(rows[0])
 		if len(f) != 7 {
 			t.Errorf("write-ahead row %q: %d columns, want 7", rows[0], len(f))
-		} else if n, err := strconv.ParseFloat(f[4], 64); err != nil || n < 1 {
-			t.Errorf("write-ahead row %q: ops/commit %q, want a number >= 1", rows[0], f[4])
+		} else if n, err := strconv.ParseFloat(f[4], 64); err != nil || n <= 0 {
+			// Positive, not at least 1: a deferred settle's own flush is a commit that
+			// carries no write-ahead, and on a loaded machine those can outnumber them.
+			t.Errorf("write-ahead row %q: ops/commit %q, want a positive number", rows[0], f[4])
 		}
 	}
 
@@ -206,8 +208,8 @@ func checkCommitRow(t *testing.T, row string) {
 			t.Errorf("commit row %q: %q is not a positive duration", row, f[col])
 		}
 	}
-	if ops, err := strconv.ParseFloat(f[3], 64); err != nil || ops < 1 {
-		t.Errorf("commit row %q: ops/commit %q, want a number >= 1", row, f[3])
+	if ops, err := strconv.ParseFloat(f[3], 64); err != nil || ops <= 0 {
+		t.Errorf("commit row %q: ops/commit %q, want a positive number (see the write-ahead rows)", row, f[3])
 	}
 	if d[2] > d[1] {
 		t.Errorf("commit row %q: write+fsync %v longer than the commit %v", row, d[2], d[1])
