@@ -50,7 +50,7 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 			// key is not left held by a handler that never ran.
 			m.repeat(r, "claim", ResolvedReleased, sent.Add(c.TTL), func(ctx context.Context) error {
 				return c.Store.Release(ctx, rq.scope, token)
-			}, nil)
+			}, settling{})
 			m.unavailable(w, r, err)
 			return claimed{}, false
 		}

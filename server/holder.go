@@ -12,7 +12,8 @@ import (
 	"github.com/idem-go/idem/server/internal/lease"
 )
 
-// leaseConfig is the lease keepers' settings, the same for every request of c.
+// leaseConfig is the lease keepers' settings, the same for every request of c, with
+// one timer they share until their first renewal.
 func leaseConfig(c *config) lease.Config {
 	return lease.Config{
 		Lease:       c.Lease,
@@ -21,6 +22,7 @@ func leaseConfig(c *config) lease.Config {
 		Lost:        ErrLeaseLost,
 		Unconfirmed: ErrLeaseUnconfirmed,
 		Clock:       lease.System,
+		Shared:      lease.NewShared(lease.System), // most handlers end before their first renewal
 	}
 }
 

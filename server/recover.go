@@ -83,7 +83,7 @@ func (m *Middleware) recoverStuck(w http.ResponseWriter, r *http.Request, rq *re
 		resp := cloneResponse(got.Response)
 		err := m.settle(rq.ctx, r, "complete", sent.Add(c.TTL), func(ctx context.Context) error {
 			return c.Store.Complete(ctx, rq.scope, token, resp, c.TTL)
-		}, nil)
+		}, settling{})
 		if errors.Is(err, ErrLeaseLost) {
 			// Another copy took the record over while the hook ran: its answer is the one.
 			m.answerLeaseErr(w, r, err)

@@ -39,7 +39,7 @@ func (m *Middleware) Shutdown(ctx context.Context) error {
 // repeat repeats f, the call named call for r, until it lands (reported as how), is
 // refused (ResolvedFenced), or until passes (ResolvedGaveUp); done, if not nil, is settled
 // when it ends.
-func (m *Middleware) repeat(r *http.Request, call, how string, until time.Time, f func(context.Context) error, done *settling) {
+func (m *Middleware) repeat(r *http.Request, call, how string, until time.Time, f func(context.Context) error, done settling) {
 	c := m.cfg
 	end := func(res lease.Result, err error) {
 		switch res {

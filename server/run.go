@@ -127,7 +127,7 @@ func (m *Middleware) lost(r *http.Request, d *decision, err error) {
 // bounded by StoreTimeout; if its outcome is unknown, f is repeated in the background
 // until it lands, the Store refuses it, or until passes. done is called once it is
 // resolved (settled). settle returns the first attempt's error.
-func (m *Middleware) settle(ctx context.Context, r *http.Request, call string, until time.Time, f func(context.Context) error, done *settling) error {
+func (m *Middleware) settle(ctx context.Context, r *http.Request, call string, until time.Time, f func(context.Context) error, done settling) error {
 	c := m.cfg
 	err := m.call(ctx, f)
 	if err != nil && !errors.Is(err, ErrLeaseLost) {

@@ -1,80 +1,83 @@
-// expiry.go holds the Store's expiry queue: the deadlines of its records and released
-// tokens in a min-heap, so that each claim deletes the few that have passed, in deadline
-// order, and no claim walks every record under the Store's lock.
+// expiry.go holds the Store's expiry queues: the deadlines of its records in a
+// pointer-free min-heap, and those of its released tokens in a first-in first-out queue
+// (each is kept the same ReleasedTokenTTL), so that each claim deletes the few that have
+// passed, in deadline order, and no claim walks every record under the Store's lock.
 
 package memstore
 
-import (
-	"time"
-
-	"github.com/idem-go/idem/server"
-)
-
-// deadline is when a record, or a released token (rec nil), may be deleted, as queued. A
-// record whose expiry moved later since (a renewal, its completion) is queued again then.
+// deadline is when the record in a slot may be deleted, as queued. A record whose expiry
+// moved later since (a renewal, its completion) is queued again then; one deleted since
+// (its slot freed, so its generation moved on) is not this entry's to delete.
 type deadline struct {
-	at    time.Time
-	scope server.Scope
-	rec   *record
-	token string // the released token, when rec is nil
+	at   int64
+	slot int32
+	gen  uint32
 }
 
-// expireBatch bounds what one claim deletes. Each claim queues one deadline and each
-// record is queued again at most once per change of its expiry, so a batch of a few keeps
-// the queue level with the clock while no claim does more than a few deletions.
+// tokenDeadline is when a released token may be forgotten, as queued: key is its key in
+// Store.released.
+type tokenDeadline struct {
+	at  int64
+	key string
+}
+
+// expireBatch bounds what one claim deletes from each queue. Each claim queues at most one
+// deadline and each record or token is queued again at most once per change of its
+// deadline, so a batch of a few keeps the queues level with the clock while no claim does
+// more than a few deletions.
 const expireBatch = 4
 
-// queue records r's expiry, or a released token's (r nil), under the lock.
-func (s *Store) queue(d deadline) {
-	s.deadlines = append(s.deadlines, d)
+// queue records the expiry of the record in slot i, under the lock.
+func (s *Store) queue(i int32) {
+	s.deadlines = append(s.deadlines, deadline{at: s.slots[i].expires, slot: i, gen: s.slots[i].gen})
 	s.up(len(s.deadlines) - 1)
 }
 
-// expire deletes, under the lock, up to expireBatch records and released tokens whose
-// deadline passed at now. A record replaced or released since it was queued is not this
-// entry's to delete.
-func (s *Store) expire(now time.Time) {
+// expire deletes, under the lock, up to expireBatch records and as many released tokens
+// whose deadline passed at now.
+func (s *Store) expire(now int64) {
 	for range expireBatch {
-		if len(s.deadlines) == 0 || now.Before(s.deadlines[0].at) {
-			return
+		if len(s.deadlines) == 0 || now < s.deadlines[0].at {
+			break
 		}
 		d := s.pop()
-		switch {
-		case d.rec == nil:
-			s.expireToken(d, now)
-		case s.records[d.scope] != d.rec:
-		case now.Before(d.rec.expires):
-			s.queue(deadline{at: d.rec.expires, scope: d.scope, rec: d.rec})
+		switch sl := &s.slots[d.slot]; {
+		case !sl.used || sl.gen != d.gen:
+		case now < sl.expires:
+			s.queue(d.slot)
 		default:
-			delete(s.records, d.scope)
+			s.remove(d.slot)
 		}
+	}
+	for range expireBatch {
+		if s.tokenHead == len(s.tokenQueue) || now < s.tokenQueue[s.tokenHead].at {
+			break
+		}
+		d := s.tokenQueue[s.tokenHead]
+		s.tokenQueue[s.tokenHead] = tokenDeadline{}
+		s.tokenHead++
+		switch until, ok := s.released[d.key]; {
+		case !ok:
+		case now < until: // released again since
+			s.tokenQueue = append(s.tokenQueue, tokenDeadline{at: until, key: d.key})
+		default:
+			delete(s.released, d.key)
+		}
+	}
+	if s.tokenHead > 0 && s.tokenHead >= len(s.tokenQueue)/2 {
+		// Move the live tail to the front, so that the slice does not grow without end.
+		n := copy(s.tokenQueue, s.tokenQueue[s.tokenHead:])
+		clear(s.tokenQueue[n:])
+		s.tokenQueue, s.tokenHead = s.tokenQueue[:n], 0
 	}
 }
 
-// expireToken forgets a released token whose time passed, or queues it again if it was
-// released again since.
-func (s *Store) expireToken(d deadline, now time.Time) {
-	tokens := s.released[d.scope]
-	until, ok := tokens[d.token]
-	switch {
-	case !ok:
-	case now.Before(until):
-		s.queue(deadline{at: until, scope: d.scope, token: d.token})
-	default:
-		delete(tokens, d.token)
-		if len(tokens) == 0 {
-			delete(s.released, d.scope)
-		}
-	}
-}
-
-// pop removes and returns the earliest deadline.
+// pop removes and returns the earliest record deadline.
 func (s *Store) pop() deadline {
 	h := s.deadlines
 	d := h[0]
 	last := len(h) - 1
 	h[0] = h[last]
-	h[last] = deadline{} // let the record go
 	s.deadlines = h[:last]
 	s.down(0)
 	return d
@@ -84,7 +87,7 @@ func (s *Store) up(i int) {
 	h := s.deadlines
 	for i > 0 {
 		p := (i - 1) / 2
-		if !h[i].at.Before(h[p].at) {
+		if h[i].at >= h[p].at {
 			return
 		}
 		h[i], h[p] = h[p], h[i]
@@ -99,10 +102,10 @@ func (s *Store) down(i int) {
 		if c >= len(h) {
 			return
 		}
-		if c+1 < len(h) && h[c+1].at.Before(h[c].at) {
+		if c+1 < len(h) && h[c+1].at < h[c].at {
 			c++
 		}
-		if !h[c].at.Before(h[i].at) {
+		if h[c].at >= h[i].at {
 			return
 		}
 		h[i], h[c] = h[c], h[i]

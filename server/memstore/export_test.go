@@ -5,8 +5,5 @@ package memstore
 func (s *Store) Kept() (records, tokens int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, t := range s.released {
-		tokens += len(t)
-	}
-	return len(s.records), tokens
+	return s.inUse, len(s.released)
 }

@@ -6,6 +6,8 @@ package memstore
 import (
 	"context"
 	"errors"
+	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 
@@ -14,22 +16,26 @@ import (
 
 // Store is a server.Store in memory. Its clock is the now function given to New, so tests
 // move leases and expiry without sleeping. It is safe for concurrent use.
+//
+// Its records hold few pointers (record.go), so that a Store of a day of keys costs the
+// garbage collector little: a record is a pointer-free slot and one or two byte slices.
 type Store struct {
-	now func() time.Time
+	now  func() time.Time
+	base time.Time // the origin of the Store's times (nanoseconds since base)
+	seed maphash.Seed
 
-	mu        sync.Mutex
-	records   map[server.Scope]*record
-	released  map[server.Scope]map[string]time.Time // tokens Release found nothing for, until when
-	deadlines []deadline                            // a min-heap of when to delete them (expiry.go)
-}
+	mu    sync.Mutex
+	index map[uint64]int32 // a Scope's hash -> the first slot in use with that hash
+	slots []slot           // the records; free ones are listed in free
+	data  [][]byte         // data[i]: slot i's Scope, token and fingerprint (recordData)
+	resps [][]byte         // resps[i]: slot i's response once done (stored.go)
+	free  []int32
+	inUse int
 
-// record is one key's state. resp is immutable once set.
-type record struct {
-	fingerprint string
-	token       string // the holder's while in progress; the completer's once done
-	leaseUntil  time.Time
-	expires     time.Time
-	resp        *stored // set when done
+	deadlines  []deadline       // a min-heap of when to delete records (expiry.go)
+	released   map[string]int64 // tokens Release found nothing for (key: recordData's first tokenEnd bytes), until when
+	tokenQueue []tokenDeadline  // when to forget them, oldest first from tokenHead
+	tokenHead  int
 }
 
 // Options configures a Store. The zero value, like a nil *Options, uses the real clock.
@@ -44,16 +50,27 @@ func New(opts *Options) *Store {
 	if opts != nil && opts.Now != nil {
 		now = opts.Now
 	}
-	return &Store{now: now, records: make(map[server.Scope]*record), released: make(map[server.Scope]map[string]time.Time)}
+	return &Store{now: now, base: now(), seed: maphash.MakeSeed(), index: map[uint64]int32{}, released: map[string]int64{}}
+}
+
+// clock returns the Store's now, in nanoseconds since its base.
+func (s *Store) clock() int64 { return int64(s.now().Sub(s.base)) }
+
+// after returns t + d, saturated at the largest time.
+func after(t int64, d time.Duration) int64 {
+	if d > 0 && t > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return t + int64(d)
 }
 
 // Len returns how many live records the Store holds, for tests.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now, n := s.now(), 0
-	for _, r := range s.records {
-		if now.Before(r.expires) {
+	now, n := s.clock(), 0
+	for i := range s.slots {
+		if s.slots[i].used && now < s.slots[i].expires {
 			n++
 		}
 	}
@@ -68,44 +85,42 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if token == "" {
 		return server.Claim{}, errNoToken
 	}
+	h := s.hash(sc)
+	data, scopeEnd, tokenEnd := recordData(sc, token, fingerprint)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	if r := s.live(sc, now); r != nil {
-		if r.resp == nil && r.token == token {
+	now := s.clock()
+	if i := s.live(sc, h, now); i >= 0 {
+		if !s.slots[i].done && string(s.token(i)) == token {
 			return server.Claim{Claimed: true, Token: token}, nil // a repeat
 		}
-		rec, err := r.view(now)
+		rec, err := s.view(i, now)
 		if err != nil {
 			return server.Claim{}, err
 		}
 		return server.Claim{Record: rec}, nil
 	}
-	if until, ok := s.released[sc][token]; ok && now.Before(until) {
+	if until, ok := s.released[string(data[:tokenEnd])]; ok && now < until {
 		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
 	}
 	s.expire(now)
-	r := &record{
-		fingerprint: fingerprint,
-		token:       token,
-		leaseUntil:  now.Add(lease),
-		expires:     now.Add(max(ttl, lease)),
+	if i := s.find(sc, h); i >= 0 {
+		s.remove(i) // expired, not deleted yet
 	}
-	s.records[sc] = r
-	s.queue(deadline{at: r.expires, scope: sc, rec: r})
-	return server.Claim{Claimed: true, Token: r.token}, nil
+	i := s.insert(h, data, scopeEnd, tokenEnd, after(now, lease), after(now, max(ttl, lease)))
+	s.queue(i)
+	return server.Claim{Claimed: true, Token: token}, nil
 }
 
 // Renew implements server.Store.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	err := s.held(ctx, sc, token, func(r *record, now time.Time) error {
-		if r.resp != nil || r.token != token {
+	err := s.held(ctx, sc, token, func(i int32, now int64) error {
+		sl := &s.slots[i]
+		if sl.done || string(s.token(i)) != token {
 			return server.ErrLeaseLost
 		}
-		r.leaseUntil = now.Add(lease)
-		if r.expires.Before(r.leaseUntil) {
-			r.expires = r.leaseUntil
-		}
+		sl.leaseUntil = after(now, lease)
+		sl.expires = max(sl.expires, sl.leaseUntil)
 		return nil
 	})
 	return lostIfAbsent(err)
@@ -116,26 +131,29 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 	if resp == nil {
 		return errNoResponse
 	}
-	c := store(resp)
-	return lostIfAbsent(s.held(ctx, sc, token, func(r *record, now time.Time) error {
-		if r.resp != nil {
-			return repeated(r.token == token) // done: by this token (a repeat) or another
+	st := store(resp)
+	return lostIfAbsent(s.held(ctx, sc, token, func(i int32, now int64) error {
+		sl := &s.slots[i]
+		own := string(s.token(i)) == token
+		if sl.done {
+			return repeated(own) // done: by this token (a repeat) or another
 		}
-		if r.token != token {
+		if !own {
 			return server.ErrLeaseLost
 		}
-		r.resp, r.expires = c, now.Add(ttl)
+		s.keep(i, st)
+		sl.expires = after(now, ttl)
 		return nil
 	}))
 }
 
 // Release implements server.Store.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
-	err := s.held(ctx, sc, token, func(r *record, _ time.Time) error {
-		if r.resp != nil || r.token != token {
+	err := s.held(ctx, sc, token, func(i int32, _ int64) error {
+		if s.slots[i].done || string(s.token(i)) != token {
 			return server.ErrLeaseLost
 		}
-		delete(s.records, sc)
+		s.remove(i)
 		s.remember(sc, token)
 		return nil
 	})
@@ -152,12 +170,10 @@ func (s *Store) Release(ctx context.Context, sc server.Scope, token string) erro
 // remember keeps a released token, under the lock, so that a claim with it still on its
 // way (a repeat delayed in the network) makes no record now.
 func (s *Store) remember(sc server.Scope, token string) {
-	if s.released[sc] == nil {
-		s.released[sc] = map[string]time.Time{}
-	}
-	until := s.now().Add(server.ReleasedTokenTTL)
-	s.released[sc][token] = until
-	s.queue(deadline{at: until, scope: sc, token: token})
+	key := string(append(appendScope(nil, sc), token...))
+	until := after(s.clock(), server.ReleasedTokenTTL)
+	s.released[key] = until
+	s.tokenQueue = append(s.tokenQueue, tokenDeadline{at: until, key: key})
 }
 
 // TakeOver implements server.Store.
@@ -165,60 +181,41 @@ func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token stri
 	if token == "" {
 		return errNoToken
 	}
-	return lostIfAbsent(s.held(ctx, sc, stale, func(r *record, now time.Time) error {
-		switch {
-		case r.resp == nil && r.token == token:
+	return lostIfAbsent(s.held(ctx, sc, stale, func(i int32, now int64) error {
+		sl := &s.slots[i]
+		switch held := string(s.token(i)); {
+		case !sl.done && held == token:
 			return nil // a repeat
-		case r.resp != nil || r.token != stale || now.Before(r.leaseUntil):
+		case sl.done || held != stale || now < sl.leaseUntil:
 			return server.ErrLeaseLost // done, held by another, or the holder is alive
 		}
-		r.token, r.leaseUntil = token, now.Add(lease)
-		if r.expires.Before(r.leaseUntil) {
-			r.expires = r.leaseUntil
-		}
+		data, scopeEnd, tokenEnd := recordData(sc, token, string(s.data[i][sl.tokenEnd:]))
+		s.data[i], sl.scopeEnd, sl.tokenEnd = data, scopeEnd, tokenEnd
+		sl.leaseUntil = after(now, lease)
+		sl.expires = max(sl.expires, sl.leaseUntil)
 		return nil
 	}))
 }
 
-// held runs f, which checks token against the record itself, on the live record for sc
-// under the lock. It returns errAbsent for no live record, server.ErrLeaseLost for an
-// empty token, or what f returns.
-func (s *Store) held(ctx context.Context, sc server.Scope, token string, f func(*record, time.Time) error) error {
+// held runs f, which checks token against the record itself, on the slot of the live
+// record for sc under the lock. It returns errAbsent for no live record,
+// server.ErrLeaseLost for an empty token, or what f returns.
+func (s *Store) held(ctx context.Context, sc server.Scope, token string, f func(i int32, now int64) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if token == "" {
 		return server.ErrLeaseLost // no record is ever held under ""
 	}
+	h := s.hash(sc)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	r := s.live(sc, now)
-	if r == nil {
+	now := s.clock()
+	i := s.live(sc, h, now)
+	if i < 0 {
 		return errAbsent
 	}
-	return f(r, now)
-}
-
-// live returns the record for sc unless it is missing or expired at now.
-func (s *Store) live(sc server.Scope, now time.Time) *record {
-	r := s.records[sc]
-	if r == nil || !now.Before(r.expires) {
-		return nil
-	}
-	return r
-}
-
-// view is r as server.Store reports it at now.
-func (r *record) view(now time.Time) (server.Record, error) {
-	v := server.Record{Fingerprint: r.fingerprint, ExpiresIn: r.expires.Sub(now)}
-	if r.resp != nil {
-		resp, err := r.resp.response()
-		v.State, v.Response = server.StateDone, resp
-		return v, err
-	}
-	v.State, v.Token, v.LeaseLeft = server.StateInProgress, r.token, r.leaseUntil.Sub(now)
-	return v, nil
+	return f(i, now)
 }
 
 var (

@@ -1,6 +1,7 @@
-// stored.go is the form in which the Store keeps a response: its header fields
-// (server.AppendHeader's encoding) and body in one byte slice, a copy the caller cannot
-// change, with no pointers for the garbage collector to follow while the record lives.
+// stored.go is the form in which the Store keeps a response: its unreplayable reason, its
+// header fields (server.AppendHeader's encoding) and its body in one byte slice, a copy the
+// caller cannot change, with no pointers for the garbage collector to follow while the
+// record lives. Its status and where its parts end live in the record's slot.
 
 package memstore
 
@@ -10,37 +11,48 @@ import (
 	"github.com/idem-go/idem/server"
 )
 
-// stored is a response as kept: immutable once made.
+// stored is a response encoded, not yet in a slot.
 type stored struct {
-	status       int
-	unreplayable string
-	enc          []byte // the header fields (server.AppendHeader), then the body
-	header       int    // how many bytes of enc the header fields take
+	enc       []byte // the unreplayable reason, the header fields, then the body
+	status    int
+	unrEnd    int
+	headerEnd int
 }
 
 // store copies resp into its stored form, in one allocation.
-func store(resp *server.Response) *stored {
-	n := 10 + len(resp.Body) // the pair count, then the body
+func store(resp *server.Response) stored {
+	n := 10 + len(resp.Unreplayable) + len(resp.Body) // the pair count, then the rest
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			n += 20 + len(k) + len(v) // two uvarint lengths and the strings
 		}
 	}
-	enc := server.AppendHeader(make([]byte, 0, n), resp.Header)
-	header := len(enc)
+	enc := append(make([]byte, 0, n), resp.Unreplayable...)
+	unrEnd := len(enc)
+	enc = server.AppendHeader(enc, resp.Header)
+	headerEnd := len(enc)
 	enc = append(enc, resp.Body...)
-	return &stored{status: resp.Status, unreplayable: resp.Unreplayable, enc: enc, header: header}
+	return stored{enc: enc, status: resp.Status, unrEnd: unrEnd, headerEnd: headerEnd}
 }
 
-// response returns a new copy of the stored response, for the caller to keep.
-func (st *stored) response() (*server.Response, error) {
-	h, err := server.ParseHeader(st.enc[:st.header])
+// keep puts st in slot i as its response. Called with mu held.
+func (s *Store) keep(i int32, st stored) {
+	sl := &s.slots[i]
+	sl.done, sl.status, sl.unrEnd, sl.headerEnd = true, st.status, st.unrEnd, st.headerEnd
+	s.resps[i] = st.enc
+}
+
+// response returns a new copy of the response of the done record in slot i, for the
+// caller to keep. Called with mu held.
+func (s *Store) response(i int32) (*server.Response, error) {
+	sl, enc := &s.slots[i], s.resps[i]
+	h, err := server.ParseHeader(enc[sl.unrEnd:sl.headerEnd])
 	if err != nil {
 		return nil, fmt.Errorf("memstore: a stored response: %w", err)
 	}
 	var body []byte
-	if len(st.enc) > st.header {
-		body = append([]byte(nil), st.enc[st.header:]...)
+	if len(enc) > sl.headerEnd {
+		body = append([]byte(nil), enc[sl.headerEnd:]...)
 	}
-	return &server.Response{Status: st.status, Header: h, Body: body, Unreplayable: st.unreplayable}, nil
+	return &server.Response{Status: sl.status, Header: h, Body: body, Unreplayable: string(enc[:sl.unrEnd])}, nil
 }

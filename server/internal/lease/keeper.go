@@ -31,6 +31,9 @@ type Config struct {
 	// Failed is told of each renewal whose outcome is unknown (for the logs).
 	Failed func(error)
 	Clock  Clock
+	// Shared, if not nil, is the timer the Keeper waits on until its first renewal (all
+	// Keepers sharing one must have the same Lease); nil means a timer of its own.
+	Shared *Shared
 }
 
 // Holder is the holder's side of a Keeper, for KeepHolder: what Config's Renew, Cancel
@@ -79,9 +82,12 @@ type Keeper struct {
 	c     Config
 	h     Holder
 	ctx   context.Context // its values only: renewals outlive the holder's cancellation
-	timer Timer
+	timer Timer           // its own; nil while it waits on c.Shared
 
 	mu       sync.Mutex
+	shared   *Shared // while in c.Shared's list
+	prev     *Keeper // its neighbours there
+	next     *Keeper
 	renewAt  time.Time // when the next renewal is due (while none is in flight)
 	deadline time.Time // the local deadline: last confirmation + Lease - Margin
 	cause    error     // Lost or Unconfirmed once Cancel was called
@@ -114,8 +120,19 @@ func start(ctx context.Context, c Config, h Holder, confirmed time.Time) *Keeper
 	}
 	k.mu.Lock() // the timer may fire before k.timer is set
 	defer k.mu.Unlock()
-	k.timer = c.Clock.AfterFunc(k.renewAt.Sub(c.Clock.Now()), k.fire)
+	if c.Shared == nil || !c.Shared.add(k) {
+		k.timer = c.Clock.AfterFunc(k.renewAt.Sub(c.Clock.Now()), k.fire)
+	}
 	return k
+}
+
+// own gives k, whose first renewal Shared found due, a timer of its own, firing now.
+func (k *Keeper) own() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.ended {
+		k.timer = k.c.Clock.AfterFunc(0, k.fire)
+	}
 }
 
 // Deadline is the local deadline of a lease of lease confirmed at confirmed.
@@ -209,7 +226,11 @@ func (k *Keeper) Stop() (deadline time.Time, cause error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.ended = true
-	k.timer.Stop()
+	if k.timer != nil {
+		k.timer.Stop()
+	} else if k.c.Shared != nil {
+		k.c.Shared.remove(k)
+	}
 	return k.deadline, k.cause
 }
 

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,7 @@ func newHarness(t *testing.T) *harness {
 		Unconfirmed: errUnconfirmed,
 		Failed:      func(error) {},
 		Clock:       h.clock,
+		Shared:      sharedFor(t, h.clock),
 	}, h.started)
 	t.Cleanup(func() { h.keeper.Stop() })
 	return h
@@ -197,7 +199,9 @@ func (h *harness) cause() error {
 
 // Confirmed renewals every third of a lease keep the holder going; each moves the local
 // deadline to its send time + Lease - Margin.
-func TestKeeperRenewsEveryThird(t *testing.T) {
+func TestKeeperRenewsEveryThird(t *testing.T) { bothTimers(t, testKeeperRenewsEveryThird) }
+
+func testKeeperRenewsEveryThird(t *testing.T) {
 	h := newHarness(t)
 	for range 5 {
 		h.renewal(lease/3, nil)
@@ -211,7 +215,9 @@ func TestKeeperRenewsEveryThird(t *testing.T) {
 
 // Renewals without an answer are tried again every tenth of a lease; when the local
 // deadline passes, the holder is cancelled with Unconfirmed, before the lease could end.
-func TestKeeperCancelsWhenUnconfirmed(t *testing.T) {
+func TestKeeperCancelsWhenUnconfirmed(t *testing.T) { bothTimers(t, testKeeperCancelsWhenUnconfirmed) }
+
+func testKeeperCancelsWhenUnconfirmed(t *testing.T) {
 	h := newHarness(t)
 	h.renewal(lease/3, errTimeout) // at 10 s
 	h.renewal(lease/10, errTimeout)
@@ -232,7 +238,9 @@ func TestKeeperCancelsWhenUnconfirmed(t *testing.T) {
 }
 
 // A refused renewal cancels the holder with Lost at once, and renewals stop.
-func TestKeeperCancelsWhenLost(t *testing.T) {
+func TestKeeperCancelsWhenLost(t *testing.T) { bothTimers(t, testKeeperCancelsWhenLost) }
+
+func testKeeperCancelsWhenLost(t *testing.T) {
 	h := newHarness(t)
 	h.renewal(lease/3, errLost)
 	if c := h.cause(); !errors.Is(c, errLost) {
@@ -248,7 +256,9 @@ func TestKeeperCancelsWhenLost(t *testing.T) {
 
 // A renewal whose answer comes late does not hold the deadline back: the deadline is
 // the send time of the last confirmed renewal, so a slow confirmation cannot stretch it.
-func TestKeeperDeadlineFromSendTime(t *testing.T) {
+func TestKeeperDeadlineFromSendTime(t *testing.T) { bothTimers(t, testKeeperDeadlineFromSendTime) }
+
+func testKeeperDeadlineFromSendTime(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Advance(lease / 3)
 	answer := <-h.calls        // sent at 10 s
@@ -265,7 +275,9 @@ func TestKeeperDeadlineFromSendTime(t *testing.T) {
 
 // A claim confirmed late (tried again, or answered slowly) is renewed at once, before its
 // deadline, rather than a third of a lease after the keeper started.
-func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) {
+func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) { bothTimers(t, testKeeperRenewsSlowClaimAtOnce) }
+
+func testKeeperRenewsSlowClaimAtOnce(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1000, 0)}
 	calls := make(chan chan error, 1)
 	causes := make(chan error, 1)
@@ -296,7 +308,9 @@ func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) {
 }
 
 // A holder that stops within a third of a lease never renews, and nothing fires later.
-func TestKeeperShortHolderNeverRenews(t *testing.T) {
+func TestKeeperShortHolderNeverRenews(t *testing.T) { bothTimers(t, testKeeperShortHolderNeverRenews) }
+
+func testKeeperShortHolderNeverRenews(t *testing.T) {
 	h := newHarness(t)
 	h.clock.Advance(lease / 4)
 	if deadline, cause := h.keeper.Stop(); cause != nil || !deadline.Equal(h.started.Add(lease-Margin(lease))) {
@@ -310,4 +324,18 @@ func TestKeeperShortHolderNeverRenews(t *testing.T) {
 		t.Fatalf("cancelled with %v after Stop", c)
 	case <-time.After(10 * time.Millisecond):
 	}
+}
+
+// bothTimers runs test with a Keeper's own timer and with a Shared one.
+func bothTimers(t *testing.T, test func(*testing.T)) {
+	t.Run("own", test)
+	t.Run("shared", test)
+}
+
+// sharedFor is a Shared on clock for the "shared" run of bothTimers, else nil.
+func sharedFor(t *testing.T, clock Clock) *Shared {
+	if strings.HasSuffix(t.Name(), "/shared") {
+		return NewShared(clock)
+	}
+	return nil
 }
