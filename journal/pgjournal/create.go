@@ -77,6 +77,28 @@ func (j *Journal) writeCreates(inline bool) {
 	}
 }
 
+// insertRows is the write-ahead INSERT, less its conflict clause: the
+// rows in queue order (Pending's order), none in a namespace marked sealed
+// unless $12 (this Journal seals).
+const insertRows = `INSERT INTO {s}.operations
+		(namespace, key, caller_key, operation_id, state, record, body, sealed, updated, holder, leased_until)
+	SELECT $1, k, ck, op, st, rec::jsonb, b, sl, up, $2, now() + $3::interval
+	FROM unnest($4::text[], $5::boolean[], $6::text[], $7::smallint[], $8::text[], $9::bytea[], $10::bytea[], $11::timestamptz[])
+		WITH ORDINALITY AS t(k, ck, op, st, rec, b, sl, up, i)
+	WHERE $12 OR NOT EXISTS (SELECT FROM {s}.namespaces WHERE namespace = $1 AND sealed)
+	ORDER BY i`
+
+// insertNamed writes a batch holding a caller's key or an operation ID: a
+// row a unique index refuses is skipped, and its Create gets ErrNameTaken.
+// insertMinted writes a batch of minted keys alone, which no unique index
+// covers: it skips the speculative insertion ON CONFLICT costs (a WAL
+// record and about 15 µs per statement); a conflict there would be an
+// error for the whole batch, never a silent skip.
+const (
+	insertNamed  = insertRows + "\n\tON CONFLICT DO NOTHING\n\tRETURNING seq, epoch, key, coalesce(operation_id, '')"
+	insertMinted = insertRows + "\n\tRETURNING seq, epoch, key, coalesce(operation_id, '')"
+)
+
 // insert writes batch in one statement and tells each Create its outcome:
 // its Ref and lease, journal.ErrNameTaken for a row a unique index refused,
 // or the statement's error. A Journal without Options.Encryption writes
@@ -95,6 +117,7 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		sealed  = make([][]byte, n)
 		updated = make([]time.Time, n)
 	)
+	named := false // a row with a unique name: a caller's key or an operation ID
 	for i, p := range batch {
 		r := p.rec
 		keys[i], caller[i], states[i], records[i], bodies[i], sealed[i], updated[i] =
@@ -102,19 +125,16 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		if r.OperationID != "" {
 			opIDs[i] = &r.OperationID
 		}
+		named = named || r.CallerKey || r.OperationID != ""
+	}
+	q := insertMinted
+	if named {
+		q = insertNamed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
 	deferred := j.deferredCount()
-	rows, err := j.pool.Query(ctx, j.sql(`INSERT INTO {s}.operations
-			(namespace, key, caller_key, operation_id, state, record, body, sealed, updated, holder, leased_until)
-		SELECT $1, k, ck, op, st, rec::jsonb, b, sl, up, $2, now() + $3::interval
-		FROM unnest($4::text[], $5::boolean[], $6::text[], $7::smallint[], $8::text[], $9::bytea[], $10::bytea[], $11::timestamptz[])
-			WITH ORDINALITY AS t(k, ck, op, st, rec, b, sl, up, i)
-		WHERE $12 OR NOT EXISTS (SELECT FROM {s}.namespaces WHERE namespace = $1 AND sealed)
-		ORDER BY i
-		ON CONFLICT DO NOTHING
-		RETURNING seq, epoch, key, coalesce(operation_id, '')`),
+	rows, err := j.pool.Query(ctx, j.sql(q),
 		j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, sealed, updated,
 		j.ring != nil)
 	written := make(map[[2]string]lease, n)
