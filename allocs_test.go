@@ -169,3 +169,17 @@ func TestStoredHeaderAllocs(t *testing.T) {
 		require.Equal(t, http.Header{"Content-Type": {"application/json"}}, got)
 	}
 }
+
+// A resumed operation's retry takes a token from a full bucket and its
+// answer fills it again: the bucket comes and goes without an allocation.
+func TestRetryBudgetResendAllocs(t *testing.T) {
+	b := newBudget(RetryBudget{Ratio: DefaultRetryRatio, Burst: DefaultRetryBurst})
+	now := time.Unix(1, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		require.True(t, b.retry("a:80", now))
+		b.answered("a:80", true)
+	}); n != 0 {
+		t.Fatalf("a retry and its answer: %v allocations, want 0", n)
+	}
+	require.Equal(t, float64(DefaultRetryBurst), b.available("a:80"))
+}
