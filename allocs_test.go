@@ -183,3 +183,14 @@ func TestRetryBudgetResendAllocs(t *testing.T) {
 	}
 	require.Equal(t, float64(DefaultRetryBurst), b.available("a:80"))
 }
+
+// A scan parses each origin once: the host of a record whose origin it has
+// met costs no allocation.
+func TestOriginHostsRecordAllocs(t *testing.T) {
+	hosts := originHosts{}
+	rec := &Record{URL: "http://127.0.0.1:8080/orders/7"}
+	hosts.record(rec)
+	if n := testing.AllocsPerRun(100, func() { hosts.record(rec) }); n != 0 {
+		t.Fatalf("originHosts.record: %v allocations, want 0", n)
+	}
+}
