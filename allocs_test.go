@@ -169,3 +169,28 @@ func TestStoredHeaderAllocs(t *testing.T) {
 		require.Equal(t, http.Header{"Content-Type": {"application/json"}}, got)
 	}
 }
+
+// A resumed operation's retry takes a token from a full bucket and its
+// answer fills it again: the bucket comes and goes without an allocation.
+func TestRetryBudgetResendAllocs(t *testing.T) {
+	b := newBudget(RetryBudget{Ratio: DefaultRetryRatio, Burst: DefaultRetryBurst})
+	now := time.Unix(1, 0)
+	if n := testing.AllocsPerRun(100, func() {
+		require.True(t, b.retry("a:80", now))
+		b.answered("a:80", true)
+	}); n != 0 {
+		t.Fatalf("a retry and its answer: %v allocations, want 0", n)
+	}
+	require.Equal(t, float64(DefaultRetryBurst), b.available("a:80"))
+}
+
+// A scan parses each origin once: the host of a record whose origin it has
+// met costs no allocation.
+func TestOriginHostsRecordAllocs(t *testing.T) {
+	hosts := originHosts{}
+	rec := &Record{URL: "http://127.0.0.1:8080/orders/7"}
+	hosts.record(rec)
+	if n := testing.AllocsPerRun(100, func() { hosts.record(rec) }); n != 0 {
+		t.Fatalf("originHosts.record: %v allocations, want 0", n)
+	}
+}

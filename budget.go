@@ -88,8 +88,11 @@ type budget struct {
 	ratio, burst int64 // in token units
 	disabled     bool
 
-	mu    sync.Mutex
-	hosts map[string]*bucket // a host not here has a full bucket
+	mu sync.Mutex
+	// hosts holds buckets by value: a resumed operation's retry takes a
+	// token from a full bucket and its answer fills it again (dropped), so
+	// a pointer per bucket would be an allocation per operation.
+	hosts map[string]bucket // a host not here has a full bucket
 	// stored is len(hosts), written under mu: while it is 0, every bucket
 	// is full and adding to one changes nothing, so add needs no lock.
 	stored atomic.Int64
@@ -102,7 +105,7 @@ type bucket struct {
 
 func newBudget(b RetryBudget) *budget {
 	return &budget{ratio: int64(math.Round(b.Ratio * token)), burst: int64(b.Burst) * token,
-		disabled: b.Disabled, hosts: make(map[string]*bucket)}
+		disabled: b.Disabled, hosts: make(map[string]bucket)}
 }
 
 // full reports whether every bucket is full (or the budget is off): a first
@@ -148,23 +151,23 @@ func (b *budget) take(host string, now time.Time) grant {
 	host = strings.ToLower(host)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bk := b.hosts[host]
-	if bk == nil {
+	bk, ok := b.hosts[host]
+	if !ok {
 		b.makeRoom()
-		bk = &bucket{tokens: b.burst, quiet: now}
-		b.hosts[host] = bk
-		b.stored.Store(int64(len(b.hosts)))
+		bk = bucket{tokens: b.burst, quiet: now}
 	}
+	var g grant
 	switch {
 	case bk.tokens >= token:
 		bk.tokens -= token
-		return grant{ok: true}
+		g = grant{ok: true}
 	case now.Sub(bk.quiet) >= probeEvery:
-		g := grant{ok: true, probe: true, quiet: bk.quiet}
+		g = grant{ok: true, probe: true, quiet: bk.quiet}
 		bk.quiet = now
-		return g
 	}
-	return grant{}
+	b.hosts[host] = bk
+	b.stored.Store(int64(len(b.hosts)))
+	return g
 }
 
 // undo gives back what take granted for a retry that was not sent after all:
@@ -175,8 +178,10 @@ func (b *budget) undo(host string, g grant) {
 	case g.probe:
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if bk := b.hosts[strings.ToLower(host)]; bk != nil && g.quiet.Before(bk.quiet) {
+		host = strings.ToLower(host)
+		if bk, ok := b.hosts[host]; ok && g.quiet.Before(bk.quiet) {
 			bk.quiet = g.quiet
+			b.hosts[host] = bk
 		}
 	default:
 		b.add(host, token, time.Time{})
@@ -192,8 +197,8 @@ func (b *budget) add(host string, n int64, now time.Time) {
 	host = strings.ToLower(host)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bk := b.hosts[host]
-	if bk == nil {
+	bk, ok := b.hosts[host]
+	if !ok {
 		return // full already
 	}
 	if !now.IsZero() {
@@ -202,14 +207,16 @@ func (b *budget) add(host string, n int64, now time.Time) {
 	if bk.tokens += n; bk.tokens >= b.burst {
 		delete(b.hosts, host) // full, like a host never seen
 		b.stored.Store(int64(len(b.hosts)))
+		return
 	}
+	b.hosts[host] = bk
 }
 
 // available is the retries host's bucket holds, for tests and figures.
 func (b *budget) available(host string) float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if bk := b.hosts[strings.ToLower(host)]; bk != nil {
+	if bk, ok := b.hosts[strings.ToLower(host)]; ok {
 		return float64(bk.tokens) / token
 	}
 	return float64(b.burst) / token

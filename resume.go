@@ -295,7 +295,19 @@ const maxOrigins = 1024
 type originHosts map[string]string
 
 // of returns the host of target's origin; ok is false if it has none.
-func (h originHosts) of(target []byte) (host string, ok bool) {
+func (h originHosts) of(target []byte) (host string, ok bool) { return hostOf(h, target) }
+
+// record returns recordHost(rec), parsing each origin once.
+func (h originHosts) record(rec *Record) string {
+	if host, ok := hostOf(h, rec.Target()); ok {
+		return host
+	}
+	return recordHost(rec)
+}
+
+// hostOf is originHosts.of for a target of either type: a string's
+// lookup needs no conversion.
+func hostOf[T string | []byte](h originHosts, target T) (host string, ok bool) {
 	origin, ok := originOf(target)
 	if !ok {
 		return "", false

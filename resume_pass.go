@@ -145,11 +145,12 @@ func (r *resumeRun) scan(after uint64, only *leftOut, errp *error) *leftOut {
 	left := &leftOut{}
 	refused := 0 // hosts of only.hosts left out again
 	added := 0
+	hosts := originHosts{}
 	for rec := range r.pending(after, r.picker(left, only), errp) {
 		if r.ctx.Err() != nil || closed(r.stop) {
 			break
 		}
-		host := recordHost(rec)
+		host := hosts.record(rec)
 		if only != nil && !only.takes(host, seqOf(rec)) {
 			continue
 		}

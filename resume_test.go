@@ -370,6 +370,15 @@ func TestRecordHostFromOrigin(t *testing.T) {
 		host, ok := originHosts{}.of([]byte(target))
 		require.True(t, ok, target)
 		require.Equal(t, budgetHost(u), host, target)
+		hosts := originHosts{}
+		for range 2 { // parsed, then cached
+			require.Equal(t, budgetHost(u), hosts.record(&Record{URL: target}), target)
+			require.Equal(t, budgetHost(u), hosts.record(&Record{URL: "https://elsewhere.test/p", Location: target}), "moved to %s", target)
+		}
+	}
+	hosts := originHosts{}
+	for _, target := range []string{"", "/p", "api.test/p"} { // no origin: as recordHost reads it
+		require.Equal(t, recordHost(&Record{URL: target}), hosts.record(&Record{URL: target}), target)
 	}
 	for _, target := range []string{"", "/p", "api.test/p", "://api.test/p", "1http://api.test/p", "https:/api.test"} {
 		_, ok := originOf(target)
