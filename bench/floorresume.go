@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-go/idem/bench/internal/harness"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -89,7 +90,7 @@ func floorResumeOf(ctx context.Context, path string, base http.RoundTripper, n, 
 	errs := make([]error, conc)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
+	t0, cpu0, alloc0 := time.Now(), harness.ProcessCPU(), allocsNow()
 	wg.Go(func() { readInOrder(path) })
 	for i := range conc {
 		wg.Go(func() {
@@ -122,7 +123,7 @@ func floorResumeOf(ctx context.Context, path string, base http.RoundTripper, n, 
 	}
 	close(work)
 	wg.Wait()
-	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0, alloc: alloc0.since()}
+	sent := sendRun{took: time.Since(t0), cpu: harness.ProcessCPU() - cpu0, alloc: alloc0.since()}
 	for _, err := range errs {
 		if err != nil {
 			return sendRun{}, err
