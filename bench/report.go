@@ -262,11 +262,7 @@ func (r *report) floorResume(rr *resumeResult) {
 // their ratios to plain and to Resume's passes of that kind, paired per
 // round over the rounds that ran both.
 func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []resumePass, plain []sendRun) {
-	took := harness.OverDur(ps, func(p sendRun) time.Duration { return p.took })
-	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s; %s per op)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
-		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
-		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
-		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
+	r.sendPass(kind, what, n, ps)
 	m := min(len(ps), len(resumes), len(plain))
 	floor, resume := make([]float64, m), make([]float64, m)
 	for i := range m {
@@ -275,6 +271,16 @@ func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []res
 	}
 	r.ratio(kind+" floor resume ÷ net/http sending the same", floor)
 	r.ratio(kind+" Resume ÷ "+kind+" floor resume", resume)
+}
+
+// sendPass prints the medians over rounds of a floor resume's passes of one
+// kind: time, rate, CPU and allocations per operation.
+func (r *report) sendPass(kind, what string, n int, ps []sendRun) {
+	took := harness.OverDur(ps, func(p sendRun) time.Duration { return p.took })
+	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s; %s per op)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
+		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
+		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
+		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
 }
 
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time:
