@@ -1,18 +1,18 @@
 // This file starts and stops the child process that runs the loopback server
 // (serve.go). The child is this binary re-executed with the hidden first
-// argument -serve, so the parent measures client work only.
+// argument -serve (harness.StartChild), so the parent measures client work
+// only.
 
 package main
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 const serveArg = "-serve"
@@ -23,42 +23,18 @@ func isServeChild() bool { return len(os.Args) > 1 && os.Args[1] == serveArg }
 
 // child is a running server process.
 type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	addr  string // 127.0.0.1:port
+	*harness.Child
+	addr string // 127.0.0.1:port
 }
 
 // startChild starts the server, which sleeps delay before answering each
 // /payments request.
 func startChild(delay time.Duration) (*child, error) {
-	exe, err := os.Executable()
+	hc, line, err := harness.StartChild(context.Background(), 10*time.Second, serveArg, delay.String())
 	if err != nil {
 		return nil, fmt.Errorf("server child: %w", err)
 	}
-	cmd := exec.Command(exe, serveArg, delay.String())
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("server child: %w", err)
-	}
-	c := &child{cmd: cmd, stdin: stdin}
-	line := make(chan string, 1)
-	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- strings.TrimSpace(s)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case c.addr = <-line:
-	case <-time.After(10 * time.Second):
-	}
+	c := &child{Child: hc, addr: string(line)}
 	host, _, err := net.SplitHostPort(c.addr)
 	if err != nil || host != "127.0.0.1" {
 		c.stop()
@@ -69,11 +45,8 @@ func startChild(delay time.Duration) (*child, error) {
 
 func (c *child) url(path string) string { return "http://" + c.addr + path }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) pid() int { return c.PID() }
 
-// stop ends the child: closing its stdin asks it to exit; Kill makes sure.
-func (c *child) stop() {
-	c.stdin.Close()
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
-}
+// stop ends the child at once: its stdin closed, then killed. It owes no
+// clean-up (its journals are the parent's).
+func (c *child) stop() { c.Stop(0) }

@@ -1,7 +1,8 @@
 // This file holds the floor client: the least a durable bbolt write-ahead
 // client can do, measured in the same rounds as idem to judge idem against
 // the disk rather than against plain net/http. One committer goroutine
-// drains every queued write into one db.Update with no fixed delay; a POST
+// (groupcommit.go) drains every queued write into one db.Update with no
+// fixed delay; a POST
 // puts a small record (method, URL, content type, body) under a
 // time-ordered key and is not sent before that commit returned; its settle
 // is a delete that rides the next commit, or a flush about 10 ms later.
@@ -12,7 +13,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -39,17 +39,12 @@ type floorTransport struct {
 	// also owes settled records to the done bucket.
 	contract bool
 
-	mu        sync.Mutex
-	puts      []floorPut
-	deletes   [][]byte
+	q *groupCommitter[floorPut, []byte] // write-aheads; settles are the keys to delete
+
+	owedMu    sync.Mutex
 	owed      []floorPut // settled records for the done bucket (contract)
 	owedBytes int
-	owedSince time.Time     // when the oldest of owed was settled
-	wake      chan struct{} // one token: a put waits
-	armed     chan struct{} // one token: a first delete waits, flush within floorFlush
-	owedArmed chan struct{} // one token: a first owed record waits, written within contractHistoryDelay
-	stop      chan struct{}
-	done      chan struct{}
+	owedSince time.Time // when the oldest of owed was settled
 
 	commits, writeAheads atomic.Uint64
 	commitTime           atomic.Int64 // nanoseconds in db.Update
@@ -57,10 +52,8 @@ type floorTransport struct {
 	closeErr             error
 }
 
-type floorPut struct {
-	key, val []byte
-	done     chan error
-}
+// floorPut is a record to put: a write-ahead, or a settled record (contract).
+type floorPut struct{ key, val []byte }
 
 func newFloor(path string, base http.RoundTripper) (*floorTransport, error) {
 	return openFloor(path, base, false)
@@ -87,10 +80,9 @@ func openFloor(path string, base http.RoundTripper, contract bool) (*floorTransp
 		db.Close()
 		return nil, err
 	}
-	f := &floorTransport{db: db, base: base, contract: contract, wake: make(chan struct{}, 1), armed: make(chan struct{}, 1),
-		owedArmed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f := &floorTransport{db: db, base: base, contract: contract}
 	f.seq.Store(uint64(time.Now().UnixNano()))
-	go f.commitLoop()
+	f.q = newGroupCommitter[floorPut, []byte](floorFlush, contractHistoryDelay, f.commit)
 	return f, nil
 }
 
@@ -98,27 +90,17 @@ func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if f.contract {
 		return f.roundTripContract(req)
 	}
-	var body []byte
-	if req.Body != nil {
-		var err error
-		body, err = io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-	}
-	key := binary.BigEndian.AppendUint64(nil, f.seq.Add(1))
-	if err := f.put(key, floorRecord(req.Method, req.URL.String(), req.Header.Get("Content-Type"), body)); err != nil {
+	body, err := readBody(req)
+	if err != nil {
 		return nil, err
 	}
-	out := req.Clone(req.Context())
-	out.Header.Set("Idempotency-Key", hex.EncodeToString(key))
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
-	resp, err := f.base.RoundTrip(out)
+	key := binary.BigEndian.AppendUint64(nil, f.seq.Add(1))
+	if err := f.q.put(floorPut{key, floorRecord(req.Method, req.URL.String(), req.Header.Get("Content-Type"), body)}); err != nil {
+		return nil, err
+	}
+	resp, err := f.base.RoundTrip(withKey(req, hex.EncodeToString(key), body))
 	if err == nil {
-		f.settle(key)
+		f.q.settle(key)
 	}
 	return resp, err
 }
@@ -145,69 +127,11 @@ func parseFloorRecord(rec []byte) (method, url, contentType string, body []byte,
 	return string(lines[0]), string(lines[1]), string(lines[2]), rec, true
 }
 
-// put queues a write and waits for the commit that carries it.
-func (f *floorTransport) put(key, val []byte) error {
-	done := make(chan error, 1)
-	f.mu.Lock()
-	f.puts = append(f.puts, floorPut{key: key, val: val, done: done})
-	f.mu.Unlock()
-	poke(f.wake)
-	return <-done
-}
-
-// settle queues the delete of key for the next commit.
-func (f *floorTransport) settle(key []byte) {
-	f.mu.Lock()
-	f.deletes = append(f.deletes, key)
-	first := len(f.deletes) == 1
-	f.mu.Unlock()
-	if first {
-		poke(f.armed)
-	}
-}
-
-// poke puts the token in ch unless it is there.
-func poke(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-// commitLoop commits whatever is queued, as soon as there is a put, or
-// floorFlush after a delete with no put to ride, or contractHistoryDelay
-// after a settled record was first owed.
-func (f *floorTransport) commitLoop() {
-	defer close(f.done)
-	flush, history := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
-	flush.Stop()
-	history.Stop()
-	for {
-		select {
-		case <-f.wake:
-			f.commit(false)
-		case <-f.armed:
-			flush.Reset(floorFlush)
-		case <-flush.C:
-			f.commit(false)
-		case <-f.owedArmed:
-			history.Reset(contractHistoryDelay)
-		case <-history.C:
-			f.commit(false)
-		case <-f.stop:
-			f.commit(true)
-			return
-		}
-	}
-}
-
 // commit commits what is queued, and the owed settled records when due
-// (all of them if force).
+// (all of them if force): the group committer's commit.
 func (f *floorTransport) commit(force bool) {
-	f.mu.Lock()
-	puts, deletes, owed := f.puts, f.deletes, f.takeOwed(force)
-	f.puts, f.deletes = nil, nil
-	f.mu.Unlock()
+	puts, deletes, _ := f.q.take(0)
+	owed := f.takeOwed(force)
 	if len(puts) == 0 && len(deletes) == 0 && len(owed) == 0 {
 		return
 	}
@@ -218,7 +142,7 @@ func (f *floorTransport) commit(force bool) {
 			b.FillPercent = 0.9 // keys appended in order, packed as idem packs its pending bucket
 		}
 		for _, p := range puts {
-			if err := b.Put(p.key, p.val); err != nil {
+			if err := b.Put(p.p.key, p.p.val); err != nil {
 				return err
 			}
 		}
@@ -239,9 +163,7 @@ func (f *floorTransport) commit(force bool) {
 	f.commitTime.Add(int64(time.Since(start)))
 	f.commits.Add(1)
 	f.writeAheads.Add(uint64(len(puts)))
-	for _, p := range puts {
-		p.done <- err
-	}
+	release(puts, err)
 }
 
 // stats returns the floor's counters so far.
@@ -255,8 +177,7 @@ func (f *floorTransport) stats() journalCounts {
 // nothing.
 func (f *floorTransport) Close() error {
 	f.closeOnce.Do(func() {
-		close(f.stop)
-		<-f.done
+		f.q.Close()
 		f.closeErr = f.db.Close()
 	})
 	return f.closeErr

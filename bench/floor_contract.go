@@ -12,12 +12,10 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -137,14 +135,9 @@ func uuidString(key [16]byte) string {
 
 // roundTripContract is RoundTrip for the contract floor.
 func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil {
-		var err error
-		body, err = io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
+	body, err := readBody(req)
+	if err != nil {
+		return nil, err
 	}
 	op := &contractOp{method: req.Method, url: req.URL.String(), contentType: req.Header.Get("Content-Type"), header: req.Header,
 		sum: sha256.Sum256(body), created: time.Now().UTC()}
@@ -155,14 +148,10 @@ func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, e
 	op.key[6] = op.key[6]&0x0f | 0x40 // version 4
 	op.key[8] = op.key[8]&0x3f | 0x80 // RFC 9562 variant
 	id := binary.BigEndian.AppendUint64(nil, f.seq.Add(1))
-	if err := f.put(id, op.pendingValue(body)); err != nil {
+	if err := f.q.put(floorPut{id, op.pendingValue(body)}); err != nil {
 		return nil, err
 	}
-	out := req.Clone(req.Context())
-	out.Header.Set("Idempotency-Key", uuidString(op.key))
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	out.ContentLength = int64(len(body))
+	out := withKey(req, uuidString(op.key), body)
 	op.lastAttempt = time.Now().UTC()
 	resp, err := f.base.RoundTrip(out)
 	if err == nil {
@@ -175,25 +164,23 @@ func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, e
 // settleContract queues the delete of the write-ahead id for the next
 // commit and owes its settled record to the done bucket.
 func (f *floorTransport) settleContract(id, settled []byte) {
-	f.mu.Lock()
-	f.deletes = append(f.deletes, id)
-	first := len(f.deletes) == 1
+	f.q.settle(id)
+	f.owedMu.Lock()
 	if len(f.owed) == 0 {
 		f.owedSince = time.Now()
-		poke(f.owedArmed)
+		f.q.armLater()
 	}
 	f.owed = append(f.owed, floorPut{key: id, val: settled})
 	f.owedBytes += len(settled)
-	f.mu.Unlock()
-	if first {
-		poke(f.armed)
-	}
+	f.owedMu.Unlock()
 }
 
 // takeOwed returns the owed settled records if it is time to write them:
 // force (Close), contractHistoryDelay passed, or contractHistoryMax bytes
-// owed. f.mu is held.
+// owed.
 func (f *floorTransport) takeOwed(force bool) []floorPut {
+	f.owedMu.Lock()
+	defer f.owedMu.Unlock()
 	if len(f.owed) == 0 || !force && f.owedBytes < contractHistoryMax && time.Since(f.owedSince) < contractHistoryDelay {
 		return nil
 	}

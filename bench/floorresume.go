@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-go/idem/bench/internal/harness"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -31,15 +32,23 @@ import (
 const floorPage = 256
 
 // makeFloorBacklog writes n floor records of a POST of body to url into a new
-// file at path, under keys 1..n, 10,000 per transaction: the floor client's
-// record, in a file written in order and so more compact than a journal
-// that concurrent POSTs wrote.
+// file at path, under keys 1..n: the floor client's record, in a file
+// written in order and so more compact than a journal that concurrent POSTs
+// wrote.
 func makeFloorBacklog(path, url string, body []byte, n int) error {
+	rec := floorRecord(http.MethodPost, url, "application/json", body)
+	return writeBacklog(path, n, 0, func(uint64) []byte { return rec })
+}
+
+// writeBacklog writes n records into the floor bucket of a new bbolt file at
+// path, under keys 1..n (8 bytes, big-endian), 10,000 per transaction; val
+// returns record i's value. fill is the bucket's FillPercent, 0 for bbolt's
+// default.
+func writeBacklog(path string, n int, fill float64, val func(i uint64) []byte) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return err
 	}
-	rec := floorRecord(http.MethodPost, url, "application/json", body)
 	const batch = 10000
 	for from := 0; from < n && err == nil; from += batch {
 		err = db.Update(func(tx *bolt.Tx) error {
@@ -47,8 +56,11 @@ func makeFloorBacklog(path, url string, body []byte, n int) error {
 			if err != nil {
 				return err
 			}
-			for i := from; i < min(n, from+batch); i++ {
-				if err := b.Put(binary.BigEndian.AppendUint64(nil, uint64(i+1)), rec); err != nil {
+			if fill > 0 {
+				b.FillPercent = fill
+			}
+			for i := uint64(from) + 1; i <= uint64(min(n, from+batch)); i++ {
+				if err := b.Put(binary.BigEndian.AppendUint64(nil, i), val(i)); err != nil {
 					return err
 				}
 			}
@@ -89,7 +101,7 @@ func floorResumeOf(ctx context.Context, path string, base http.RoundTripper, n, 
 	errs := make([]error, conc)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
+	t0, cpu0, alloc0 := time.Now(), harness.ProcessCPU(), allocsNow()
 	wg.Go(func() { readInOrder(path) })
 	for i := range conc {
 		wg.Go(func() {
@@ -122,7 +134,7 @@ func floorResumeOf(ctx context.Context, path string, base http.RoundTripper, n, 
 	}
 	close(work)
 	wg.Wait()
-	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0, alloc: alloc0.since()}
+	sent := sendRun{took: time.Since(t0), cpu: harness.ProcessCPU() - cpu0, alloc: alloc0.since()}
 	for _, err := range errs {
 		if err != nil {
 			return sendRun{}, err
@@ -184,7 +196,7 @@ func (f *floorTransport) resend(ctx context.Context, it floorItem) error {
 	if err := drain(resp, http.StatusCreated); err != nil {
 		return err
 	}
-	f.settle(it.key)
+	f.q.settle(it.key)
 	return nil
 }
 

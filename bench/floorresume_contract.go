@@ -17,42 +17,19 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // makeContractBacklog is makeFloorBacklog with the contract floor's
 // write-aheads, packed as idem packs its pending bucket.
 func makeContractBacklog(path, url string, body []byte, n int) error {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
-	if err != nil {
-		return err
-	}
 	op := &contractOp{method: http.MethodPost, url: url, contentType: "application/json",
 		header: http.Header{"Content-Type": {"application/json"}}, sum: sha256.Sum256(body)}
-	const batch = 10000
-	for from := 0; from < n && err == nil; from += batch {
-		err = db.Update(func(tx *bolt.Tx) error {
-			b, err := tx.CreateBucketIfNotExists(floorBucket)
-			if err != nil {
-				return err
-			}
-			b.FillPercent = 0.9
-			for i := from; i < min(n, from+batch); i++ {
-				binary.BigEndian.PutUint64(op.key[:], uint64(i+1)) // distinct keys; randomness is not the point here
-				op.created = time.Now().UTC()
-				op.updated = op.created
-				if err := b.Put(binary.BigEndian.AppendUint64(nil, uint64(i+1)), op.pendingValue(body)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeBacklog(path, n, 0.9, func(i uint64) []byte {
+		binary.BigEndian.PutUint64(op.key[:], i) // distinct keys; randomness is not the point here
+		op.created = time.Now().UTC()
+		op.updated = op.created
+		return op.pendingValue(body)
+	})
 }
 
 var errContractRecord = errors.New("not a contract floor record")

@@ -8,9 +8,9 @@ package main
 import (
 	"context"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 // sample is what one window measured.
@@ -56,13 +56,11 @@ func (s *sample) perCommit(v float64) float64 {
 	return v / float64(s.counts.commits)
 }
 
-// worker is one goroutine's share of a window, prepared before the window
-// opens so that nothing the harness allocates is counted in it.
+// worker is one goroutine's latencies, prepared before the window opens so
+// that nothing the harness allocates is counted in it.
 type worker struct {
 	hist     histogram
 	requests uint64
-	errors   uint64
-	firstErr error
 }
 
 // measure runs cl with c concurrent goroutines for d and returns the sample.
@@ -70,8 +68,12 @@ type worker struct {
 // side: the server is a child process.
 func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	workers := make([]worker, c)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
+	ws := harness.NewWorkers(c)
+	record := func(i int, lat time.Duration) {
+		w := &workers[i]
+		w.hist.record(lat)
+		w.requests++
+	}
 	s := &sample{}
 
 	runtime.GC()
@@ -87,37 +89,9 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 	if cl.pg != nil {
 		pg0 = cl.pg()
 	}
-	cpu0 := processCPU()
-	start := time.Now()
-	for i := range workers {
-		w := &workers[i]
-		wg.Go(func() {
-			for !stop.Load() && ctx.Err() == nil {
-				t0 := time.Now()
-				err := cl.do(ctx)
-				lat := time.Since(t0)
-				if err != nil {
-					if w.errors == 0 {
-						w.firstErr = err
-					}
-					w.errors++
-					continue
-				}
-				w.hist.record(lat)
-				w.requests++
-			}
-		})
-	}
-	timer := time.NewTimer(d)
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-	}
-	stop.Store(true)
-	wg.Wait()
-	s.elapsed = time.Since(start)
-	s.cpu = processCPU() - cpu0
+	cpu0 := harness.ProcessCPU()
+	s.elapsed = ws.Run(ctx, d, cl.do, record)
+	s.cpu = harness.ProcessCPU() - cpu0
 	s.alloc = alloc0.since()
 	if cl.commits != nil {
 		s.counts = cl.commits().since(counts0)
@@ -129,14 +103,11 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 		s.writeAhead = cl.writeAheads.take()
 	}
 
+	s.errors, s.firstErr = ws.Errors()
 	for i := range workers {
 		w := &workers[i]
 		s.hist.merge(&w.hist)
 		s.requests += w.requests
-		s.errors += w.errors
-		if s.firstErr == nil {
-			s.firstErr = w.firstErr
-		}
 	}
 	return s
 }

@@ -10,12 +10,14 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 // startProfiles starts what cfg asks for and returns the function that
 // writes the profiles.
 func startProfiles(cfg config) (stop func() error, err error) {
-	stopCPU, err := cpuProfile(cfg.cpuProfile)
+	stopCPU, err := harness.CPUProfile(cfg.cpuProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -32,25 +34,5 @@ func startProfiles(cfg config) (stop func() error, err error) {
 			errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
 		}
 		return errors.Join(errs...)
-	}, nil
-}
-
-// cpuProfile starts a CPU profile written to path, and returns the function
-// that stops it and closes the file; with path "", it does nothing.
-func cpuProfile(path string) (stop func() error, err error) {
-	if path == "" {
-		return func() error { return nil }, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() error {
-		pprof.StopCPUProfile()
-		return f.Close()
 	}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 // report prints to w as the run goes, and keeps the levels for the ratios.
@@ -72,18 +73,18 @@ func (r *report) level(lvl *levelResult) {
 		ss := lvl.byClient[i]
 		commits, pages := "-", "-"
 		if row.commits != nil {
-			commits = fmt.Sprintf("%.3f", over(ss, (*sample).commitsPerOp))
-			if p := over(ss, (*sample).pagesPerCommit); p > 0 {
+			commits = fmt.Sprintf("%.3f", harness.Over(ss, (*sample).commitsPerOp))
+			if p := harness.Over(ss, (*sample).pagesPerCommit); p > 0 {
 				pages = fmt.Sprintf("%.2f", p)
 			}
 		}
 		r.printf("%-20s %9.0f %9s %9s %11.1f %9.0f %11s %9s %13s\n", row.name,
-			over(ss, (*sample).reqPerSec),
-			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(ss, p99))),
-			over(ss, func(s *sample) float64 { return s.perReq(s.alloc.n) }),
-			over(ss, func(s *sample) float64 { return s.perReq(s.alloc.bytes) }),
+			harness.Over(ss, (*sample).reqPerSec),
+			fmtDur(asDuration(harness.Over(ss, p50))), fmtDur(asDuration(harness.Over(ss, p99))),
+			harness.Over(ss, func(s *sample) float64 { return s.perReq(s.alloc.n) }),
+			harness.Over(ss, func(s *sample) float64 { return s.perReq(s.alloc.bytes) }),
 			commits,
-			fmtDur(asDuration(over(ss, func(s *sample) float64 { return s.perReq(uint64(s.cpu)) }))),
+			fmtDur(asDuration(harness.Over(ss, func(s *sample) float64 { return s.perReq(uint64(s.cpu)) }))),
 			pages)
 	}
 	for i, row := range r.rows {
@@ -128,7 +129,7 @@ func (r *report) ratios() {
 		a, b := rowIndex(r.rows, d[0]), rowIndex(r.rows, d[1])
 		r.printf("%-42s", "ratio "+d[0]+" ÷ "+d[1])
 		for _, lvl := range r.levels {
-			x := paired(lvl.byClient[a], lvl.byClient[b], func(a, b *sample) float64 { return a.reqPerSec() / b.reqPerSec() })
+			x := harness.Paired(lvl.byClient[a], lvl.byClient[b], func(a, b *sample) float64 { return a.reqPerSec() / b.reqPerSec() })
 			r.printf(" %7.3fx", x)
 		}
 		r.printf("\n")
@@ -145,13 +146,13 @@ func (r *report) writeAheads() {
 	r.printf("%-6s %16s %10s %17s %11s %14s %18s\n", "", "write-ahead p50", "p99", "one commit every", "ops/commit", "idem POST p50", "net/http POST p50")
 	for _, lvl := range r.levels {
 		ss := lvl.byClient[idemPost]
-		every := over(ss, func(s *sample) float64 { return s.perCommit(float64(s.elapsed)) })
-		perCommit := over(ss, func(s *sample) float64 { return s.perCommit(float64(s.counts.writeAheads)) })
+		every := harness.Over(ss, func(s *sample) float64 { return s.perCommit(float64(s.elapsed)) })
+		perCommit := harness.Over(ss, func(s *sample) float64 { return s.perCommit(float64(s.counts.writeAheads)) })
 		r.printf("%-6s %16s %10s %17s %11.1f %14s %18s\n", fmt.Sprintf("c=%d", lvl.conc),
-			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) }))),
-			fmtDur(asDuration(over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.99)) }))),
+			fmtDur(asDuration(harness.Over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) }))),
+			fmtDur(asDuration(harness.Over(ss, func(s *sample) float64 { return float64(s.writeAhead.quantile(0.99)) }))),
 			fmtDur(asDuration(every)), perCommit,
-			fmtDur(asDuration(over(ss, p50))), fmtDur(asDuration(over(lvl.byClient[plainPost], p50))))
+			fmtDur(asDuration(harness.Over(ss, p50))), fmtDur(asDuration(harness.Over(lvl.byClient[plainPost], p50))))
 	}
 	r.printf("       A write-ahead that arrives during a commit waits for the rest of it, then for all of the\n")
 	r.printf("       next, which carries everything queued meanwhile: 1.5 commit intervals on average were all\n")
@@ -166,11 +167,11 @@ func (r *report) latency(fsync, commit, between spread) {
 		if lvl.conc != 1 {
 			continue
 		}
-		added := paired(lvl.byClient[idemPost], lvl.byClient[plainPost], func(a, b *sample) float64 { return p50(a) - p50(b) })
-		commits := over(lvl.byClient[idemPost], (*sample).commitsPerOp)
+		added := harness.Paired(lvl.byClient[idemPost], lvl.byClient[plainPost], func(a, b *sample) float64 { return p50(a) - p50(b) })
+		commits := harness.Over(lvl.byClient[idemPost], (*sample).commitsPerOp)
 		r.printf("added latency at c=1   idem POST p50 − net/http POST p50 = %s (median over rounds of the per-round difference)\n",
 			fmtDur(asDuration(added)))
-		wa := over(lvl.byClient[idemPost], func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) })
+		wa := harness.Over(lvl.byClient[idemPost], func(s *sample) float64 { return float64(s.writeAhead.quantile(0.50)) })
 		r.printf("                       of which idem's write-ahead commit (fsyncs included), as Observer.WriteAhead\n")
 		r.printf("                       reports it in the same windows: p50 %s\n", fmtDur(asDuration(wa)))
 		r.printf("                       floor: %.3f journal commits per POST (deferred flushes included) × the bbolt commit p50 below = %s\n",
@@ -183,8 +184,8 @@ func (r *report) latency(fsync, commit, between spread) {
 			}
 			r.printf("                       or a bare commit before each POST (a one-put bbolt commit, then the same POST,\n")
 			r.printf("                       %d times a round after the clients; fsync latency here drifts from minute to\n", floorPerRound)
-			r.printf("                       minute): p50 of the pair − net/http POST p50 = %s (median over rounds); its\n", fmtDur(asDuration(median(bare))))
-			r.printf("                       commit alone, which follows a POST as idem's does: p50 %s\n", fmtDur(asDuration(median(alone))))
+			r.printf("                       minute): p50 of the pair − net/http POST p50 = %s (median over rounds); its\n", fmtDur(asDuration(harness.Median(bare))))
+			r.printf("                       commit alone, which follows a POST as idem's does: p50 %s\n", fmtDur(asDuration(harness.Median(alone))))
 		}
 	}
 	r.printf("fsync                  p50 %s  p99 %s   (f.Sync after a fresh 4 KiB append, %d times, in the journal's directory)\n",
@@ -239,7 +240,7 @@ func (r *report) resumeRatio(name string, ps []resumePass, plain []sendRun) {
 
 // ratio prints per-round ratios: their median and range.
 func (r *report) ratio(what string, xs []float64) {
-	r.printf("    ratio     %s: %.2fx [%.2f-%.2fx]\n", what, median(xs), slices.Min(xs), slices.Max(xs))
+	r.printf("    ratio     %s: %.2fx [%.2f-%.2fx]\n", what, harness.Median(xs), slices.Min(xs), slices.Max(xs))
 }
 
 // floorResume prints the floor resume (floorresume.go) of the n POSTs, conc
@@ -261,11 +262,7 @@ func (r *report) floorResume(rr *resumeResult) {
 // their ratios to plain and to Resume's passes of that kind, paired per
 // round over the rounds that ran both.
 func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []resumePass, plain []sendRun) {
-	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
-	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s; %s per op)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
-		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
+	r.sendPass(kind, what, n, ps)
 	m := min(len(ps), len(resumes), len(plain))
 	floor, resume := make([]float64, m), make([]float64, m)
 	for i := range m {
@@ -276,14 +273,24 @@ func (r *report) floorPass(kind, what string, n int, ps []sendRun, resumes []res
 	r.ratio(kind+" Resume ÷ "+kind+" floor resume", resume)
 }
 
+// sendPass prints the medians over rounds of a floor resume's passes of one
+// kind: time, rate, CPU and allocations per operation.
+func (r *report) sendPass(kind, what string, n int, ps []sendRun) {
+	took := harness.OverDur(ps, func(p sendRun) time.Duration { return p.took })
+	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s; %s per op)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
+		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
+		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
+		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
+}
+
 // plain prints plain net/http sending the backlog's n POSTs, conc at a time:
 // medians over rounds.
 func (r *report) plain(n, conc int, ps []sendRun) {
-	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
+	took := harness.OverDur(ps, func(p sendRun) time.Duration { return p.took })
 	r.printf("  net/http the same %d POSTs sent by plain net/http, %d at a time: %s (%.0f op/s; CPU per POST: client %s, server %s; %s per POST)\n",
 		n, conc, fmtDur(took), float64(n)/took.Seconds(),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
+		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
+		perOp(harness.OverDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
 		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
 }
 
@@ -293,14 +300,14 @@ func perOp(d time.Duration, n int) string { return fmtDur(d / time.Duration(max(
 // pass prints the rounds' Opens and Resumes of one kind: medians over
 // rounds, and the counts of the round that answered fewest.
 func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
-	dur := func(f func(resumePass) time.Duration) string { return fmtDur(overDur(ps, f)) }
+	dur := func(f func(resumePass) time.Duration) string { return fmtDur(harness.OverDur(ps, f)) }
 	least := ps[0]
 	for _, p := range ps {
 		if p.ok < least.ok || p.resent < least.resent {
 			least = p
 		}
 	}
-	done := overDur(ps, func(p resumePass) time.Duration { return p.done })
+	done := harness.OverDur(ps, func(p resumePass) time.Duration { return p.done })
 	r.printf("  %-8s %s\n", name, what)
 	r.printf("    open      idem.Open of the journal: %s\n", dur(func(p resumePass) time.Duration { return p.open }))
 	r.printf("    first     first re-send %s after Resume started\n", dur(func(p resumePass) time.Duration { return p.listed }))
@@ -312,16 +319,16 @@ func (r *report) pass(name, what string, n, conc int, ps []resumePass) {
 	r.printf("    done      Resume returned after %s: %d re-sent, %d answered 201 (%.0f op/s; ResumeConcurrency %d%s)\n",
 		fmtDur(done), least.resent, least.ok, float64(n)/done.Seconds(), conc, which)
 	r.printf("    cpu       CPU per operation during Resume: client %s (getrusage of this process), server %s\n",
-		perOp(overDur(ps, func(p resumePass) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p resumePass) time.Duration { return p.serverCPU }), n))
+		perOp(harness.OverDur(ps, func(p resumePass) time.Duration { return p.cpu }), n),
+		perOp(harness.OverDur(ps, func(p resumePass) time.Duration { return p.serverCPU }), n))
 	r.printf("    allocs    per operation during Resume: %s (runtime.MemStats of this process)\n",
 		overAllocs(ps, func(p resumePass) allocs { return p.alloc }).perOp(n))
 	if least.firstErr != nil || least.resent != n {
 		r.printf("    note      %d of %d not answered 201 (first: %v)\n", n-least.ok, n, least.firstErr)
 	}
 	r.printf("    heap      peak HeapInuse during Resume %s (%s before it), sampled every 10 ms\n",
-		fmtBytes(uint64(over(ps, func(p resumePass) float64 { return float64(p.heapPeak) }))),
-		fmtBytes(uint64(over(ps, func(p resumePass) float64 { return float64(p.heapBefore) }))))
+		fmtBytes(uint64(harness.Over(ps, func(p resumePass) float64 { return float64(p.heapPeak) }))),
+		fmtBytes(uint64(harness.Over(ps, func(p resumePass) float64 { return float64(p.heapBefore) }))))
 }
 
 func (r *report) total(d time.Duration) {

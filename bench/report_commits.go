@@ -9,6 +9,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 // commits prints, for idem POST and floor POST at each concurrency, how
@@ -23,9 +25,9 @@ func (r *report) commits() {
 		for i, name := range rows {
 			ss := lvl.byClient[rowIndex(r.rows, name)]
 			perCommit := func(f func(journalCounts) float64) float64 {
-				return over(ss, func(s *sample) float64 { return s.perCommit(f(s.counts)) })
+				return harness.Over(ss, func(s *sample) float64 { return s.perCommit(f(s.counts)) })
 			}
-			every := over(ss, func(s *sample) float64 { return s.perCommit(float64(s.elapsed)) })
+			every := harness.Over(ss, func(s *sample) float64 { return s.perCommit(float64(s.elapsed)) })
 			level := ""
 			if i == 0 {
 				level = fmt.Sprintf("c=%d", lvl.conc)

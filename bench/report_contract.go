@@ -5,8 +5,6 @@
 
 package main
 
-import "time"
-
 // contractResume prints the contract floor resumes, warm and cold, and
 // Resume's time over theirs, paired per round.
 func (r *report) contractResume(rr *resumeResult) {
@@ -25,11 +23,7 @@ func (r *report) contractResume(rr *resumeResult) {
 // rounds) and, paired per round, Resume's time over theirs and theirs over
 // the floor resume's.
 func (r *report) contractPass(kind, what string, n int, ps []sendRun, resumes []resumePass, floors []sendRun) {
-	took := overDur(ps, func(p sendRun) time.Duration { return p.took })
-	r.printf("    %-9s %s%s (%.0f op/s; CPU per op: client %s, server %s; %s per op)\n", kind, fmtDur(took), what, float64(n)/took.Seconds(),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.cpu }), n),
-		perOp(overDur(ps, func(p sendRun) time.Duration { return p.serverCPU }), n),
-		overAllocs(ps, func(p sendRun) allocs { return p.alloc }).perOp(n))
+	r.sendPass(kind, what, n, ps)
 	m := min(len(ps), len(resumes), len(floors))
 	resume, floor := make([]float64, m), make([]float64, m)
 	for i := range m {

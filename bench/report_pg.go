@@ -4,7 +4,11 @@
 
 package main
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/idem-go/idem/bench/internal/harness"
+)
 
 // postgres prints, for idem-pg POST and pg floor POST at each concurrency,
 // transactions, statements and round trips per operation (each row's own
@@ -23,17 +27,17 @@ func (r *report) postgres() {
 		for k, name := range []string{pgRow, pgFloorRow} {
 			ss := lvl.byClient[rowIndex(r.rows, name)]
 			per := func(f func(pgCounts) uint64) float64 {
-				return over(ss, func(s *sample) float64 { return s.perReq(f(s.pg)) })
+				return harness.Over(ss, func(s *sample) float64 { return s.perReq(f(s.pg)) })
 			}
 			level := ""
 			if k == 0 {
 				level = fmt.Sprintf("c=%d", lvl.conc)
 			}
-			r.printf("%-6s %-14s %9.0f %10.3f %14.3f %15.3f %21.3f\n", level, name, over(ss, (*sample).reqPerSec),
+			r.printf("%-6s %-14s %9.0f %10.3f %14.3f %15.3f %21.3f\n", level, name, harness.Over(ss, (*sample).reqPerSec),
 				per(func(c pgCounts) uint64 { return c.xacts }),
 				per(func(c pgCounts) uint64 { return c.statements }),
 				per(func(c pgCounts) uint64 { return c.roundTrips }),
-				over(ss, func(s *sample) float64 { return s.perReq(s.counts.commits) }))
+				harness.Over(ss, func(s *sample) float64 { return s.perReq(s.counts.commits) }))
 		}
 	}
 	r.printf("       xacts: transactions ended by a commit (read-only ones too); flush-waiting: pgjournal's Stats.Commits\n")

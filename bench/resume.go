@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem"
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 const resumeBodyBytes = 1 << 10
@@ -208,11 +209,11 @@ func resumeOnce(ctx context.Context, path string, conc int, profile string) (res
 
 	p.heapBefore = heapInuse()
 	stop := sampleHeap(10 * time.Millisecond)
-	stopProfile, err := cpuProfile(profile)
+	stopProfile, err := harness.CPUProfile(profile)
 	if err != nil {
 		return p, err
 	}
-	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
+	t0, cpu0, alloc0 := time.Now(), harness.ProcessCPU(), allocsNow()
 	err = c.Resume(ctx, func(o idem.Outcome) {
 		p.resent++
 		if o.Err == nil {
@@ -224,7 +225,7 @@ func resumeOnce(ctx context.Context, path string, conc int, profile string) (res
 			p.firstErr = o.Err
 		}
 	})
-	p.done, p.cpu, p.alloc = time.Since(t0), processCPU()-cpu0, alloc0.since()
+	p.done, p.cpu, p.alloc = time.Since(t0), harness.ProcessCPU()-cpu0, alloc0.since()
 	p.heapPeak = stop()
 	if perr := stopProfile(); err == nil {
 		err = perr
@@ -275,7 +276,7 @@ func sendPlain(ctx context.Context, url string, n, conc int) (sendRun, error) {
 	var next atomic.Int64
 	errs := make([]error, conc)
 	var wg sync.WaitGroup
-	t0, cpu0, alloc0 := time.Now(), processCPU(), allocsNow()
+	t0, cpu0, alloc0 := time.Now(), harness.ProcessCPU(), allocsNow()
 	for i := range conc {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) && errs[i] == nil {
@@ -284,7 +285,7 @@ func sendPlain(ctx context.Context, url string, n, conc int) (sendRun, error) {
 		})
 	}
 	wg.Wait()
-	sent := sendRun{took: time.Since(t0), cpu: processCPU() - cpu0, alloc: alloc0.since()}
+	sent := sendRun{took: time.Since(t0), cpu: harness.ProcessCPU() - cpu0, alloc: alloc0.since()}
 	for _, err := range errs {
 		if err != nil {
 			return sendRun{}, err

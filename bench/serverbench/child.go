@@ -1,21 +1,19 @@
 // This file starts and stops the server child from the parent's side. The
-// child is this binary re-executed with the hidden first argument childArg and
-// its childConfig as JSON; it answers with one JSON line (childInfo) on
-// stdout, and stops, cleaning up its keys and schema, when its stdin closes.
+// child is this binary re-executed (harness.StartChild) with the hidden
+// first argument childArg and its childConfig as JSON; it answers with one
+// JSON line (childInfo) on stdout, and stops, cleaning up its keys and
+// schema, when its stdin closes.
 
 package serverbench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"sync"
 	"time"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 const childArg = "-serverbench-child"
@@ -43,54 +41,24 @@ type childInfo struct {
 
 // child is a running server child.
 type child struct {
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
-	info     childInfo
-	stopOnce sync.Once
-	stopErr  error
+	*harness.Child
+	info childInfo
 }
 
 func startChild(ctx context.Context, cc childConfig) (*child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("serverbench: server child: %w", err)
-	}
 	arg, err := json.Marshal(cc)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, childArg, string(arg))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	hc, line, err := harness.StartChild(ctx, startTimeout, childArg, string(arg))
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("serverbench: server child: %w", err)
 	}
-	c := &child{cmd: cmd, stdin: stdin}
-	line := make(chan []byte, 1)
-	go func() {
-		b, _ := bufio.NewReader(stdout).ReadBytes('\n')
-		line <- b
-		io.Copy(io.Discard, stdout)
-	}()
-	var b []byte
-	select {
-	case b = <-line:
-	case <-time.After(startTimeout):
-	case <-ctx.Done():
-		c.stop()
-		return nil, ctx.Err()
-	}
-	switch err := json.Unmarshal(b, &c.info); {
+	c := &child{Child: hc}
+	switch err := json.Unmarshal(line, &c.info); {
 	case err != nil || c.info.Error == "" && c.info.Addr == "":
 		c.stop()
-		return nil, fmt.Errorf("serverbench: the server child printed %q, want its address as JSON", b)
+		return nil, fmt.Errorf("serverbench: the server child printed %q, want its address as JSON", line)
 	case c.info.Error != "":
 		c.stop()
 		return nil, fmt.Errorf("serverbench: server child: %s", c.info.Error)
@@ -100,22 +68,14 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 
 func (c *child) url(path string) string { return "http://" + c.info.Addr + path }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) pid() int { return c.PID() }
 
 // stop asks the child to exit by closing its stdin and waits for it to clean
 // up, killing it after stopTimeout. It returns the child's failure, if any;
 // calling it again returns the same.
 func (c *child) stop() error {
-	c.stopOnce.Do(func() {
-		c.stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- c.cmd.Wait() }()
-		select {
-		case c.stopErr = <-done:
-		case <-time.After(stopTimeout):
-			c.cmd.Process.Kill()
-			c.stopErr = errors.Join(errors.New("serverbench: the server child did not exit in time (killed)"), <-done)
-		}
-	})
-	return c.stopErr
+	if err := c.Stop(stopTimeout); err != nil {
+		return fmt.Errorf("serverbench: server child: %w", err)
+	}
+	return nil
 }

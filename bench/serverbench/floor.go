@@ -1,21 +1,65 @@
-// This file holds what the three floor middlewares share: reading the key,
-// keeping a copy of the handler's answer as it is written, and the stored
-// form of an answer (status, Content-Type, body) they replay to a repeated
-// key. A floor is the least an idempotency layer does: claim the key
-// atomically, run the handler, store its answer, replay it; no fingerprint,
-// no lease, no recovery. floor_mem.go, floor_redis.go and floor_pg.go claim
-// and store in their own way.
+// This file holds the floor middleware the three floors share: reading the
+// key, keeping a copy of the handler's answer as it is written, and the
+// stored form of an answer (status, Content-Type, body) they replay to a
+// repeated key. A floor is the least an idempotency layer does: claim the
+// key atomically, run the handler, store its answer, replay it; no
+// fingerprint, no lease, no recovery. floor_mem.go, floor_redis.go and
+// floor_pg.go are its keepers: they claim and store in their own way.
 
 package serverbench
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
 )
 
 const keyHeader = "Idempotency-Key"
+
+// keeper claims keys and keeps their answers for a floor.
+type keeper interface {
+	// claim claims key for this request. If another request holds it,
+	// claimed is false and stored is its answer: nil while its handler runs,
+	// or if it is gone since. err is the store's failure.
+	claim(ctx context.Context, key string) (claimed bool, stored []byte, err error)
+	// complete stores the answer of a key this request claimed, even if
+	// ctx is cancelled (its client left).
+	complete(ctx context.Context, key string, stored []byte)
+}
+
+// floor is a floor middleware over its keeper; it is safe for concurrent use
+// if the keeper is.
+type floor struct {
+	next   http.Handler
+	k      keeper
+	prefix string // starts every key the keeper sees (Redis's run prefix); "" for none
+}
+
+func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get(keyHeader)
+	if key == "" {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	key = f.prefix + key // no copy if prefix is ""
+	claimed, stored, err := f.k.claim(r.Context(), key)
+	switch {
+	case err != nil:
+		unavailable(w)
+		return
+	case !claimed && stored == nil:
+		conflict(w) // in progress, or gone since the claim failed
+		return
+	case !claimed:
+		replay(w, stored)
+		return
+	}
+	c := &capture{ResponseWriter: w}
+	f.next.ServeHTTP(c, r)
+	f.k.complete(r.Context(), key, c.stored())
+}
 
 // capture passes the handler's answer through to its client and keeps a
 // copy of its status and body.

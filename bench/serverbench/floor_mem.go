@@ -1,49 +1,37 @@
-// This file holds the in-memory floor middleware: a map under one mutex,
+// This file holds the in-memory floor's keeper: a map under one mutex,
 // claimed by inserting the key, completed by storing the answer in it.
 
 package serverbench
 
 import (
+	"context"
 	"net/http"
 	"sync"
 )
 
-// memFloor is safe for concurrent use. It keeps every key for the life of
+// memKeeper is safe for concurrent use. It keeps every key for the life of
 // the process (no expiry).
-type memFloor struct {
-	next http.Handler
+type memKeeper struct {
 	mu   sync.Mutex
 	done map[string][]byte // key -> stored answer; nil while its handler runs
 }
 
-func newMemFloor(next http.Handler) *memFloor {
-	return &memFloor{next: next, done: make(map[string][]byte)}
+func newMemFloor(next http.Handler) *floor {
+	return &floor{next: next, k: &memKeeper{done: make(map[string][]byte)}}
 }
 
-func (f *memFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get(keyHeader)
-	if key == "" {
-		f.next.ServeHTTP(w, r)
-		return
+func (m *memKeeper) claim(_ context.Context, key string) (bool, []byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if stored, found := m.done[key]; found {
+		return false, stored, nil
 	}
-	f.mu.Lock()
-	stored, found := f.done[key]
-	if !found {
-		f.done[key] = nil
-	}
-	f.mu.Unlock()
-	switch {
-	case found && stored == nil:
-		conflict(w)
-		return
-	case found:
-		replay(w, stored)
-		return
-	}
-	c := &capture{ResponseWriter: w}
-	f.next.ServeHTTP(c, r)
-	stored = c.stored()
-	f.mu.Lock()
-	f.done[key] = stored
-	f.mu.Unlock()
+	m.done[key] = nil
+	return true, nil, nil
+}
+
+func (m *memKeeper) complete(_ context.Context, key string, stored []byte) {
+	m.mu.Lock()
+	m.done[key] = stored
+	m.mu.Unlock()
 }

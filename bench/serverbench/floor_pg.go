@@ -1,4 +1,4 @@
-// This file holds the PostgreSQL floor middleware: one table keyed by the
+// This file holds the PostgreSQL floor's keeper: one table keyed by the
 // idempotency key, the claim one INSERT … ON CONFLICT DO NOTHING, the
 // completion one UPDATE of the answer, each its own commit (autocommit, as
 // pgstore's are); a copy that finds the key reads it with one SELECT. The
@@ -27,50 +27,37 @@ func createPGFloor(ctx context.Context, pool *pgxpool.Pool, schema string) error
 	return err
 }
 
-// pgFloor is safe for concurrent use.
-type pgFloor struct {
-	next                   http.Handler
-	pool                   *pgxpool.Pool
-	claim, complete, fetch string // the statements, on the schema's table
+// pgKeeper is safe for concurrent use.
+type pgKeeper struct {
+	pool                            *pgxpool.Pool
+	claimSQL, completeSQL, fetchSQL string // the statements, on the schema's table
 }
 
-func newPGFloor(next http.Handler, pool *pgxpool.Pool, schema string, ttl time.Duration) *pgFloor {
+func newPGFloor(next http.Handler, pool *pgxpool.Pool, schema string, ttl time.Duration) *floor {
 	t := pgx.Identifier{schema, pgFloorTable}.Sanitize()
-	return &pgFloor{
-		next:     next,
-		pool:     pool,
-		claim:    fmt.Sprintf(`INSERT INTO %s (key, expires_at) VALUES ($1, now() + interval '%d seconds') ON CONFLICT DO NOTHING`, t, int64(ttl.Seconds())),
-		complete: `UPDATE ` + t + ` SET answer = $2 WHERE key = $1`,
-		fetch:    `SELECT answer FROM ` + t + ` WHERE key = $1`,
-	}
+	return &floor{next: next, k: &pgKeeper{
+		pool:        pool,
+		claimSQL:    fmt.Sprintf(`INSERT INTO %s (key, expires_at) VALUES ($1, now() + interval '%d seconds') ON CONFLICT DO NOTHING`, t, int64(ttl.Seconds())),
+		completeSQL: `UPDATE ` + t + ` SET answer = $2 WHERE key = $1`,
+		fetchSQL:    `SELECT answer FROM ` + t + ` WHERE key = $1`,
+	}}
 }
 
-func (f *pgFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get(keyHeader)
-	if key == "" {
-		f.next.ServeHTTP(w, r)
-		return
+func (k *pgKeeper) claim(ctx context.Context, key string) (bool, []byte, error) {
+	tag, err := k.pool.Exec(ctx, k.claimSQL, key)
+	if err != nil || tag.RowsAffected() > 0 {
+		return err == nil, nil, err
 	}
-	ctx := r.Context()
-	tag, err := f.pool.Exec(ctx, f.claim, key)
-	if err != nil {
-		unavailable(w)
-		return
+	var stored []byte
+	switch err := k.pool.QueryRow(ctx, k.fetchSQL, key).Scan(&stored); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil, nil // expired and pruned since the claim failed
+	case err != nil:
+		return false, nil, err
 	}
-	if tag.RowsAffected() == 0 {
-		var stored []byte
-		err := f.pool.QueryRow(ctx, f.fetch, key).Scan(&stored)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows) || err == nil && stored == nil:
-			conflict(w)
-		case err != nil:
-			unavailable(w)
-		default:
-			replay(w, stored)
-		}
-		return
-	}
-	c := &capture{ResponseWriter: w}
-	f.next.ServeHTTP(c, r)
-	f.pool.Exec(context.WithoutCancel(ctx), f.complete, key, c.stored()) // stored even if its client left
+	return false, stored, nil
+}
+
+func (k *pgKeeper) complete(ctx context.Context, key string, stored []byte) {
+	k.pool.Exec(context.WithoutCancel(ctx), k.completeSQL, key, stored)
 }

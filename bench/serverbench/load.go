@@ -14,9 +14,9 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 // load sends the requests. It is used by one window at a time.
@@ -73,41 +73,14 @@ func (l *load) measure(ctx context.Context, rw row, c int, d time.Duration, stat
 			return nil, err
 		}
 	}
-	type worker struct {
-		lat      []time.Duration
-		errors   uint64
-		firstErr error
+	lats := make([][]time.Duration, c)
+	for i := range lats {
+		lats[i] = make([]time.Duration, 0, 1024)
 	}
-	workers := make([]worker, c)
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range workers {
-		w := &workers[i]
-		w.lat = make([]time.Duration, 0, 1024)
-		wg.Go(func() {
-			for !stop.Load() && ctx.Err() == nil {
-				t0 := time.Now()
-				if err := l.post(ctx, url); err != nil {
-					if w.errors == 0 {
-						w.firstErr = err
-					}
-					w.errors++
-					continue
-				}
-				w.lat = append(w.lat, time.Since(t0))
-			}
-		})
-	}
-	timer := time.NewTimer(d)
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-	}
-	stop.Store(true)
-	wg.Wait()
-	win := &window{elapsed: time.Since(start)}
+	ws := harness.NewWorkers(c)
+	post := func(ctx context.Context) error { return l.post(ctx, url) }
+	record := func(i int, lat time.Duration) { lats[i] = append(lats[i], lat) }
+	win := &window{elapsed: ws.Run(ctx, d, post, record)}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -118,13 +91,9 @@ func (l *load) measure(ctx context.Context, rw row, c int, d time.Duration, stat
 		}
 		win.server = after.since(before)
 	}
-	for i := range workers {
-		w := &workers[i]
-		win.lat = append(win.lat, w.lat...)
-		win.errors += w.errors
-		if win.firstErr == nil {
-			win.firstErr = w.firstErr
-		}
+	win.errors, win.firstErr = ws.Errors()
+	for _, lat := range lats {
+		win.lat = append(win.lat, lat...)
 	}
 	win.requests = uint64(len(win.lat))
 	slices.Sort(win.lat)

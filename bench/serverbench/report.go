@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idem-go/idem/bench/internal/harness"
 	"github.com/idem-go/idem/server"
 )
 
@@ -78,15 +79,15 @@ func (r *report) level(lvl *level) {
 		ws := lvl.byRow[i]
 		trips := "-"
 		if rw.store != "" {
-			trips = fmt.Sprintf("%.2f", over(ws, func(w *window) float64 { return w.perReq(w.server.Trips) }))
+			trips = fmt.Sprintf("%.2f", harness.Over(ws, func(w *window) float64 { return w.perReq(w.server.Trips) }))
 		}
 		r.printf("%-14s %9.0f %9s %9s %11.1f %9.0f %9s %10s\n", rw.name,
-			over(ws, (*window).reqPerSec),
-			fmtDur(time.Duration(over(ws, func(w *window) float64 { return float64(w.quantile(0.50)) }))),
-			fmtDur(time.Duration(over(ws, func(w *window) float64 { return float64(w.quantile(0.99)) }))),
-			over(ws, func(w *window) float64 { return w.perReq(w.server.Mallocs) }),
-			over(ws, func(w *window) float64 { return w.perReq(w.server.TotalAlloc) }),
-			fmtDur(time.Duration(over(ws, func(w *window) float64 { return w.perReq(uint64(w.server.CPU)) }))),
+			harness.Over(ws, (*window).reqPerSec),
+			fmtDur(time.Duration(harness.Over(ws, func(w *window) float64 { return float64(w.quantile(0.50)) }))),
+			fmtDur(time.Duration(harness.Over(ws, func(w *window) float64 { return float64(w.quantile(0.99)) }))),
+			harness.Over(ws, func(w *window) float64 { return w.perReq(w.server.Mallocs) }),
+			harness.Over(ws, func(w *window) float64 { return w.perReq(w.server.TotalAlloc) }),
+			fmtDur(time.Duration(harness.Over(ws, func(w *window) float64 { return w.perReq(uint64(w.server.CPU)) }))),
 			trips)
 	}
 	for i, rw := range r.rows {
@@ -132,41 +133,13 @@ func (r *report) pairs(prefix, what string, f func(a, b *window) float64, withTa
 		}
 		r.printf("%-44s", prefix+d.a+" ÷ "+d.b)
 		for _, lvl := range r.levels {
-			xs := make([]float64, len(lvl.byRow[a]))
-			for i := range xs {
-				xs[i] = f(lvl.byRow[a][i], lvl.byRow[b][i])
-			}
-			r.printf(" %7.3fx", median(xs))
+			r.printf(" %7.3fx", harness.Paired(lvl.byRow[a], lvl.byRow[b], f))
 		}
 		if withTarget {
 			r.printf("   %s", d.target)
 		}
 		r.printf("\n")
 	}
-}
-
-// over returns the median over rounds of f of each round's window.
-func over(ws []*window, f func(*window) float64) float64 {
-	xs := make([]float64, len(ws))
-	for i, w := range ws {
-		xs[i] = f(w)
-	}
-	return median(xs)
-}
-
-// median returns the median of xs (the mean of the middle two for an even
-// count), or 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // fmtDur prints a duration with about three significant digits.

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/idem-go/idem/bench/internal/harness"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/memstore"
 )
@@ -54,12 +55,10 @@ func ServeChild() int {
 	if err != nil {
 		return fail(errors.Join(err, st.cleanup()))
 	}
-	stopProfile := noProfile
-	if cc.CPUProfile != "" {
-		if stopProfile, err = startProfile(cc.CPUProfile); err != nil {
-			ln.Close()
-			return fail(errors.Join(err, st.cleanup()))
-		}
+	stopProfile, err := harness.CPUProfile(cc.CPUProfile)
+	if err != nil {
+		ln.Close()
+		return fail(errors.Join(err, st.cleanup()))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/bench/internal/harness"
 	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -244,7 +245,7 @@ func checkFigures(t *testing.T, name string, f []string) {
 	}
 	for i, col := range []string{"p50", "p99", "cpu/req"} {
 		d, err := time.ParseDuration(strings.Replace(f[[]int{1, 2, 5}[i]], "µs", "us", 1))
-		if err != nil || d <= 0 && (col != "cpu/req" || processCPU() > 0) { // 0 where the CPU time is not known
+		if err != nil || d <= 0 && (col != "cpu/req" || harness.ProcessCPU() > 0) { // 0 where the CPU time is not known
 			t.Errorf("row %s: %s %q is not a positive duration", name, col, f[[]int{1, 2, 5}[i]])
 		}
 	}

@@ -1,6 +1,6 @@
 // This file holds the child's counters, read by the parent around each
 // measured window through pathStats: allocations (runtime.MemStats) and CPU
-// time (getrusage, cpu_*.go), round trips to the stores (trips.go), all of
+// time (getrusage, harness.ProcessCPU), round trips to the stores (trips.go), all of
 // them the server's alone.
 
 package serverbench
@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"runtime"
 	"time"
+
+	"github.com/idem-go/idem/bench/internal/harness"
 )
 
 // pathStats answers the child's counters as JSON (childStats); with ?gc=1 it
@@ -36,7 +38,7 @@ func serveStats(w http.ResponseWriter, r *http.Request) {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	st := childStats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, CPU: processCPU(), Trips: storeTrips.Load()}
+	st := childStats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, CPU: harness.ProcessCPU(), Trips: storeTrips.Load()}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(st)
 }

@@ -1,0 +1,32 @@
+// This file holds the floors' sending steps (floor.go, floor_contract.go,
+// pgfloor.go): read the request's body once, to journal it, then send a
+// clone of the request that carries the key and a body that can be re-read.
+
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+)
+
+// readBody reads and closes req's body; nil if it has none.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	return body, err
+}
+
+// withKey returns a clone of req with key in its Idempotency-Key header and
+// body as its body (GetBody set, for net/http's own retries).
+func withKey(req *http.Request, key string, body []byte) *http.Request {
+	out := req.Clone(req.Context())
+	out.Header.Set("Idempotency-Key", key)
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	out.ContentLength = int64(len(body))
+	return out
+}
