@@ -79,6 +79,8 @@ func TestRunPostgres(t *testing.T) {
 func TestCPUProfile(t *testing.T) {
 	cfg := tiny
 	cfg.Conc = []int{4}
+	// Long enough windows that each row gets samples at 100 Hz on a busy machine.
+	cfg.D, cfg.Rounds = time.Second, 1
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "server.pprof")
 	runTiny(t, cfg)
 	f, err := os.Open(cfg.CPUProfile)
