@@ -42,8 +42,11 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 	deadline := rq.start.Add(c.Wait)
 	poll := minPoll
 	token := NewToken()
-	waited := false // for a settling on this instance: once, so a new holder is not waited on
+	// For a settling on this instance: a note waited on once, so that a new holder is not
+	// waited on; a claim again once, when a settling ended meanwhile.
+	waited, rechecked := false, false
 	for {
+		mark := m.finishing.mark()
 		cl, sent, err := m.sendClaim(ctx, r, rq, token)
 		if err != nil {
 			// The claim may have landed: release it once the Store answers again, so the
@@ -75,9 +78,17 @@ func (m *Middleware) claim(w http.ResponseWriter, r *http.Request, rq *request) 
 		case rec.LeaseLeft <= 0:
 			return m.recoverStuck(w, r, rq, rec)
 		}
-		if !waited && m.finishing.wait(r.Context(), rq.scope, c.StoreTimeout) {
-			waited = true
-			continue // its handler had returned here: its record is settled now
+		if !waited {
+			switch m.finishing.wait(r.Context(), rq.scope, c.StoreTimeout, mark) {
+			case waitedSettled:
+				waited = true
+				continue // its handler had returned here: its record is settled now
+			case maybeSettled:
+				if !rechecked {
+					rechecked = true
+					continue // its record may have been settled here since the claim
+				}
+			}
 		}
 		wait := min(poll, rec.LeaseLeft, time.Until(deadline))
 		if wait <= 0 {

@@ -10,38 +10,32 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // finishing holds the records whose handler returned here and whose settling has not been
-// resolved, and those settled within settledFor. Records are noted by a 64-bit hash of
-// their Scope, in pointer-free entries: no allocation and little for the garbage collector
-// per request. Two Scopes whose hashes collide (a chance of 2^-64) only cost a copy a wait
-// it did not need, or a 409 instead of a wait: either way it claims again, and the Store
-// decides. Settled notes are dropped, oldest first, as new ones come: no timer. It is safe
-// for concurrent use.
+// resolved, by a 64-bit hash of their Scope, in pointer-free entries: no allocation per
+// request, and a map no larger than the settlings in flight. A settled note is dropped at
+// once; a count of settlings stands in for it: a copy reads the count before its claim,
+// and if its record has no note when it looks but the count moved, its record may have
+// been settled meanwhile, and it claims again. Two Scopes whose hashes collide (a chance
+// of 2^-64), or a count moved by another record, only cost a copy a wait or a claim it did
+// not need, or a 409 instead of a wait: either way the Store decides. It is safe for
+// concurrent use.
 type finishing struct {
 	mu      sync.Mutex
 	seed    maphash.Seed
-	recs    map[uint64]note          // by the Scope's hash (finishing.hash)
+	recs    map[uint64]note          // unsettled notes, by the Scope's hash (finishing.hash)
 	waiters map[uint64]chan struct{} // closed when the note of that hash is settled or replaced
-	settled []settledNote            // settled notes, oldest first from head, to drop after settledFor
-	head    int
-	seq     uint64 // the last note's number
+	seq     uint64                   // the last note's number
+	settled atomic.Uint64            // how many notes were settled (mark)
 }
 
-// note is one record being settled, or settled lately.
+// note is one record being settled.
 type note struct {
-	seq     uint64
-	at      int64 // when it was settled (sinceOrigin)
-	settled bool
-	waited  bool // a copy waits on waiters[hash]
-}
-
-// settledNote is a settled note as queued to be dropped.
-type settledNote struct {
-	hash, seq uint64
-	at        int64
+	seq    uint64
+	waited bool // a copy waits on waiters[hash]
 }
 
 // settling is the handle of one note, to settle it once. The zero settling is no note.
@@ -50,15 +44,12 @@ type settling struct {
 	hash, seq uint64
 }
 
-// settledFor is how long a settled record stays noted: a copy whose claim saw the record
-// in progress just before it was settled then still finds it, and claims again.
-const settledFor = time.Second
-
-// origin is the start of sinceOrigin's monotonic clock.
-var origin = time.Now()
-
-// sinceOrigin is the monotonic clock, in nanoseconds.
-func sinceOrigin() int64 { return int64(time.Since(origin)) }
+// What finishing.wait found.
+const (
+	notFinishing  = iota // no note, and nothing settled since the mark: claim as usual
+	maybeSettled         // no note, but something was settled since the mark: claim again
+	waitedSettled        // the record's note was settled while the copy waited
+)
 
 // hash returns sc's hash. Called with mu held, after add has made the seed.
 func (f *finishing) hash(sc Scope) uint64 {
@@ -81,9 +72,8 @@ func (f *finishing) add(sc Scope) settling {
 	if f.recs == nil {
 		f.seed, f.recs, f.waiters = maphash.MakeSeed(), map[uint64]note{}, map[uint64]chan struct{}{}
 	}
-	f.drop(sinceOrigin())
 	h := f.hash(sc)
-	if old, ok := f.recs[h]; ok && old.waited && !old.settled {
+	if old, ok := f.recs[h]; ok && old.waited {
 		f.wake(h) // its copies claim again, and find what the Store has
 	}
 	f.seq++
@@ -98,7 +88,8 @@ func (f *finishing) wake(h uint64) {
 	delete(f.waiters, h)
 }
 
-// settle notes that s's record is settled and wakes the copies waiting for it.
+// settle notes that s's record is settled, drops its note and wakes the copies waiting
+// for it.
 func (s settling) settle() {
 	f := s.f
 	if f == nil {
@@ -106,6 +97,7 @@ func (s settling) settle() {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.settled.Add(1)
 	n, ok := f.recs[s.hash]
 	if !ok || n.seq != s.seq {
 		return // replaced by a newer note of its hash: that one's copies wait on it
@@ -113,45 +105,30 @@ func (s settling) settle() {
 	if n.waited {
 		f.wake(s.hash)
 	}
-	now := sinceOrigin()
-	f.recs[s.hash] = note{seq: n.seq, at: now, settled: true}
-	f.settled = append(f.settled, settledNote{hash: s.hash, seq: s.seq, at: now})
+	delete(f.recs, s.hash)
 }
 
-// drop forgets the records settled settledFor before now. Called with mu held.
-func (f *finishing) drop(now int64) {
-	for f.head < len(f.settled) && now-f.settled[f.head].at >= int64(settledFor) {
-		s := f.settled[f.head]
-		if f.recs[s.hash].seq == s.seq {
-			delete(f.recs, s.hash)
-		}
-		f.head++
-	}
-	if f.head > 0 && f.head >= len(f.settled)/2 {
-		// Move the live tail to the front, so that the slice does not grow without end.
-		n := copy(f.settled, f.settled[f.head:])
-		f.settled, f.head = f.settled[:n], 0
-	}
-}
+// mark returns the count of settlings, for a copy to read before it sends its claim and
+// to give wait.
+func (f *finishing) mark() uint64 { return f.settled.Load() }
 
 // wait waits, up to limit or until ctx ends, for the record sc to be settled if its
-// handler returned here (or was settled here within settledFor), and reports whether it
-// was.
-func (f *finishing) wait(ctx context.Context, sc Scope, limit time.Duration) bool {
+// handler returned here. It returns waitedSettled if it was; maybeSettled if sc has no
+// note but a settling ended since mark was read (sc's may be one); else notFinishing.
+func (f *finishing) wait(ctx context.Context, sc Scope, limit time.Duration, mark uint64) int {
 	f.mu.Lock()
 	if f.recs == nil {
 		f.mu.Unlock()
-		return false
+		return notFinishing
 	}
 	h := f.hash(sc)
 	n, ok := f.recs[h]
-	if !ok || (n.settled && sinceOrigin()-n.at >= int64(settledFor)) {
+	if !ok {
 		f.mu.Unlock()
-		return false
-	}
-	if n.settled {
-		f.mu.Unlock()
-		return true
+		if f.settled.Load() != mark {
+			return maybeSettled
+		}
+		return notFinishing
 	}
 	done := f.waiters[h]
 	if !n.waited {
@@ -165,9 +142,9 @@ func (f *finishing) wait(ctx context.Context, sc Scope, limit time.Duration) boo
 	defer t.Stop()
 	select {
 	case <-done:
-		return true
+		return waitedSettled
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return false
+	return notFinishing
 }

@@ -1,5 +1,6 @@
-// finishing_internal_test.go: the notes of records being settled are dropped once settled
-// for settledFor, as new ones come, so that a busy server keeps only its last second.
+// finishing_internal_test.go: a settled note is dropped at once, so that a busy server
+// keeps only the settlings in flight; a copy that looks after its record's note was
+// dropped learns from the count of settlings that it may have been settled.
 
 package server
 
@@ -12,30 +13,19 @@ import (
 func TestFinishingDropsSettledNotes(t *testing.T) {
 	var f finishing
 	scope := func(k string) Scope { return Scope{Identity: "i", Method: "POST", Path: "/p", Key: k} }
-	old := []settling{f.add(scope("a")), f.add(scope("b"))}
+	before := f.mark()
+	a, b := f.add(scope("a")), f.add(scope("b"))
 	pending := f.add(scope("c")) // never settled: kept
-	for _, s := range old {
-		s.settle()
+	a.settle()
+	b.settle()
+	if len(f.recs) != 1 || f.recs[pending.hash].seq != pending.seq {
+		t.Errorf("notes kept: %v, want c only", f.recs)
 	}
-	for i := range f.settled {
-		f.settled[i].at -= int64(settledFor) // settled a while ago
-		n := f.recs[f.settled[i].hash]
-		n.at -= int64(settledFor)
-		f.recs[f.settled[i].hash] = n
+	if got := f.wait(context.Background(), scope("a"), time.Millisecond, before); got != maybeSettled {
+		t.Errorf("a copy whose claim preceded the settle: wait = %d, want maybeSettled", got)
 	}
-	if f.wait(context.Background(), scope("a"), time.Millisecond) {
-		t.Error("a copy waited on a record settled settledFor ago")
-	}
-	recent := f.add(scope("d"))
-	recent.settle()
-	if _, ok := f.recs[f.hash(scope("a"))]; ok || len(f.recs) != 2 || f.recs[pending.hash].seq != pending.seq {
-		t.Errorf("notes kept: %v, want c and d only", f.recs)
-	}
-	if len(f.settled)-f.head != 1 {
-		t.Errorf("%d settled notes kept, want 1", len(f.settled)-f.head)
-	}
-	if !f.wait(context.Background(), scope("d"), time.Millisecond) {
-		t.Error("a copy did not find the record settled just now")
+	if got := f.wait(context.Background(), scope("a"), time.Millisecond, f.mark()); got != notFinishing {
+		t.Errorf("a copy whose claim followed the settle: wait = %d, want notFinishing", got)
 	}
 }
 
@@ -47,7 +37,7 @@ func TestFinishingReplacedNoteWakesWaiters(t *testing.T) {
 	first := f.add(sc)
 	gone, cancel := context.WithCancel(context.Background())
 	cancel() // a copy that waits, and leaves at once: its channel stays
-	if f.wait(gone, sc, time.Hour) {
+	if f.wait(gone, sc, time.Hour, f.mark()) != notFinishing {
 		t.Fatal("a copy that left reports the record settled")
 	}
 	waiting := f.waiters[first.hash]
@@ -58,7 +48,7 @@ func TestFinishingReplacedNoteWakesWaiters(t *testing.T) {
 		t.Fatal("the copies waiting on a replaced note were not woken")
 	}
 	first.settle()
-	if n := f.recs[second.hash]; n.seq != second.seq || n.settled {
+	if n, ok := f.recs[second.hash]; !ok || n.seq != second.seq {
 		t.Fatalf("the replaced note's settle changed the newer one: %+v", n)
 	}
 }

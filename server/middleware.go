@@ -58,6 +58,10 @@ type request struct {
 	body   []byte
 	fp     string
 	reader bodyReader
+	// The handler's recorder and decision (run.go), here so that a request makes one
+	// allocation for all three.
+	rec recorder
+	d   decision
 }
 
 // bodyReader reads the buffered body; Close does nothing.

@@ -17,8 +17,9 @@ import (
 // run runs next for r under cl and settles its record.
 func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Request, rq *request, cl claimed) {
 	c := m.cfg
-	rec := newRecorder(w, c.MaxResponseBytes)
-	d := &decision{hold: Hold{Scope: rq.scope, Token: cl.token}}
+	rq.rec = recorder{w: w, limit: c.MaxResponseBytes}
+	rec, d := &rq.rec, &rq.d
+	d.hold = Hold{Scope: rq.scope, Token: cl.token}
 	// The handler's context keeps the request's values but not its cancellation: a client
 	// that goes away does not cut an effect short (its retry is answered with the outcome),
 	// and the only cause the context ends with is the lease's, which a handler must heed.

@@ -29,7 +29,7 @@ const expireBatch = 4
 
 // queue records the expiry of the record in slot i, under the lock.
 func (s *Store) queue(i int32) {
-	s.deadlines = append(s.deadlines, deadline{at: s.slots[i].expires, slot: i, gen: s.slots[i].gen})
+	s.deadlines = append(s.deadlines, deadline{at: s.slots.at(i).expires, slot: i, gen: s.slots.at(i).gen})
 	s.up(len(s.deadlines) - 1)
 }
 
@@ -41,7 +41,7 @@ func (s *Store) expire(now int64) {
 			break
 		}
 		d := s.pop()
-		switch sl := &s.slots[d.slot]; {
+		switch sl := s.slots.at(d.slot); {
 		case !sl.used || sl.gen != d.gen:
 		case now < sl.expires:
 			s.queue(d.slot)

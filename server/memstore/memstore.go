@@ -26,9 +26,8 @@ type Store struct {
 
 	mu    sync.Mutex
 	index map[uint64]int32 // a Scope's hash -> the first slot in use with that hash
-	slots []slot           // the records; free ones are listed in free
-	data  [][]byte         // data[i]: slot i's Scope, token and fingerprint (recordData)
-	resps [][]byte         // resps[i]: slot i's response once done (stored.go)
+	slots chunked[slot]    // the records; free ones are listed in free
+	vars  chunked[recVars] // slot i's variable part
 	free  []int32
 	inUse int
 
@@ -69,8 +68,8 @@ func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now, n := s.clock(), 0
-	for i := range s.slots {
-		if s.slots[i].used && now < s.slots[i].expires {
+	for i := range s.slots.len() {
+		if sl := s.slots.at(i); sl.used && now < sl.expires {
 			n++
 		}
 	}
@@ -90,8 +89,9 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock()
-	if i := s.live(sc, h, now); i >= 0 {
-		if !s.slots[i].done && string(s.token(i)) == token {
+	i := s.find(sc, h)
+	if i >= 0 && now < s.slots.at(i).expires {
+		if !s.slots.at(i).done && string(s.token(i)) == token {
 			return server.Claim{Claimed: true, Token: token}, nil // a repeat
 		}
 		rec, err := s.view(i, now)
@@ -103,11 +103,15 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if until, ok := s.released[string(data[:tokenEnd])]; ok && now < until {
 		return server.Claim{}, server.ErrLeaseLost // a late claim, released already
 	}
-	s.expire(now)
-	if i := s.find(sc, h); i >= 0 {
-		s.remove(i) // expired, not deleted yet
+	var gen uint32
+	if i >= 0 {
+		gen = s.slots.at(i).gen
 	}
-	i := s.insert(h, data, scopeEnd, tokenEnd, after(now, lease), after(now, max(ttl, lease)))
+	s.expire(now)
+	if i >= 0 && s.slots.at(i).used && s.slots.at(i).gen == gen {
+		s.remove(i) // expired, and expire did not delete it
+	}
+	i = s.insert(h, data, scopeEnd, tokenEnd, after(now, lease), after(now, max(ttl, lease)))
 	s.queue(i)
 	return server.Claim{Claimed: true, Token: token}, nil
 }
@@ -115,7 +119,7 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 // Renew implements server.Store.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
 	err := s.held(ctx, sc, token, func(i int32, now int64) error {
-		sl := &s.slots[i]
+		sl := s.slots.at(i)
 		if sl.done || string(s.token(i)) != token {
 			return server.ErrLeaseLost
 		}
@@ -133,7 +137,7 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 	}
 	st := store(resp)
 	return lostIfAbsent(s.held(ctx, sc, token, func(i int32, now int64) error {
-		sl := &s.slots[i]
+		sl := s.slots.at(i)
 		own := string(s.token(i)) == token
 		if sl.done {
 			return repeated(own) // done: by this token (a repeat) or another
@@ -150,7 +154,7 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 // Release implements server.Store.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
 	err := s.held(ctx, sc, token, func(i int32, _ int64) error {
-		if s.slots[i].done || string(s.token(i)) != token {
+		if s.slots.at(i).done || string(s.token(i)) != token {
 			return server.ErrLeaseLost
 		}
 		s.remove(i)
@@ -182,15 +186,15 @@ func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token stri
 		return errNoToken
 	}
 	return lostIfAbsent(s.held(ctx, sc, stale, func(i int32, now int64) error {
-		sl := &s.slots[i]
+		sl := s.slots.at(i)
 		switch held := string(s.token(i)); {
 		case !sl.done && held == token:
 			return nil // a repeat
 		case sl.done || held != stale || now < sl.leaseUntil:
 			return server.ErrLeaseLost // done, held by another, or the holder is alive
 		}
-		data, scopeEnd, tokenEnd := recordData(sc, token, string(s.data[i][sl.tokenEnd:]))
-		s.data[i], sl.scopeEnd, sl.tokenEnd = data, scopeEnd, tokenEnd
+		data, scopeEnd, tokenEnd := recordData(sc, token, string(s.vars.at(i).data[sl.tokenEnd:]))
+		s.vars.at(i).data, sl.scopeEnd, sl.tokenEnd = data, scopeEnd, tokenEnd
 		sl.leaseUntil = after(now, lease)
 		sl.expires = max(sl.expires, sl.leaseUntil)
 		return nil

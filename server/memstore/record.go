@@ -1,8 +1,8 @@
 // record.go is how the Store keeps its records with few pointers for the garbage collector
-// to follow: each record is a pointer-free slot in one slice, found through a map from a
-// 64-bit hash of its Scope to its slot (records whose Scopes share a hash are chained), and
-// its variable part (Scope, token, fingerprint) is one byte slice; a done record's response
-// is a second one (stored.go).
+// to follow: each record is a pointer-free slot in one array (chunked.go), found through a
+// map from a 64-bit hash of its Scope to its slot (records whose Scopes share a hash are
+// chained), and its variable part (Scope, token, fingerprint) is one byte slice; a done
+// record's response is a second one (stored.go).
 
 package memstore
 
@@ -31,6 +31,12 @@ type slot struct {
 	status    int
 	unrEnd    int
 	headerEnd int
+}
+
+// recVars is one record's variable part, in its own array: the slots hold no pointers.
+type recVars struct {
+	data []byte // the Scope, token and fingerprint (recordData)
+	resp []byte // the response once done (stored.go)
 }
 
 // appendScope appends sc's fields, each after its length as a uvarint, to b.
@@ -86,8 +92,8 @@ func (s *Store) find(sc server.Scope, h uint64) int32 {
 	if !ok {
 		return -1
 	}
-	for ; i >= 0; i = s.slots[i].next {
-		if scopeIs(s.data[i][:s.slots[i].scopeEnd], sc) {
+	for ; i >= 0; i = s.slots.at(i).next {
+		if scopeIs(s.vars.at(i).data[:s.slots.at(i).scopeEnd], sc) {
 			return i
 		}
 	}
@@ -98,7 +104,7 @@ func (s *Store) find(sc server.Scope, h uint64) int32 {
 // -1. Called with mu held.
 func (s *Store) live(sc server.Scope, h uint64, now int64) int32 {
 	i := s.find(sc, h)
-	if i < 0 || now >= s.slots[i].expires {
+	if i < 0 || now >= s.slots.at(i).expires {
 		return -1
 	}
 	return i
@@ -111,18 +117,17 @@ func (s *Store) insert(h uint64, data []byte, scopeEnd, tokenEnd int, leaseUntil
 	if n := len(s.free); n > 0 {
 		i, s.free = s.free[n-1], s.free[:n-1]
 	} else {
-		i = int32(len(s.slots))
-		s.slots = append(s.slots, slot{})
-		s.data = append(s.data, nil)
-		s.resps = append(s.resps, nil)
+		i = s.slots.add()
+		s.vars.add()
 	}
 	next, ok := s.index[h]
 	if !ok {
 		next = -1
 	}
-	s.slots[i] = slot{hash: h, next: next, gen: s.slots[i].gen, used: true, leaseUntil: leaseUntil, expires: expires,
+	sl := s.slots.at(i)
+	*sl = slot{hash: h, next: next, gen: sl.gen, used: true, leaseUntil: leaseUntil, expires: expires,
 		scopeEnd: scopeEnd, tokenEnd: tokenEnd}
-	s.data[i] = data
+	s.vars.at(i).data = data
 	s.index[h] = i
 	s.inUse++
 	return i
@@ -130,7 +135,7 @@ func (s *Store) insert(h uint64, data []byte, scopeEnd, tokenEnd int, leaseUntil
 
 // remove deletes the record in slot i and frees the slot. Called with mu held.
 func (s *Store) remove(i int32) {
-	sl := &s.slots[i]
+	sl := s.slots.at(i)
 	if head := s.index[sl.hash]; head == i {
 		if sl.next < 0 {
 			delete(s.index, sl.hash)
@@ -139,25 +144,28 @@ func (s *Store) remove(i int32) {
 		}
 	} else {
 		p := head
-		for s.slots[p].next != i {
-			p = s.slots[p].next
+		for s.slots.at(p).next != i {
+			p = s.slots.at(p).next
 		}
-		s.slots[p].next = sl.next
+		s.slots.at(p).next = sl.next
 	}
 	*sl = slot{next: -1, gen: sl.gen + 1}
-	s.data[i], s.resps[i] = nil, nil
+	*s.vars.at(i) = recVars{}
 	s.free = append(s.free, i)
 	s.inUse--
 }
 
 // token is the token of the record in slot i: the holder's while in progress, the
 // completer's once done.
-func (s *Store) token(i int32) []byte { return s.data[i][s.slots[i].scopeEnd:s.slots[i].tokenEnd] }
+func (s *Store) token(i int32) []byte {
+	sl := s.slots.at(i)
+	return s.vars.at(i).data[sl.scopeEnd:sl.tokenEnd]
+}
 
 // view is the record in slot i as server.Store reports it at now.
 func (s *Store) view(i int32, now int64) (server.Record, error) {
-	sl := &s.slots[i]
-	v := server.Record{Fingerprint: string(s.data[i][sl.tokenEnd:]), ExpiresIn: time.Duration(sl.expires - now)}
+	sl := s.slots.at(i)
+	v := server.Record{Fingerprint: string(s.vars.at(i).data[sl.tokenEnd:]), ExpiresIn: time.Duration(sl.expires - now)}
 	if sl.done {
 		resp, err := s.response(i)
 		v.State, v.Response = server.StateDone, resp

@@ -37,15 +37,15 @@ func store(resp *server.Response) stored {
 
 // keep puts st in slot i as its response. Called with mu held.
 func (s *Store) keep(i int32, st stored) {
-	sl := &s.slots[i]
+	sl := s.slots.at(i)
 	sl.done, sl.status, sl.unrEnd, sl.headerEnd = true, st.status, st.unrEnd, st.headerEnd
-	s.resps[i] = st.enc
+	s.vars.at(i).resp = st.enc
 }
 
 // response returns a new copy of the response of the done record in slot i, for the
 // caller to keep. Called with mu held.
 func (s *Store) response(i int32) (*server.Response, error) {
-	sl, enc := &s.slots[i], s.resps[i]
+	sl, enc := s.slots.at(i), s.vars.at(i).resp
 	h, err := server.ParseHeader(enc[sl.unrEnd:sl.headerEnd])
 	if err != nil {
 		return nil, fmt.Errorf("memstore: a stored response: %w", err)
