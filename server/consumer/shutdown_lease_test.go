@@ -66,7 +66,7 @@ func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
 // A handler still working after its context ended (a shutdown) learns that its claim was
 // lost from LeaseErr, which its context's cause, context.Canceled, cannot tell.
 func TestLeaseErrAfterShutdown(t *testing.T) {
-	p := newProcessor(t, consumer.Options{Store: lossyStore{memstore.New(nil)}, Lease: 30 * time.Millisecond})
+	p := newProcessor(t, consumer.Options{Store: lossyStore{memstore.New(nil)}, Lease: lossyLease})
 	ctx, stop := context.WithCancel(bg)
 	res, err := p.Process(ctx, "q", "m-1", func(hctx context.Context) error {
 		stop() // the consumer shuts down; the handler goes on with its work
