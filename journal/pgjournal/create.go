@@ -6,7 +6,6 @@ package pgjournal
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -15,66 +14,27 @@ import (
 // pendingCreate is one Create waiting for the next batch.
 type pendingCreate struct {
 	rec    *journal.Record
-	data   []byte     // the record column, encoded
-	sealed []byte     // the sealed column: rec's request part, sealed; nil for a plaintext row
-	body   []byte     // the body column, sealed if rec is
-	done   chan error // receives the outcome once
+	data   []byte // the record column, encoded
+	sealed []byte // the sealed column: rec's request part, sealed; nil for a plaintext row
+	body   []byte // the body column, sealed if rec is
 }
 
-// creates is the queue of Creates and whether a batch is being written.
-type creates struct {
-	mu      sync.Mutex
-	queue   []*pendingCreate
-	writing bool
-}
+// createCall is a Create in the group of write-aheads: its outcome is
+// the error Create returns.
+type createCall = call[pendingCreate, error]
 
 // createBatch bounds the rows of one INSERT.
 const createBatch = 512
 
-// create queues p and waits for the batch that writes it. The batch runs
-// under its own deadline (Lease), not the caller's context: once queued, a
-// write-ahead is either committed or refused, never left in doubt by one
-// caller giving up.
-func (j *Journal) create(p *pendingCreate) error {
-	c := &j.creates
-	c.mu.Lock()
-	c.queue = append(c.queue, p)
-	lead := !c.writing
-	c.writing = true
-	c.mu.Unlock()
-	if lead {
-		j.writeCreates(true)
-	}
-	return <-p.done
-}
-
-// writeCreates writes the queue a batch at a time until it is empty. The
-// Create that found no batch under way writes the first itself (inline),
-// saving a goroutine's wake-up when calls come one at a time, and leaves
-// what queued meanwhile to a goroutine, so that it waits for its own batch
-// only.
-func (j *Journal) writeCreates(inline bool) {
-	c := &j.creates
-	wrote := false
-	for {
-		c.mu.Lock()
-		n := min(len(c.queue), createBatch)
-		if n == 0 {
-			c.writing = false
-			c.mu.Unlock()
-			return
-		}
-		if inline && wrote {
-			c.mu.Unlock()
-			go j.writeCreates(false)
-			return
-		}
-		batch := c.queue[:n:n]
-		c.queue = c.queue[n:]
-		c.mu.Unlock()
-		j.insert(batch)
-		wrote = true
-	}
+// create queues p and waits for the batch that writes it. The Create that
+// finds no batch under way writes the first itself (group.inline). The
+// batch runs under its own deadline (Lease), not the caller's context:
+// once queued, a write-ahead is either committed or refused, never left in
+// doubt by one caller giving up. A row a unique index refuses does not
+// hold up the batch (no group key).
+func (j *Journal) create(p pendingCreate) error {
+	err, _ := j.creates.do(context.Background(), p)
+	return err
 }
 
 // insertRows is the write-ahead INSERT, less its conflict clause: the
@@ -105,7 +65,7 @@ const (
 // nothing in a namespace another instance has marked sealed since this one
 // opened it: the statement checks the mark, and those Creates are refused
 // as they would have been at Open (errNeedsKeyring).
-func (j *Journal) insert(batch []*pendingCreate) {
+func (j *Journal) insert(batch []*createCall) {
 	n := len(batch)
 	var (
 		keys    = make([]string, n)
@@ -118,7 +78,8 @@ func (j *Journal) insert(batch []*pendingCreate) {
 		updated = make([]time.Time, n)
 	)
 	named := false // a row with a unique name: a caller's key or an operation ID
-	for i, p := range batch {
+	for i, c := range batch {
+		p := &c.in
 		r := p.rec
 		keys[i], caller[i], states[i], records[i], bodies[i], sealed[i], updated[i] =
 			r.Key, r.CallerKey, int16(r.State), string(p.data), p.body, p.sealed, r.Updated
@@ -163,19 +124,20 @@ func (j *Journal) insert(batch []*pendingCreate) {
 	if err == nil && len(written) == 0 && j.ring == nil && j.markedSealed(ctx) { // the mark refuses all or none
 		refused = j.errNeedsKeyring()
 	}
-	for _, p := range batch {
+	for _, c := range batch {
 		if err != nil {
-			p.done <- j.fail("create", err)
+			c.answer(j.fail("create", err))
 			continue
 		}
-		r, ok := written[[2]string{p.rec.Key, p.rec.OperationID}]
+		rec := c.in.rec
+		r, ok := written[[2]string{rec.Key, rec.OperationID}]
 		if !ok {
-			p.done <- refused
+			c.answer(refused)
 			continue
 		}
-		journal.SetRef(p.rec, journal.Ref{Seq: uint64(r.seq), Part: int(r.epoch)})
-		j.noteLease(journal.NameOf(p.rec), r)
-		p.done <- nil
+		journal.SetRef(rec, journal.Ref{Seq: uint64(r.seq), Part: int(r.epoch)})
+		j.noteLease(journal.NameOf(rec), r)
+		c.answer(nil)
 	}
 }
 

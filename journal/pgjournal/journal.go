@@ -36,11 +36,11 @@ type Journal struct {
 	sealedNS atomic.Bool
 
 	claims  journal.Claims
-	creates creates // the queue of write-aheads (create.go)
-	settles settles // the queue of deferred settles (settles.go)
-	lookups lookups // the queue of Gets by operation ID (lookup.go)
-	takes   takes   // the queue of leases by operation ID (leasebatch.go)
-	stats   stats   // Stats (stats.go)
+	creates group[pendingCreate, struct{}, error]     // the write-aheads (create.go)
+	settles group[pendingSettle, int64, settleResult] // the deferred settles (settles.go)
+	lookups group[string, struct{}, lookupResult]     // the Gets by operation ID (lookup.go)
+	takes   group[string, string, takeResult]         // the leases by operation ID (leasebatch.go)
+	stats   stats                                     // Stats (stats.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests
 	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)
@@ -86,6 +86,10 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
 		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{}, stop: make(chan struct{}), local: c.local,
 		ring: c.ring}
+	j.creates.setup(createBatch, true, nil, j.insert)
+	j.settles.setup(settleBatch, true, settleKey, j.updateBatch)
+	j.lookups.setup(lookupBatch, false, nil, j.readBatch)
+	j.takes.setup(takeBatch, false, takeKey, j.takeBatch)
 	if err := j.loadNamespace(ctx); err != nil {
 		return nil, err
 	}

@@ -8,14 +8,7 @@ package pgjournal
 
 import (
 	"context"
-	"sync"
 )
-
-// pendingTake is one lease by operation ID waiting for the next batch.
-type pendingTake struct {
-	opID string
-	done chan takeResult
-}
 
 // takeResult is what the statement said of one operation ID: the lease
 // taken (seq and epoch set), the row leased by another live instance
@@ -26,74 +19,36 @@ type takeResult struct {
 	err        error
 }
 
-// takes is the queue of leases by operation ID and whether a batch is
-// being written.
-type takes struct {
-	mu      sync.Mutex
-	queue   []*pendingTake
-	writing bool
-}
+// takeCall is a lease by operation ID, given by its ID, in the group of
+// leases.
+type takeCall = call[string, takeResult]
 
 // takeBatch bounds the operation IDs of one UPDATE.
 const takeBatch = 512
 
-// takeByID takes the lease on operation opID's row in the next batch, as
-// takeLease's statement does for one name. The batch runs under its own
-// deadline (Lease); a caller whose ctx ends stops waiting, and a lease
-// taken meanwhile runs out, as after a crash.
+// takeKey is the group key of leases: an ID queued twice waits for the
+// next batch, as one UPDATE changes a row once.
+func takeKey(opID *string) string { return *opID }
+
+// takeByID takes the lease on operation opID's row in the next batch, which
+// a goroutine writes, as takeLease's statement does for one name. The
+// batch runs under its own deadline (Lease); a caller whose ctx ends stops
+// waiting, and a lease taken meanwhile runs out, as after a crash.
 func (j *Journal) takeByID(ctx context.Context, opID string) takeResult {
-	p := &pendingTake{opID: opID, done: make(chan takeResult, 1)}
-	t := &j.takes
-	t.mu.Lock()
-	t.queue = append(t.queue, p)
-	lead := !t.writing
-	t.writing = true
-	t.mu.Unlock()
-	if lead {
-		go j.writeTakes()
-	}
-	select {
-	case r := <-p.done:
-		return r
-	case <-ctx.Done():
+	r, ok := j.takes.do(ctx, opID)
+	if !ok {
 		return takeResult{err: ctx.Err()}
 	}
-}
-
-// writeTakes writes the queue a batch at a time until it is empty. An ID
-// queued twice waits for the next batch.
-func (j *Journal) writeTakes() {
-	t := &j.takes
-	for {
-		t.mu.Lock()
-		if len(t.queue) == 0 {
-			t.writing = false
-			t.mu.Unlock()
-			return
-		}
-		seen := make(map[string]bool, min(len(t.queue), takeBatch))
-		var batch, rest []*pendingTake
-		for _, p := range t.queue {
-			if len(batch) < takeBatch && !seen[p.opID] {
-				seen[p.opID] = true
-				batch = append(batch, p)
-			} else {
-				rest = append(rest, p)
-			}
-		}
-		t.queue = rest
-		t.mu.Unlock()
-		j.takeBatch(batch)
-	}
+	return r
 }
 
 // takeBatch takes the leases of batch in one statement: the UPDATE takes
 // each lease it may; the outer SELECT, which sees the rows as they were,
 // tells "no row" from "another's".
-func (j *Journal) takeBatch(batch []*pendingTake) {
+func (j *Journal) takeBatch(batch []*takeCall) {
 	ids := make([]string, len(batch))
-	for i, p := range batch {
-		ids[i] = p.opID
+	for i, c := range batch {
+		ids[i] = c.in
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
@@ -121,11 +76,11 @@ func (j *Journal) takeBatch(batch []*pendingTake) {
 			err = rows.Err()
 		}
 	}
-	for _, p := range batch {
+	for _, c := range batch {
 		if err != nil {
-			p.done <- takeResult{err: err}
+			c.answer(takeResult{err: err})
 			continue
 		}
-		p.done <- res[p.opID] // none: no row
+		c.answer(res[c.in]) // none: no row
 	}
 }

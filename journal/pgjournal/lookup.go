@@ -7,16 +7,9 @@ package pgjournal
 
 import (
 	"context"
-	"sync"
 
 	"github.com/idem-go/idem/journal"
 )
-
-// pendingLookup is one Get by operation ID waiting for the next batch.
-type pendingLookup struct {
-	opID string
-	done chan lookupResult
-}
 
 // lookupResult is what readOne would have returned for one look-up.
 type lookupResult struct {
@@ -24,83 +17,54 @@ type lookupResult struct {
 	err error
 }
 
-// lookups is the queue of look-ups and whether a batch is being read.
-type lookups struct {
-	mu      sync.Mutex
-	queue   []*pendingLookup
-	reading bool
-}
+// lookupCall is a Get by operation ID, given by its ID, in the group of
+// look-ups.
+type lookupCall = call[string, lookupResult]
 
 // lookupBatch bounds the operation IDs of one SELECT.
 const lookupBatch = 512
 
 // lookup reads the row of operation opID, with its body, as readOne does,
-// in the next batch. The batch runs under its own deadline (Lease); a
-// caller whose ctx ends stops waiting for it.
+// in the next batch, which a goroutine reads. The batch runs under its own
+// deadline (Lease); a caller whose ctx ends stops waiting for it. An ID
+// looked up twice in one batch is answered twice (readBatch), so the group
+// has no key.
 func (j *Journal) lookup(ctx context.Context, opID string) (*journal.Record, error) {
-	p := &pendingLookup{opID: opID, done: make(chan lookupResult, 1)}
-	l := &j.lookups
-	l.mu.Lock()
-	l.queue = append(l.queue, p)
-	lead := !l.reading
-	l.reading = true
-	l.mu.Unlock()
-	if lead {
-		go j.readLookups()
-	}
-	select {
-	case r := <-p.done:
-		return r.rec, r.err
-	case <-ctx.Done():
+	r, ok := j.lookups.do(ctx, opID)
+	if !ok {
 		return nil, ctx.Err()
 	}
-}
-
-// readLookups reads the queue a batch at a time until it is empty.
-func (j *Journal) readLookups() {
-	l := &j.lookups
-	for {
-		l.mu.Lock()
-		n := min(len(l.queue), lookupBatch)
-		if n == 0 {
-			l.reading = false
-			l.mu.Unlock()
-			return
-		}
-		batch := l.queue[:n:n]
-		l.queue = l.queue[n:]
-		l.mu.Unlock()
-		j.readBatch(batch)
-	}
+	return r.rec, r.err
 }
 
 // readBatch reads the rows of batch in one statement. A row that does not
 // read cleanly (a database error, a corrupt or sealed row) sends every
 // look-up of the batch to a read of its own, which says which and why.
-func (j *Journal) readBatch(batch []*pendingLookup) {
+func (j *Journal) readBatch(batch []*lookupCall) {
 	ids := make([]string, len(batch))
-	for i, p := range batch {
-		ids[i] = p.opID
+	for i, c := range batch {
+		ids[i] = c.in
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
 	found, ok := j.readIDs(ctx, ids)
 	given := make(map[string]bool, len(batch))
-	for _, p := range batch {
-		if ok && !given[p.opID] {
+	for _, c := range batch {
+		id := c.in
+		if ok && !given[id] {
 			// A Store never hands one record to two callers: a second
 			// look-up of the same ID reads its own below.
-			given[p.opID] = true
-			rec, err := found[p.opID], error(nil)
+			given[id] = true
+			rec, err := found[id], error(nil)
 			if rec != nil {
 				err = j.checkBody(rec)
 			}
-			p.done <- lookupResult{rec, err}
+			c.answer(lookupResult{rec, err})
 			continue
 		}
 		rec, err := j.readOne(ctx, "get", j.pool.QueryRow(ctx, j.sql(`SELECT `+columns+`, body FROM {s}.operations
-			WHERE namespace = $1 AND operation_id = $2`), j.opts.Namespace, p.opID))
-		p.done <- lookupResult{rec, err}
+			WHERE namespace = $1 AND operation_id = $2`), j.opts.Namespace, id))
+		c.answer(lookupResult{rec, err})
 	}
 }
 

@@ -8,7 +8,6 @@ package pgjournal
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -21,7 +20,6 @@ type pendingSettle struct {
 	body       []byte    // the body column; nil keeps the stored one
 	box        []byte    // the sealed column; nil keeps the stored one
 	sealed     bool      // rec.Sealed: written only while pending
-	done       chan settleResult
 }
 
 // settleResult tells a deferred Update whether its row changed.
@@ -30,71 +28,27 @@ type settleResult struct {
 	err     error
 }
 
-// settles is the queue of deferred Updates and whether a batch is being
-// written.
-type settles struct {
-	mu      sync.Mutex
-	queue   []*pendingSettle
-	writing bool
-}
+// settleCall is a deferred Update in the group of settles.
+type settleCall = call[pendingSettle, settleResult]
 
 // settleBatch bounds the rows of one UPDATE.
 const settleBatch = 512
 
-// settle queues p and waits for the batch that writes it. As with create,
-// the batch runs under its own deadline (Lease), not the caller's context.
-func (j *Journal) settle(p *pendingSettle) settleResult {
-	s := &j.settles
-	s.mu.Lock()
-	s.queue = append(s.queue, p)
-	lead := !s.writing
-	s.writing = true
-	s.mu.Unlock()
-	if lead {
-		j.writeSettles(true)
-	}
-	return <-p.done
-}
+// settleKey is the group key of settles: a row queued twice waits for the
+// next batch, as one UPDATE changes a row once.
+func settleKey(p *pendingSettle) int64 { return p.seq }
 
-// writeSettles writes the queue a batch at a time until it is empty. A row
-// queued twice waits for the next batch: one UPDATE changes a row once. As
-// with writeCreates, the Update that found no batch under way writes the
-// first itself (inline) and leaves the rest to a goroutine.
-func (j *Journal) writeSettles(inline bool) {
-	s := &j.settles
-	wrote := false
-	for {
-		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.writing = false
-			s.mu.Unlock()
-			return
-		}
-		if inline && wrote {
-			s.mu.Unlock()
-			go j.writeSettles(false)
-			return
-		}
-		seen := make(map[int64]bool, min(len(s.queue), settleBatch))
-		var batch, rest []*pendingSettle
-		for _, p := range s.queue {
-			if len(batch) < settleBatch && !seen[p.seq] {
-				seen[p.seq] = true
-				batch = append(batch, p)
-			} else {
-				rest = append(rest, p)
-			}
-		}
-		s.queue = rest
-		s.mu.Unlock()
-		j.updateBatch(batch)
-		wrote = true
-	}
+// settle queues p and waits for the batch that writes it. As with create,
+// the Update that finds no batch under way writes the first itself, and
+// the batch runs under its own deadline (Lease), not the caller's context.
+func (j *Journal) settle(p pendingSettle) settleResult {
+	r, _ := j.settles.do(context.Background(), p)
+	return r
 }
 
 // updateBatch writes batch in one transaction that does not wait for the
 // WAL flush, and tells each Update whether its row changed.
-func (j *Journal) updateBatch(batch []*pendingSettle) {
+func (j *Journal) updateBatch(batch []*settleCall) {
 	n := len(batch)
 	var (
 		seqs    = make([]int64, n)
@@ -106,7 +60,8 @@ func (j *Journal) updateBatch(batch []*pendingSettle) {
 		boxes   = make([][]byte, n)
 		sealed  = make([]bool, n)
 	)
-	for i, p := range batch {
+	for i, c := range batch {
+		p := &c.in
 		seqs[i], epochs[i], states[i], records[i], updated[i], bodies[i], boxes[i], sealed[i] =
 			p.seq, p.epoch, p.state, string(p.data), p.updated, p.body, p.box, p.sealed
 	}
@@ -125,7 +80,7 @@ func (j *Journal) updateBatch(batch []*pendingSettle) {
 			AND (NOT u.ls OR o.state = 1)
 		RETURNING o.seq`),
 		j.opts.Namespace, seqs, epochs, states, records, updated, bodies, boxes, sealed, j.holder)
-	for _, p := range batch {
-		p.done <- settleResult{changed: changed[p.seq], err: err}
+	for _, c := range batch {
+		c.answer(settleResult{changed: changed[c.in.seq], err: err})
 	}
 }

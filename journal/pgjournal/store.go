@@ -40,7 +40,7 @@ func (j *Journal) Create(_ context.Context, rec *journal.Record) error {
 		rec.BodySHA256 = journal.BodySum(rec.Body)
 	}
 	rec.EncryptionKeyID = j.ring.Current()
-	p := &pendingCreate{rec: rec, done: make(chan error, 1)}
+	p := pendingCreate{rec: rec}
 	var err error
 	if p.data, p.sealed, err = encode(j.ring, rec); err != nil {
 		return err
@@ -171,8 +171,8 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 	if d == journal.Deferred && rec.State != journal.StatePending {
 		// A final state: losing it costs one replay. It shares a batch
 		// whose commit does not wait for the flush (settles.go).
-		p := &pendingSettle{seq: int64(ref.Seq), epoch: int64(ref.Part), state: int16(rec.State), data: data,
-			updated: rec.Updated, box: box, sealed: rec.Sealed, done: make(chan settleResult, 1)}
+		p := pendingSettle{seq: int64(ref.Seq), epoch: int64(ref.Part), state: int16(rec.State), data: data,
+			updated: rec.Updated, box: box, sealed: rec.Sealed}
 		if b, ok := body.([]byte); ok {
 			p.body = b
 		}
