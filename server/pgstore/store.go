@@ -21,14 +21,17 @@ import (
 // Store is a server.Store on a PostgreSQL table shared by every instance of a service. Its
 // clock is the database's: every lease and expiry is computed from clock_timestamp() in
 // the statement that sets or reads it. Every statement it runs on the pool carries a lock
-// and statement timeout (Options.StatementTimeout), so a row held by a service's
-// transaction (CompleteTx) makes a concurrent copy fail in bounded time instead of
-// holding a pooled connection. It is safe for concurrent use by many goroutines and processes.
+// and statement timeout (Options.StatementTimeout, or the pool's own if no longer), so a
+// row held by a service's transaction (CompleteTx) makes a concurrent copy fail in bounded
+// time instead of holding a pooled connection. It is safe for concurrent use by many goroutines and processes.
 type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	q       queries
 	timeout string // Options.StatementTimeout, as lock_timeout and statement_timeout take it
+	// pooled: the pool's connections start with timeouts no longer than the Store's
+	// (poolTimeouts), so statements go alone, without setting them.
+	pooled bool
 
 	stop      chan struct{} // closed by Close: the pruner stops
 	done      chan struct{} // closed when the pruner has stopped
@@ -48,9 +51,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	if err := Migrate(ctx, pool, &c); err != nil {
 		return nil, err
 	}
+	pooled, err := poolTimeouts(ctx, pool, c.StatementTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read the pool's timeouts: %w", err)
+	}
 	s := &Store{pool: pool, opts: c, q: newQueries(pgx.Identifier{c.Schema}.Sanitize()),
-		timeout: fmt.Sprintf("%dms", max(1, c.StatementTimeout.Milliseconds())),
-		stop:    make(chan struct{}), done: make(chan struct{})}
+		timeout: fmt.Sprintf("%dms", max(1, c.StatementTimeout.Milliseconds())), pooled: pooled,
+		stop: make(chan struct{}), done: make(chan struct{})}
 	if c.PruneEvery > 0 {
 		go s.pruneLoop()
 	} else {
@@ -178,8 +185,13 @@ func (r row) record() (server.Record, error) {
 }
 
 // exec runs one statement on the pool under the Store's timeouts (Options.StatementTimeout):
-// they are set for its implicit transaction alone, in the same round trip.
+// the connection's own when it carries them (pooled), otherwise set for the statement's
+// implicit transaction alone, in the same round trip.
 func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	if s.pooled {
+		tag, err := s.pool.Exec(ctx, q, args...)
+		return tag.RowsAffected(), err
+	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.timeouts, s.timeout)
 	b.Queue(q, args...)
@@ -198,6 +210,9 @@ func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) 
 // queryRow runs one query on the pool under the Store's timeouts, as exec does, and hands
 // its row to scan.
 func (s *Store) queryRow(ctx context.Context, scan func(pgx.Row) error, q string, args ...any) error {
+	if s.pooled {
+		return scan(s.pool.QueryRow(ctx, q, args...))
+	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.timeouts, s.timeout)
 	b.Queue(q, args...)
