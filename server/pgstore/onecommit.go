@@ -97,7 +97,7 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 				LeaseLeft: lease, ExpiresIn: max(lease, ttl)}}, nil
 		case errors.Is(err, pgx.ErrNoRows):
 			// The row that won was committed after the statement's snapshot: read it.
-			err = o.s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, o.s.q.find, id)
+			err = o.s.queryRow(ctx, &r, o.s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue // gone again since: claim again
 			}

@@ -102,66 +102,6 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, hold server.Hold,
 	return nil
 }
 
-// db runs the Store's statements on the pool (with its timeouts) or in a service's
-// transaction.
-type db struct {
-	exec     func(q string, args ...any) (int64, error)
-	queryRow func(q string, args []any, dest ...any) error // no row: errNoRow
-}
-
-var errNoRow = errors.New("pgstore: no row")
-
-// onPool is a db on the Store's pool.
-func (s *Store) onPool(ctx context.Context) db {
-	return db{
-		exec: func(q string, args ...any) (int64, error) { return s.exec(ctx, q, args...) },
-		queryRow: func(q string, args []any, dest ...any) error {
-			err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(dest...) }, q, args...)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errNoRow
-			}
-			return err
-		},
-	}
-}
-
-// inTx is a db in tx, a pgx transaction of the service's.
-func inTx(ctx context.Context, tx pgx.Tx) db {
-	return db{
-		exec: func(q string, args ...any) (int64, error) {
-			tag, err := tx.Exec(ctx, q, args...)
-			return tag.RowsAffected(), err
-		},
-		queryRow: func(q string, args []any, dest ...any) error {
-			err := tx.QueryRow(ctx, q, args...).Scan(dest...)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errNoRow
-			}
-			return err
-		},
-	}
-}
-
-// inSQLTx is a db in tx, a database/sql transaction of the service's.
-func inSQLTx(ctx context.Context, tx *sql.Tx) db {
-	return db{
-		exec: func(q string, args ...any) (int64, error) {
-			res, err := tx.ExecContext(ctx, q, args...)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		},
-		queryRow: func(q string, args []any, dest ...any) error {
-			err := tx.QueryRowContext(ctx, q, args...).Scan(dest...)
-			if errors.Is(err, sql.ErrNoRows) {
-				return errNoRow
-			}
-			return err
-		},
-	}
-}
-
 func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	if resp == nil {
 		return errors.New("pgstore: complete: nil response")
