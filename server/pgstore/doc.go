@@ -44,7 +44,10 @@
 // which the caller mints (server.NewToken). Each statement is sent in one round trip with
 // SET LOCAL-scoped lock_timeout and statement_timeout (Options.StatementTimeout, 2 s), so a
 // row held by a CompleteTx transaction makes concurrent copies fail in bounded time rather
-// than hold the pool's connections.
+// than hold the pool's connections. A pool whose connections start with both timeouts, no
+// longer than StatementTimeout (RuntimeParams, e.g. ?lock_timeout=2s&statement_timeout=2s
+// in its URL), is trusted with them: each statement then goes alone, and PostgreSQL runs
+// one statement per call instead of two.
 //
 // Claim is one round trip in the common case:
 //

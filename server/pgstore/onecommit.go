@@ -81,7 +81,7 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 	if token == "" {
 		return server.Claim{}, errors.New("pgstore: claim: empty token")
 	}
-	id := sc.ID()
+	id := scopeID(sc)
 	for range maxClaimRounds {
 		tx, r, err := o.begin(ctx, id, token, fingerprint, lease, ttl)
 		var pgErr *pgconn.PgError
@@ -97,7 +97,7 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 				LeaseLeft: lease, ExpiresIn: max(lease, ttl)}}, nil
 		case errors.Is(err, pgx.ErrNoRows):
 			// The row that won was committed after the statement's snapshot: read it.
-			err = o.s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, o.s.q.find, id)
+			err = o.s.queryRow(ctx, &r, o.s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue // gone again since: claim again
 			}
@@ -213,7 +213,7 @@ func (o *OneCommit) Renew(ctx context.Context, sc server.Scope, token string, le
 		return nil
 	default:
 		err := o.commit(ctx, token, h, func(db db) error {
-			return fenced("renew")(db.exec(o.s.q.renew, sc.ID(), token, micros(lease)))
+			return fenced("renew")(db.exec(o.s.q.renew, scopeID(sc), token, micros(lease)))
 		})
 		o.forget(token, h)
 		return err

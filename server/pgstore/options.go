@@ -47,6 +47,11 @@ type Options struct {
 	// locked by a service's transaction, or a slow database, cannot hold pooled
 	// connections for long: the statement fails instead, and the middleware answers 503 or
 	// tries again. It does not apply inside CompleteTx, whose transaction is the service's.
+	// If the pool's connections start with both timeouts set, above zero and no longer
+	// than this (ConnConfig.RuntimeParams "lock_timeout" and "statement_timeout", e.g.
+	// ?lock_timeout=2s&statement_timeout=2s in its URL), Open notices and the Store relies
+	// on them, sending each statement alone: one statement fewer per call. A service that
+	// then raises them on a pooled connection (SET without RESET) unbounds the Store.
 	// 0 means DefaultStatementTimeout; negative is ErrInvalidOptions.
 	StatementTimeout time.Duration
 

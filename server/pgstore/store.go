@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-go/idem/server"
@@ -21,14 +22,17 @@ import (
 // Store is a server.Store on a PostgreSQL table shared by every instance of a service. Its
 // clock is the database's: every lease and expiry is computed from clock_timestamp() in
 // the statement that sets or reads it. Every statement it runs on the pool carries a lock
-// and statement timeout (Options.StatementTimeout), so a row held by a service's
-// transaction (CompleteTx) makes a concurrent copy fail in bounded time instead of
-// holding a pooled connection. It is safe for concurrent use by many goroutines and processes.
+// and statement timeout (Options.StatementTimeout, or the pool's own if no longer), so a
+// row held by a service's transaction (CompleteTx) makes a concurrent copy fail in bounded
+// time instead of holding a pooled connection. It is safe for concurrent use by many goroutines and processes.
 type Store struct {
 	pool    *pgxpool.Pool
 	opts    Options
 	q       queries
 	timeout string // Options.StatementTimeout, as lock_timeout and statement_timeout take it
+	// pooled: the pool's connections start with timeouts no longer than the Store's
+	// (poolTimeouts), so statements go alone, without setting them.
+	pooled bool
 
 	stop      chan struct{} // closed by Close: the pruner stops
 	done      chan struct{} // closed when the pruner has stopped
@@ -48,9 +52,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	if err := Migrate(ctx, pool, &c); err != nil {
 		return nil, err
 	}
+	pooled, err := poolTimeouts(ctx, pool, c.StatementTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: read the pool's timeouts: %w", err)
+	}
 	s := &Store{pool: pool, opts: c, q: newQueries(pgx.Identifier{c.Schema}.Sanitize()),
-		timeout: fmt.Sprintf("%dms", max(1, c.StatementTimeout.Milliseconds())),
-		stop:    make(chan struct{}), done: make(chan struct{})}
+		timeout: fmt.Sprintf("%dms", max(1, c.StatementTimeout.Milliseconds())), pooled: pooled,
+		stop: make(chan struct{}), done: make(chan struct{})}
 	if c.PruneEvery > 0 {
 		go s.pruneLoop()
 	} else {
@@ -89,17 +97,17 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if token == "" {
 		return server.Claim{}, errors.New("pgstore: claim: empty token")
 	}
-	id := sc.ID()
+	id := scopeID(sc)
 	for range maxClaimRounds {
 		var r row
-		err := s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, s.q.claim, id, fingerprint, micros(lease), micros(ttl), token)
+		err := s.queryRow(ctx, &r, s.q.claim, id, fingerprint, micros(lease), micros(ttl), token)
 		if errors.Is(err, pgx.ErrNoRows) {
-			err = s.queryRow(ctx, func(sc pgx.Row) error { return r.scan(sc) }, s.q.find, id)
+			err = s.queryRow(ctx, &r, s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				// Released between the two statements (claim again), or the token was
 				// released before this claim arrived: refused.
 				var refused bool
-				if err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&refused) }, s.q.released, id, token); err != nil {
+				if err := s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token); err != nil {
 					return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 				}
 				if refused {
@@ -111,7 +119,7 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		if err != nil {
 			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		if r.claimed || r.inProgress && r.token != nil && *r.token == token {
+		if r.claimed || r.inProgress && r.token.Valid && r.token.String == token {
 			return server.Claim{Claimed: true, Token: token}, nil // made now, or a repeat
 		}
 		if r.expiresIn <= 0 {
@@ -132,19 +140,19 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 // row is what the claim and find statements return.
 type row struct {
 	claimed      bool
-	token        *string
+	token        pgtype.Text // pgtype's nullable types scan without a plan per row
 	inProgress   bool
 	fingerprint  string
 	leaseLeft    int64 // µs
 	expiresIn    int64 // µs
-	status       *int32
+	status       pgtype.Int4
 	header, body []byte
-	unreplayable *string
+	unreplayable pgtype.Text
 }
 
 func (x *row) scan(r pgx.Row) error {
 	err := r.Scan(&x.claimed, &x.token, &x.inProgress, &x.fingerprint, &x.leaseLeft, &x.expiresIn, &x.status, &x.header, &x.body, &x.unreplayable)
-	if err == nil && x.claimed && x.token == nil {
+	if err == nil && x.claimed && !x.token.Valid {
 		err = errors.New("the claim returned no token")
 	}
 	return err
@@ -154,32 +162,37 @@ func (x *row) scan(r pgx.Row) error {
 func (r row) record() (server.Record, error) {
 	rec := server.Record{Fingerprint: r.fingerprint, ExpiresIn: time.Duration(r.expiresIn) * time.Microsecond}
 	if r.inProgress {
-		if r.token == nil {
+		if !r.token.Valid {
 			return server.Record{}, errors.New("pgstore: a record in progress without a token")
 		}
-		rec.State, rec.Token = server.StateInProgress, *r.token
+		rec.State, rec.Token = server.StateInProgress, r.token.String
 		rec.LeaseLeft = time.Duration(r.leaseLeft) * time.Microsecond
 		return rec, nil
 	}
 	rec.State = server.StateDone
-	if r.status == nil {
+	if !r.status.Valid {
 		return rec, nil // a done record without a response: the middleware answers 503
 	}
 	h, err := server.ParseHeader(r.header)
 	if err != nil {
 		return server.Record{}, err
 	}
-	resp := &server.Response{Status: int(*r.status), Header: h, Body: r.body}
-	if r.unreplayable != nil {
-		resp.Unreplayable = *r.unreplayable
+	resp := &server.Response{Status: int(r.status.Int32), Header: h, Body: r.body}
+	if r.unreplayable.Valid {
+		resp.Unreplayable = r.unreplayable.String
 	}
 	rec.Response = resp
 	return rec, nil
 }
 
 // exec runs one statement on the pool under the Store's timeouts (Options.StatementTimeout):
-// they are set for its implicit transaction alone, in the same round trip.
+// the connection's own when it carries them (pooled), otherwise set for the statement's
+// implicit transaction alone, in the same round trip.
 func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	if s.pooled {
+		tag, err := s.pool.Exec(ctx, q, args...)
+		return tag.RowsAffected(), err
+	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.timeouts, s.timeout)
 	b.Queue(q, args...)
@@ -195,16 +208,27 @@ func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) 
 	return tag.RowsAffected(), err
 }
 
+// rowScanner reads a statement's row; a *row is one, without a closure around it.
+type rowScanner interface{ scan(pgx.Row) error }
+
+// scanFunc is a function as a rowScanner.
+type scanFunc func(pgx.Row) error
+
+func (f scanFunc) scan(r pgx.Row) error { return f(r) }
+
 // queryRow runs one query on the pool under the Store's timeouts, as exec does, and hands
-// its row to scan.
-func (s *Store) queryRow(ctx context.Context, scan func(pgx.Row) error, q string, args ...any) error {
+// its row to dest.
+func (s *Store) queryRow(ctx context.Context, dest rowScanner, q string, args ...any) error {
+	if s.pooled {
+		return dest.scan(s.pool.QueryRow(ctx, q, args...))
+	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.timeouts, s.timeout)
 	b.Queue(q, args...)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()
 	if err == nil {
-		err = scan(br.QueryRow())
+		err = dest.scan(br.QueryRow())
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -18,7 +18,7 @@ import (
 
 // Renew implements server.Store. A lease of 0 ends the lease now.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	return fenced("renew")(s.exec(ctx, s.q.renew, sc.ID(), token, micros(lease)))
+	return fenced("renew")(s.exec(ctx, s.q.renew, scopeID(sc), token, micros(lease)))
 }
 
 // Complete implements server.Store.
@@ -29,12 +29,12 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 // Release implements server.Store. The row is deleted.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
 	db := s.onPool(ctx)
-	err := fenced("release")(db.exec(s.q.release, sc.ID(), token, micros(server.ReleasedTokenTTL)))
+	err := fenced("release")(db.exec(s.q.release, scopeID(sc), token, micros(server.ReleasedTokenTTL)))
 	if !errors.Is(err, server.ErrLeaseLost) || token == "" {
 		return err
 	}
 	var mine, inProgress bool
-	switch err := db.queryRow(s.q.own, []any{sc.ID(), token}, &mine, &inProgress); {
+	switch err := db.queryRow(s.q.own, []any{scopeID(sc), token}, &mine, &inProgress); {
 	case err == nil:
 		return server.ErrLeaseLost // done, or another token's
 	case !errors.Is(err, errNoRow):
@@ -42,7 +42,7 @@ func (s *Store) Release(ctx context.Context, sc server.Scope, token string) erro
 	}
 	// Gone already, as Release wants; a claim with this token still on its way must not
 	// make a record now.
-	if _, err := db.exec(s.q.remember, sc.ID(), token, micros(server.ReleasedTokenTTL)); err != nil {
+	if _, err := db.exec(s.q.remember, scopeID(sc), token, micros(server.ReleasedTokenTTL)); err != nil {
 		return fmt.Errorf("pgstore: release: %w", err)
 	}
 	return nil
@@ -56,7 +56,7 @@ func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token stri
 		return errors.New("pgstore: take over: empty token")
 	}
 	db := s.onPool(ctx)
-	err := fenced("take over")(db.exec(s.q.takeOver, sc.ID(), stale, micros(lease), token))
+	err := fenced("take over")(db.exec(s.q.takeOver, scopeID(sc), stale, micros(lease), token))
 	if errors.Is(err, server.ErrLeaseLost) {
 		return s.repeated(db, "take over", sc, token, func(mine, inProgress, found bool) bool { return found && mine && inProgress })
 	}
@@ -102,66 +102,6 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, hold server.Hold,
 	return nil
 }
 
-// db runs the Store's statements on the pool (with its timeouts) or in a service's
-// transaction.
-type db struct {
-	exec     func(q string, args ...any) (int64, error)
-	queryRow func(q string, args []any, dest ...any) error // no row: errNoRow
-}
-
-var errNoRow = errors.New("pgstore: no row")
-
-// onPool is a db on the Store's pool.
-func (s *Store) onPool(ctx context.Context) db {
-	return db{
-		exec: func(q string, args ...any) (int64, error) { return s.exec(ctx, q, args...) },
-		queryRow: func(q string, args []any, dest ...any) error {
-			err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(dest...) }, q, args...)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errNoRow
-			}
-			return err
-		},
-	}
-}
-
-// inTx is a db in tx, a pgx transaction of the service's.
-func inTx(ctx context.Context, tx pgx.Tx) db {
-	return db{
-		exec: func(q string, args ...any) (int64, error) {
-			tag, err := tx.Exec(ctx, q, args...)
-			return tag.RowsAffected(), err
-		},
-		queryRow: func(q string, args []any, dest ...any) error {
-			err := tx.QueryRow(ctx, q, args...).Scan(dest...)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errNoRow
-			}
-			return err
-		},
-	}
-}
-
-// inSQLTx is a db in tx, a database/sql transaction of the service's.
-func inSQLTx(ctx context.Context, tx *sql.Tx) db {
-	return db{
-		exec: func(q string, args ...any) (int64, error) {
-			res, err := tx.ExecContext(ctx, q, args...)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		},
-		queryRow: func(q string, args []any, dest ...any) error {
-			err := tx.QueryRowContext(ctx, q, args...).Scan(dest...)
-			if errors.Is(err, sql.ErrNoRows) {
-				return errNoRow
-			}
-			return err
-		},
-	}
-}
-
 func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Response, ttl time.Duration) error {
 	if resp == nil {
 		return errors.New("pgstore: complete: nil response")
@@ -170,7 +110,7 @@ func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Resp
 	if body == nil {
 		body = []byte{} // NULL is for a record without a response
 	}
-	err := fenced("complete")(db.exec(s.q.complete, sc.ID(), token, micros(ttl),
+	err := fenced("complete")(db.exec(s.q.complete, scopeID(sc), token, micros(ttl),
 		int32(resp.Status), server.AppendHeader(nil, resp.Header), body, resp.Unreplayable))
 	if errors.Is(err, server.ErrLeaseLost) {
 		return s.repeated(db, "complete", sc, token, func(mine, inProgress, found bool) bool { return found && mine && !inProgress })
@@ -183,7 +123,7 @@ func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Resp
 // repeat whose first reply was lost), server.ErrLeaseLost otherwise.
 func (s *Store) repeated(db db, what string, sc server.Scope, token string, made func(mine, inProgress, found bool) bool) error {
 	var mine, inProgress bool
-	err := db.queryRow(s.q.own, []any{sc.ID(), token}, &mine, &inProgress)
+	err := db.queryRow(s.q.own, []any{scopeID(sc), token}, &mine, &inProgress)
 	found := err == nil
 	switch {
 	case err != nil && !errors.Is(err, errNoRow):
