@@ -43,7 +43,7 @@ func (r *report) header(srv *child) {
 		r.printf(",\n             redisstore.Open(prefix %q)", info.RedisPrefix)
 	}
 	if info.PGSchema != "" {
-		r.printf(",\n             pgstore.Open(schema %s)", info.PGSchema)
+		r.printf(",\n             pgstore.Open(schema %s) on a pool whose sessions start with lock_timeout and statement_timeout 2s", info.PGSchema)
 	}
 	r.printf("\n")
 	r.printf("  floors     each claims the key atomically, runs the handler, stores its answer (status, Content-Type, body),\n")

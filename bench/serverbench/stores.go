@@ -65,6 +65,13 @@ func (st *stores) openPG(ctx context.Context, url string, conns int) error {
 	}
 	cfg.MaxConns = int32(conns)
 	cfg.ConnConfig.Tracer = tripTracer{}
+	// The sessions start with pgstore's statement bounds, as its Options.StatementTimeout
+	// suggests, so the Store sends each statement alone; the floor shares the pool.
+	for _, p := range []string{"lock_timeout", "statement_timeout"} {
+		if _, set := cfg.ConnConfig.RuntimeParams[p]; !set {
+			cfg.ConnConfig.RuntimeParams[p] = "2s"
+		}
+	}
 	if st.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
