@@ -10,6 +10,8 @@ package pgjournal
 import (
 	"context"
 	"sync"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // group batches the calls of type T that give a result of type R, with
@@ -136,3 +138,8 @@ func (g *group[T, K, R]) next() []*call[T, R] {
 	g.queue = rest
 	return batch
 }
+
+// freshPlan runs a batch statement with a plan made for its values, never a generic plan
+// cached while the table was small: with an array of rows to find, such a plan keeps
+// scanning the whole table as it grows. pgx caches the statement's description only.
+const freshPlan = pgx.QueryExecModeCacheDescribe

@@ -23,6 +23,9 @@ func (j *Journal) execDeferred(ctx context.Context, row func(int64), sql string,
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL synchronous_commit = off`)
+	// A plan for these values, never one cached from when the table was small: a
+	// generic plan made then keeps scanning the whole table as it grows.
+	b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		var v int64
 		_, err := pgx.ForEachRow(rows, []any{&v}, func() error {

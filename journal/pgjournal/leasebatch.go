@@ -61,7 +61,7 @@ func (j *Journal) takeBatch(batch []*takeCall) {
 			RETURNING operation_id, seq, epoch)
 		SELECT o.operation_id, t.seq, t.epoch FROM {s}.operations o LEFT JOIN took t ON t.operation_id = o.operation_id
 		WHERE o.namespace = $1 AND o.operation_id = ANY($2)`),
-		j.opts.Namespace, ids, j.holder, j.opts.Lease)
+		freshPlan, j.opts.Namespace, ids, j.holder, j.opts.Lease)
 	if err == nil {
 		for rows.Next() {
 			var id string

@@ -71,7 +71,7 @@ func (j *Journal) readBatch(batch []*lookupCall) {
 // readIDs reads the rows of ids; ok is false if any did not read cleanly.
 func (j *Journal) readIDs(ctx context.Context, ids []string) (found map[string]*journal.Record, ok bool) {
 	rows, err := j.pool.Query(ctx, j.sql(`SELECT `+columns+`, body FROM {s}.operations
-		WHERE namespace = $1 AND operation_id = ANY($2)`), j.opts.Namespace, ids)
+		WHERE namespace = $1 AND operation_id = ANY($2)`), freshPlan, j.opts.Namespace, ids)
 	if err != nil {
 		return nil, false
 	}
