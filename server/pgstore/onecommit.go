@@ -105,19 +105,11 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 		if err != nil {
 			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		if r.expiresIn <= 0 {
-			if _, err := o.s.exec(ctx, o.s.q.dropExpired, id); err != nil {
-				return server.Claim{}, fmt.Errorf("pgstore: claim: delete an expired record: %w", err)
-			}
-			continue
+		if c, again, err := o.s.existing(ctx, id, &r); !again {
+			return c, err
 		}
-		rec, err := r.record()
-		if err != nil {
-			return server.Claim{}, err
-		}
-		return server.Claim{Record: rec}, nil
 	}
-	return server.Claim{}, fmt.Errorf("pgstore: claim: no stable answer after %d rounds of concurrent changes", maxClaimRounds)
+	return server.Claim{}, errNoStableClaim
 }
 
 // begin begins a transaction and runs the claim statement in it, under a lock timeout

@@ -122,19 +122,30 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		if r.claimed || r.inProgress && r.token.Valid && r.token.String == token {
 			return server.Claim{Claimed: true, Token: token}, nil // made now, or a repeat
 		}
-		if r.expiresIn <= 0 {
-			if _, err := s.exec(ctx, s.q.dropExpired, id); err != nil {
-				return server.Claim{}, fmt.Errorf("pgstore: claim: delete an expired record: %w", err)
-			}
-			continue
+		if c, again, err := s.existing(ctx, id, &r); !again {
+			return c, err
 		}
-		rec, err := r.record()
-		if err != nil {
-			return server.Claim{}, err
-		}
-		return server.Claim{Record: rec}, nil
 	}
-	return server.Claim{}, fmt.Errorf("pgstore: claim: no stable answer after %d rounds of concurrent changes", maxClaimRounds)
+	return server.Claim{}, errNoStableClaim
+}
+
+// errNoStableClaim is returned when a claim meets concurrent changes maxClaimRounds times.
+var errNoStableClaim = fmt.Errorf("pgstore: claim: no stable answer after %d rounds of concurrent changes", maxClaimRounds)
+
+// existing answers a claim that ran into the record r. If r has expired, it deletes it and
+// reports again: the claim goes round once more.
+func (s *Store) existing(ctx context.Context, id string, r *row) (c server.Claim, again bool, err error) {
+	if r.expiresIn <= 0 {
+		if _, err := s.exec(ctx, s.q.dropExpired, id); err != nil {
+			return server.Claim{}, false, fmt.Errorf("pgstore: claim: delete an expired record: %w", err)
+		}
+		return server.Claim{}, true, nil
+	}
+	rec, err := r.record()
+	if err != nil {
+		return server.Claim{}, false, err
+	}
+	return server.Claim{Record: rec}, false, nil
 }
 
 // row is what the claim and find statements return.
