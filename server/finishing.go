@@ -7,7 +7,6 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -53,15 +52,7 @@ const (
 
 // hash returns sc's hash. Called with mu held, after add has made the seed.
 func (f *finishing) hash(sc Scope) uint64 {
-	var h maphash.Hash
-	h.SetSeed(f.seed)
-	var n [8]byte
-	for _, s := range [...]string{sc.Identity, sc.Method, sc.Path, sc.Key} {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		_, _ = h.Write(n[:])
-		_, _ = h.WriteString(s)
-	}
-	return h.Sum64()
+	return sc.Hash(f.seed)
 }
 
 // add notes that the record sc is being settled and returns the note's handle, whose

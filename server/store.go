@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash/maphash"
 	"net/http"
 	"time"
 )
@@ -139,6 +140,21 @@ func (sc Scope) ID() string {
 		h.Write([]byte(f))
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Hash returns a 64-bit hash of sc under seed, over its length-prefixed fields: two Scopes
+// that differ in any field hash apart but by chance (maphash), so an in-process index keyed
+// by it must still compare the Scope. It allocates nothing.
+func (sc Scope) Hash(seed maphash.Seed) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var n [8]byte
+	for _, f := range [...]string{sc.Identity, sc.Method, sc.Path, sc.Key} {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+		_, _ = h.Write(n[:])
+		_, _ = h.WriteString(f)
+	}
+	return h.Sum64()
 }
 
 // Claim is what Store.Claim did: created a record (Claimed, Token), or found one (Record).

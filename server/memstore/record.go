@@ -8,7 +8,6 @@ package memstore
 
 import (
 	"encoding/binary"
-	"hash/maphash"
 	"time"
 
 	"github.com/idem-go/idem/server"
@@ -74,15 +73,7 @@ func recordData(sc server.Scope, token, fingerprint string) (data []byte, scopeE
 // hash returns sc's hash under the Store's seed; two Scopes that differ in any field
 // hash apart but by chance.
 func (s *Store) hash(sc server.Scope) uint64 {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	var n [8]byte
-	for _, f := range [...]string{sc.Identity, sc.Method, sc.Path, sc.Key} {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
-		_, _ = h.Write(n[:])
-		_, _ = h.WriteString(f)
-	}
-	return h.Sum64()
+	return sc.Hash(s.seed)
 }
 
 // find returns the slot of the record for sc, whose hash is h, expired or not, or -1.
