@@ -143,8 +143,9 @@ func (ss *serverStore) openRedis(rawURL string, n int) error {
 	return nil
 }
 
-// redisInProgress counts the records under prefix that are in progress: a hash whose st
-// field is "p" (server/redisstore's scripts.go).
+// redisInProgress counts the records under prefix that are in progress: a string value
+// that starts "p:" (server/redisstore's encode.go). The other keys under prefix (released
+// tokens' sets) are not strings, and are skipped.
 func redisInProgress(ctx context.Context, c *redis.Client, prefix string) (int, error) {
 	var keys []string
 	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
@@ -159,13 +160,17 @@ func redisInProgress(ctx context.Context, c *redis.Client, prefix string) (int, 
 		pipe := c.Pipeline()
 		cmds := make([]*redis.StringCmd, len(batch))
 		for i, k := range batch {
-			cmds[i] = pipe.HGet(ctx, k, "st")
+			cmds[i] = pipe.Get(ctx, k)
 		}
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return 0, err
-		}
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
 		for _, cmd := range cmds {
-			if cmd.Val() == "p" {
+			v, err := cmd.Result()
+			switch {
+			case err == redis.Nil || redis.HasErrorPrefix(err, "WRONGTYPE"):
+				// gone since the scan, or not a record
+			case err != nil:
+				return 0, err
+			case strings.HasPrefix(v, "p:"):
 				n++
 			}
 		}
