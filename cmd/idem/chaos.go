@@ -35,7 +35,7 @@ func runChaos(args []string) error {
 	netns := fs.Bool("netns", false, "put each part in a network namespace of its own (needs root and ip(8)): the workers, the servers, the proxy,\n"+
 		"and PostgreSQL or Redis behind link proxies; the nemesis then partitions links both ways and one way, drops\n"+
 		"packets and slows links, -store-faults rounds of 5 (default 3). With -workers N and a postgres:// -journal,\n"+
-		"or -servers 2 or more and a redis:// or postgres:// -server-store, where -n is 3000 unless given (chaos_netns.go)")
+		"or -servers 2 or more and a redis:// or postgres:// -server-store; -n is 3000 unless given (chaos_netns.go)")
 	var soak soakConfig
 	registerSoak(fs, &soak)
 	if err := parseFlags(fs, args); err != nil {
