@@ -88,17 +88,7 @@ func (r *report) level(lvl *levelResult) {
 			pages)
 	}
 	for i, row := range r.rows {
-		var n uint64
-		var first error
-		for _, s := range lvl.byClient[i] {
-			n += s.errors
-			if first == nil {
-				first = s.firstErr
-			}
-		}
-		if n > 0 {
-			r.printf("  note: %s had %d failed requests, not counted above (first: %v)\n", row.name, n, first)
-		}
+		harness.NoteFailures(r.w, row.name, lvl.byClient[i], func(s *sample) (uint64, error) { return s.errors, s.firstErr })
 	}
 }
 

@@ -91,17 +91,7 @@ func (r *report) level(lvl *level) {
 			trips)
 	}
 	for i, rw := range r.rows {
-		var n uint64
-		var first error
-		for _, w := range lvl.byRow[i] {
-			n += w.errors
-			if first == nil {
-				first = w.firstErr
-			}
-		}
-		if n > 0 {
-			r.printf("  note: %s had %d failed requests, not counted above (first: %v)\n", rw.name, n, first)
-		}
+		harness.NoteFailures(r.w, rw.name, lvl.byRow[i], func(w *window) (uint64, error) { return w.errors, w.firstErr })
 	}
 }
 

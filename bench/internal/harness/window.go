@@ -7,6 +7,8 @@ package harness
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,4 +76,22 @@ func (ws *Workers) Errors() (n uint64, first error) {
 		}
 	}
 	return n, first
+}
+
+// NoteFailures writes a line to w if name failed any calls over its rounds, with the
+// first failure; failed reads one round's count and first failure. A row that failed
+// nothing writes nothing.
+func NoteFailures[T any](w io.Writer, name string, rounds []T, failed func(T) (uint64, error)) {
+	var n uint64
+	var first error
+	for _, r := range rounds {
+		k, err := failed(r)
+		n += k
+		if first == nil {
+			first = err
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(w, "  note: %s had %d failed requests, not counted above (first: %v)\n", name, n, first)
+	}
 }
