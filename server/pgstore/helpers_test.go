@@ -195,3 +195,21 @@ var (
 	send       = servicetest.Send
 	eventually = servicetest.Eventually
 )
+
+// holdRow claims a key and completes it in tx, a transaction left open, so its row stays
+// locked until tx ends: what a service's slow CompleteTx does to other claims of the key.
+// The test rolls tx back (or commits it) itself.
+func holdRow(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store) (server.Scope, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "held"}
+	token := server.NewToken()
+	cl, err := s.Claim(ctx, sc, token, "fp", time.Minute, time.Hour)
+	require.NoError(t, err)
+	require.True(t, cl.Claimed)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	require.NoError(t, s.CompleteTx(ctx, tx, server.Hold{Scope: sc, Token: token}, &server.Response{Status: 201}))
+	return sc, tx
+}

@@ -62,21 +62,14 @@ func tracedPool(t *testing.T, params string, tr *setCounter) *pgxpool.Pool {
 func heldClaim(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store, tr *setCounter) (time.Duration, int64) {
 	t.Helper()
 	ctx := context.Background()
-	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "held"}
-	token := server.NewToken()
-	cl, err := s.Claim(ctx, sc, token, "fp", time.Minute, time.Hour)
-	require.NoError(t, err)
-	require.True(t, cl.Claimed)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
+	sc, tx := holdRow(t, pool, s)
 	defer func() { _ = tx.Rollback(ctx) }()
-	require.NoError(t, s.CompleteTx(ctx, tx, server.Hold{Scope: sc, Token: token}, &server.Response{Status: 201}))
 
 	before := tr.sets.Load()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a bound for the test, not the Store
 	defer cancel()
 	start := time.Now()
-	_, err = s.Claim(cctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
+	_, err := s.Claim(cctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	took := time.Since(start)
 	require.Error(t, err, "a claim went through a held row")
 	require.NoError(t, cctx.Err(), "the claim was ended by the test's context, not by a timeout")

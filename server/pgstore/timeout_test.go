@@ -25,15 +25,7 @@ func TestStatementTimeoutBoundsRowLock(t *testing.T) {
 	pool := testPool(t)
 	s := openStore(t, pool, pgstore.Options{Schema: testSchema(t, pool), StatementTimeout: 200 * time.Millisecond})
 	ctx := context.Background()
-	sc := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "held"}
-	token := server.NewToken()
-	cl, err := s.Claim(ctx, sc, token, "fp", time.Minute, time.Hour)
-	require.NoError(t, err)
-	require.True(t, cl.Claimed)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	require.NoError(t, s.CompleteTx(ctx, tx, server.Hold{Scope: sc, Token: token}, &server.Response{Status: 201}))
+	sc, tx := holdRow(t, pool, s)
 
 	n := 2 * int(pool.Config().MaxConns)
 	var wg sync.WaitGroup
@@ -51,7 +43,7 @@ func TestStatementTimeoutBoundsRowLock(t *testing.T) {
 	other := server.Scope{Identity: "id", Method: "POST", Path: "/p", Key: "other"}
 	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	_, err = s.Claim(octx, other, server.NewToken(), "fp", time.Minute, time.Hour)
+	_, err := s.Claim(octx, other, server.NewToken(), "fp", time.Minute, time.Hour)
 	assert.NoError(t, err, "the pool was exhausted by copies waiting on the held row")
 	wg.Wait()
 	for i := range n {
@@ -59,7 +51,7 @@ func TestStatementTimeoutBoundsRowLock(t *testing.T) {
 		assert.Less(t, took[i], 4*time.Second, "a copy waited on the held row")
 	}
 	require.NoError(t, tx.Commit(ctx))
-	cl, err = s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
+	cl, err := s.Claim(ctx, sc, server.NewToken(), "fp", time.Minute, time.Hour)
 	require.NoError(t, err)
 	assert.Equal(t, server.StateDone, cl.Record.State, "after the commit, copies see the answer")
 }
