@@ -130,16 +130,20 @@ type Scope struct {
 
 // ID returns a fixed-length name for sc: hex SHA-256 over its length-prefixed fields, so no
 // two Scopes share one. A Store may key its records by it (a Redis key, a primary key)
-// instead of the four fields; it holds no character that needs escaping.
+// instead of the four fields; it holds no character that needs escaping. It allocates once
+// (the string): the fields are gathered on the stack unless they total more than about 450
+// bytes, since a Store names a record with it on every call.
 func (sc Scope) ID() string {
-	h := sha256.New()
-	var n [8]byte
-	for _, f := range []string{sc.Identity, sc.Method, sc.Path, sc.Key} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
-		h.Write(n[:])
-		h.Write([]byte(f))
+	var stack [512]byte
+	b := stack[:0]
+	for _, f := range [...]string{sc.Identity, sc.Method, sc.Path, sc.Key} {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
+		b = append(b, f...)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // Hash returns a 64-bit hash of sc under seed, over its length-prefixed fields: two Scopes

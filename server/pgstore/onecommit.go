@@ -81,7 +81,7 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 	if token == "" {
 		return server.Claim{}, errors.New("pgstore: claim: empty token")
 	}
-	id := scopeID(sc)
+	id := sc.ID()
 	for range maxClaimRounds {
 		tx, r, err := o.begin(ctx, id, token, fingerprint, lease, ttl)
 		var pgErr *pgconn.PgError
@@ -205,7 +205,7 @@ func (o *OneCommit) Renew(ctx context.Context, sc server.Scope, token string, le
 		return nil
 	default:
 		err := o.commit(ctx, token, h, func(db db) error {
-			return fenced("renew")(db.exec(o.s.q.renew, scopeID(sc), token, micros(lease)))
+			return fenced("renew")(db.exec(o.s.q.renew, sc.ID(), token, micros(lease)))
 		})
 		o.forget(token, h)
 		return err

@@ -97,7 +97,7 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	if token == "" {
 		return server.Claim{}, errors.New("pgstore: claim: empty token")
 	}
-	id := scopeID(sc)
+	id := sc.ID()
 	for range maxClaimRounds {
 		var r row
 		err := s.queryRow(ctx, &r, s.q.claim, id, fingerprint, micros(lease), micros(ttl), token)

@@ -18,7 +18,7 @@ import (
 
 // Renew implements server.Store. A lease of 0 ends the lease now.
 func (s *Store) Renew(ctx context.Context, sc server.Scope, token string, lease time.Duration) error {
-	return fenced("renew")(s.exec(ctx, s.q.renew, scopeID(sc), token, micros(lease)))
+	return fenced("renew")(s.exec(ctx, s.q.renew, sc.ID(), token, micros(lease)))
 }
 
 // Complete implements server.Store.
@@ -29,12 +29,12 @@ func (s *Store) Complete(ctx context.Context, sc server.Scope, token string, res
 // Release implements server.Store. The row is deleted.
 func (s *Store) Release(ctx context.Context, sc server.Scope, token string) error {
 	db := s.onPool(ctx)
-	err := fenced("release")(db.exec(s.q.release, scopeID(sc), token, micros(server.ReleasedTokenTTL)))
+	err := fenced("release")(db.exec(s.q.release, sc.ID(), token, micros(server.ReleasedTokenTTL)))
 	if !errors.Is(err, server.ErrLeaseLost) || token == "" {
 		return err
 	}
 	var mine, inProgress bool
-	switch err := db.queryRow(s.q.own, []any{scopeID(sc), token}, &mine, &inProgress); {
+	switch err := db.queryRow(s.q.own, []any{sc.ID(), token}, &mine, &inProgress); {
 	case err == nil:
 		return server.ErrLeaseLost // done, or another token's
 	case !errors.Is(err, errNoRow):
@@ -42,7 +42,7 @@ func (s *Store) Release(ctx context.Context, sc server.Scope, token string) erro
 	}
 	// Gone already, as Release wants; a claim with this token still on its way must not
 	// make a record now.
-	if _, err := db.exec(s.q.remember, scopeID(sc), token, micros(server.ReleasedTokenTTL)); err != nil {
+	if _, err := db.exec(s.q.remember, sc.ID(), token, micros(server.ReleasedTokenTTL)); err != nil {
 		return fmt.Errorf("pgstore: release: %w", err)
 	}
 	return nil
@@ -56,7 +56,7 @@ func (s *Store) TakeOver(ctx context.Context, sc server.Scope, stale, token stri
 		return errors.New("pgstore: take over: empty token")
 	}
 	db := s.onPool(ctx)
-	err := fenced("take over")(db.exec(s.q.takeOver, scopeID(sc), stale, micros(lease), token))
+	err := fenced("take over")(db.exec(s.q.takeOver, sc.ID(), stale, micros(lease), token))
 	if errors.Is(err, server.ErrLeaseLost) {
 		return s.repeated(db, "take over", sc, token, func(mine, inProgress, found bool) bool { return found && mine && inProgress })
 	}
@@ -110,7 +110,7 @@ func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Resp
 	if body == nil {
 		body = []byte{} // NULL is for a record without a response
 	}
-	err := fenced("complete")(db.exec(s.q.complete, scopeID(sc), token, micros(ttl),
+	err := fenced("complete")(db.exec(s.q.complete, sc.ID(), token, micros(ttl),
 		int32(resp.Status), server.AppendHeader(nil, resp.Header), body, resp.Unreplayable))
 	if errors.Is(err, server.ErrLeaseLost) {
 		return s.repeated(db, "complete", sc, token, func(mine, inProgress, found bool) bool { return found && mine && !inProgress })
@@ -123,7 +123,7 @@ func (s *Store) complete(db db, sc server.Scope, token string, resp *server.Resp
 // repeat whose first reply was lost), server.ErrLeaseLost otherwise.
 func (s *Store) repeated(db db, what string, sc server.Scope, token string, made func(mine, inProgress, found bool) bool) error {
 	var mine, inProgress bool
-	err := db.queryRow(s.q.own, []any{scopeID(sc), token}, &mine, &inProgress)
+	err := db.queryRow(s.q.own, []any{sc.ID(), token}, &mine, &inProgress)
 	found := err == nil
 	switch {
 	case err != nil && !errors.Is(err, errNoRow):
