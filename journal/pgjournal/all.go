@@ -16,10 +16,14 @@ var _ journal.Lister = (*Journal)(nil)
 // All yields every operation of the namespace without its body
 // (journal.Lister): the pending ones, leased by any instance or by none,
 // then the settled, failed and expired ones, each group in creation order,
-// a page at a time. It takes no lease and writes nothing. A deferred update
-// is committed before Update returns, so All sees it.
+// a page at a time. It takes no lease; it first writes this Journal's
+// queued settles, so that it lists their newest state.
 func (j *Journal) All(ctx context.Context) iter.Seq2[*journal.Record, error] {
 	return func(yield func(*journal.Record, error) bool) {
+		if err := j.writeQueued(ctx); err != nil {
+			yield(nil, err)
+			return
+		}
 		for _, where := range []string{`state = 1`, `state <> 1`} {
 			q := j.sql(`SELECT ` + columns + ` FROM {s}.operations
 				WHERE namespace = $1 AND ` + where + ` AND seq > $2 ORDER BY seq LIMIT $3`)

@@ -1,6 +1,7 @@
 // This file holds the group commit of write-aheads: the Creates waiting at
 // one moment go to PostgreSQL as one multi-row INSERT, one transaction and
-// one WAL flush, as the bbolt journal shares one commit among them.
+// one WAL flush, as the bbolt journal shares one commit among them. The
+// settles queued meanwhile ride the same transaction (settles.go).
 
 package pgjournal
 
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5"
 )
 
 // pendingCreate is one Create waiting for the next batch.
@@ -94,31 +96,18 @@ func (j *Journal) insert(batch []*createCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
-	deferred := j.deferredCount()
-	rows, err := j.pool.Query(ctx, j.sql(q),
-		j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, sealed, updated,
-		j.ring != nil)
-	written := make(map[[2]string]lease, n)
-	if err == nil {
-		for rows.Next() {
-			var r lease
-			var key, opID string
-			if err = rows.Scan(&r.seq, &r.epoch, &key, &opID); err != nil {
-				break
-			}
-			written[[2]string{key, opID}] = r
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
+	args := []any{j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, sealed, updated,
+		j.ring != nil}
+	settles := j.takeSettles(settleBatch)
+	written, err := j.insertWith(ctx, settles, j.sql(q), args)
+	if settles != nil && rolledBack(err) {
+		// PostgreSQL refused a statement, perhaps the settles' (a lock
+		// wait cut short): the write-aheads go alone, the settles later.
+		written, err = j.insertWith(ctx, nil, j.sql(q), args)
 	}
 	if err == nil {
 		j.stats.commits.Add(1)
 		j.stats.writeAheads.Add(uint64(len(written)))
-	}
-	if err == nil && len(written) > 0 {
-		j.flushedBy(deferred) // a commit that wrote nothing waits for no flush
 	}
 	refused := journal.ErrNameTaken
 	if err == nil && len(written) == 0 && j.ring == nil && j.markedSealed(ctx) { // the mark refuses all or none
@@ -139,6 +128,39 @@ func (j *Journal) insert(batch []*createCall) {
 		j.noteLease(journal.NameOf(rec), r)
 		c.answer(nil)
 	}
+}
+
+// insertWith runs the write-ahead INSERT q and, if s is not nil, the
+// UPDATE of the settles s holds, in one transaction and one round trip,
+// and ends s. It returns the rows the INSERT wrote, by key and operation
+// ID.
+func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []any) (map[[2]string]lease, error) {
+	written := map[[2]string]lease{}
+	b := &pgx.Batch{}
+	var changed map[int64]bool
+	if s != nil {
+		b.Queue(`BEGIN`)
+		b.Queue(noSeqScan) // for the settles' UPDATE (queueUpdate)
+	}
+	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
+		var r lease
+		var key, opID string
+		_, err := pgx.ForEachRow(rows, []any{&r.seq, &r.epoch, &key, &opID}, func() error {
+			written[[2]string{key, opID}] = r
+			return nil
+		})
+		return err
+	})
+	if s != nil {
+		changed = make(map[int64]bool, len(s.batch))
+		j.queueUpdate(b, s, changed)
+		b.Queue(`COMMIT`)
+	}
+	err := j.pool.SendBatch(ctx, b).Close()
+	if s != nil {
+		j.settled(s, changed, err)
+	}
+	return written, err
 }
 
 // markedSealed reports whether the namespace is marked sealed, and if so

@@ -1,102 +1,149 @@
 package pgjournal
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/idem-go/idem/journal"
 )
 
-// A deferred settle is written at once, flushed within
-// deferredFlushDelay without anyone asking, and a retry (still pending) is
-// never deferred.
-func TestDeferredSettleIsFlushedSoon(t *testing.T) {
-	a, _, _ := pair(t)
-	unflushed := func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.unflushed
+// stateInDB reads rec's row's state straight from the table, past any
+// queued settle.
+func stateInDB(t *testing.T, j *Journal, rec *journal.Record) journal.State {
+	t.Helper()
+	var st int16
+	if err := j.pool.QueryRow(bg, j.sql(`SELECT state FROM {s}.operations WHERE namespace = $1 AND seq = $2`),
+		j.opts.Namespace, int64(journal.RefOf(rec).Seq)).Scan(&st); err != nil {
+		t.Fatal(err)
 	}
+	return journal.State(st)
+}
+
+// settleDeferred applies a settle with status to rec and writes it Deferred:
+// it is queued, and Update returns nil.
+func settleDeferred(t *testing.T, j *Journal, rec *journal.Record, status int) {
+	t.Helper()
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: status}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Update(bg, rec, journal.Deferred); err != nil {
+		t.Fatalf("a deferred settle: %v, want nil (it is queued)", err)
+	}
+}
+
+// A retry (still pending) is written before Update returns; a deferred
+// settle is queued, read by this Journal's Get at once, and written within
+// settleDelay without anyone asking.
+func TestDeferredSettleIsWrittenSoon(t *testing.T) {
+	a, _, _ := pair(t)
 	rec := pendingRec(t, "order-6")
 	claimCreate(t, a, rec)
 	if _, err := journal.Apply(rec, journal.EventRetry, journal.Change{Now: time.Now(), Status: 503}); err != nil {
 		t.Fatal(err)
 	}
+	a.settleDelay = time.Hour // no timer write while the queue is checked
 	if err := a.Update(bg, rec, journal.Deferred); err != nil {
 		t.Fatal(err)
 	}
-	if unflushed() {
-		t.Fatal("a retry, which leaves the operation pending, was deferred")
+	var attempts int
+	if err := a.pool.QueryRow(bg, a.sql(`SELECT (record->>'attempts')::int FROM {s}.operations WHERE namespace = $1 AND seq = $2`),
+		a.opts.Namespace, int64(journal.RefOf(rec).Seq)).Scan(&attempts); err != nil || attempts != rec.Attempts {
+		t.Fatalf("a retry, which leaves the operation pending, was not written at once: %d attempts stored (%v), want %d", attempts, err, rec.Attempts)
 	}
-	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Update(bg, rec, journal.Deferred); err != nil {
-		t.Fatal(err)
-	}
-	if !unflushed() {
-		t.Fatal("a deferred settle was committed synchronously")
+	settleDeferred(t, a, rec, 201)
+	if got := stateInDB(t, a, rec); got != journal.StatePending {
+		t.Fatalf("a deferred settle was written before Update returned: the row is %v", got)
 	}
 	if got, err := a.Get(bg, journal.NameOf(rec)); err != nil || got.State != journal.StateSettled {
-		t.Fatalf("after the deferred settle: %+v, %v", got, err)
+		t.Fatalf("Get after the deferred settle: %+v, %v; want it settled", got, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); unflushed(); time.Sleep(5 * time.Millisecond) {
+
+	a.settleDelay = settleDelay
+	later := pendingRec(t, "order-6b")
+	claimCreate(t, a, later)
+	settleDeferred(t, a, later, 201)
+	for deadline := time.Now().Add(10 * time.Second); stateInDB(t, a, later) != journal.StateSettled; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the deferred settle was not flushed within 10 s")
+			t.Fatal("the deferred settle was not written within 10 s")
 		}
 	}
 }
 
 // Stats counts the write-ahead and the commits that wait for the flush:
-// the create's batch and the flush, not the deferred settle itself.
+// the create's batch and the settle's own batch at Flush.
 func TestStatsCountsWaitingCommits(t *testing.T) {
 	a, _, _ := pair(t)
+	a.settleDelay = time.Hour
 	rec := pendingRec(t, "order-7")
 	before := a.Stats()
 	claimCreate(t, a, rec) // no row yet: the claim writes nothing
-	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Update(bg, rec, journal.Deferred); err != nil {
-		t.Fatal(err)
-	}
+	settleDeferred(t, a, rec, 201)
 	if err := a.Flush(bg); err != nil {
 		t.Fatal(err)
 	}
 	got := a.Stats()
 	if got.WriteAheads-before.WriteAheads != 1 || got.Commits-before.Commits != 2 {
-		t.Fatalf("Stats went from %+v to %+v: want 1 write-ahead and 2 waiting commits (the insert, the flush)", before, got)
+		t.Fatalf("Stats went from %+v to %+v: want 1 write-ahead and 2 waiting commits (the insert, the settle)", before, got)
+	}
+	if stateInDB(t, a, rec) != journal.StateSettled {
+		t.Fatal("Flush did not write the queued settle")
 	}
 }
 
-// A write-ahead committed after a deferred settle makes the settle durable
-// (PostgreSQL flushes its WAL in order), so the scheduled flush has nothing
-// left to do; a write-ahead refused (its name taken) commits nothing and
-// flushes nothing.
-func TestWriteAheadFlushesEarlierSettles(t *testing.T) {
+// A queued settle rides the next write-ahead's transaction: one commit for
+// both, and the settle is written with it. A write-ahead refused (its name
+// taken) still carries the settles queued before it.
+func TestSettleRidesNextWriteAhead(t *testing.T) {
 	a, _, _ := pair(t)
-	unflushed := func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.unflushed
-	}
+	a.settleDelay = time.Hour
 	rec := pendingRec(t, "order-8")
 	claimCreate(t, a, rec)
-	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Update(bg, rec, journal.Deferred); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Create(bg, pendingRec(t, "order-8")); !errors.Is(err, journal.ErrNameTaken) {
-		t.Fatalf("Create of a taken name: %v, want ErrNameTaken", err)
-	}
-	if !unflushed() {
-		t.Fatal("a refused write-ahead, which commits nothing, counted as the settle's flush")
-	}
+	settleDeferred(t, a, rec, 201)
+	before := a.Stats()
 	claimCreate(t, a, pendingRec(t, "order-9"))
-	if unflushed() {
-		t.Fatal("the settle is still to flush after a write-ahead committed behind it")
+	if got := a.Stats(); got.Commits-before.Commits != 1 {
+		t.Fatalf("the write-ahead with a settle riding it made %d commits, want 1", got.Commits-before.Commits)
 	}
+	if stateInDB(t, a, rec) != journal.StateSettled {
+		t.Fatal("the settle queued before a write-ahead did not ride it")
+	}
+	if n, err := a.renew(bg); err != nil || n != 1 {
+		t.Fatalf("after the ride a renews %d leases (%v), want 1: order-9's, not the settled order-8's", n, err)
+	}
+
+	other := pendingRec(t, "order-10")
+	claimCreate(t, a, other)
+	settleDeferred(t, a, other, 201)
+	if err := a.Create(bg, pendingRec(t, "order-10")); err == nil {
+		t.Fatal("Create of a taken name succeeded")
+	}
+	if stateInDB(t, a, other) != journal.StateSettled {
+		t.Fatal("a refused write-ahead did not carry the settle queued before it")
+	}
+}
+
+// Until its queued settle is written, the row stays leased to this
+// Journal, Release included: another instance cannot take it and send it
+// again. This Journal's Pending does not list it.
+func TestQueuedSettleKeepsLease(t *testing.T) {
+	a, b, _ := pair(t)
+	a.settleDelay = time.Hour
+	rec := pendingRec(t, "order-11")
+	name := journal.NameOf(rec)
+	claimCreate(t, a, rec)
+	settleDeferred(t, a, rec, 201)
+	a.Release(name)
+	if b.TryClaim(name) {
+		t.Fatal("b took a row whose settle a has queued")
+	}
+	if ids := listed(t, a); len(ids) != 0 {
+		t.Fatalf("a lists %v pending after its queued settle", ids)
+	}
+	if err := a.Flush(bg); err != nil {
+		t.Fatal(err)
+	}
+	if !b.TryClaim(name) {
+		t.Fatal("b could not claim the settled operation once a wrote its settle")
+	}
+	b.Release(name)
 }

@@ -24,7 +24,9 @@
 // a row whose lease ran out, whatever its identity, and bumps the row's
 // epoch as it does. Every Update is conditional on the epoch its record was
 // read with: an instance that stalled past its lease (a GC pause, a frozen
-// VM) gets ErrFenced and changes nothing, so the adopter's outcome stands.
+// VM) changes nothing, so the adopter's outcome stands. Update says so with
+// ErrFenced; a deferred settle, which the caller does not wait for, is
+// counted in Stats.FencedSettles.
 // Client clocks never judge a lease.
 //
 // Worst case from an instance's death to adoption: Options.Lease (the last
@@ -37,15 +39,14 @@
 // # Durability
 //
 // Create returns once the row is committed and its WAL flushed (the
-// Creates of the moment share one INSERT and one commit), as does
-// an Update with journal.Durable, or any Update that leaves the operation
-// pending. A Deferred Update to a final state (a settle) commits without
-// waiting for the flush (synchronous_commit off for that transaction
-// alone), and the settles of the moment share one UPDATE and one such
-// commit, each row conditional on its own epoch and lease; Flush, a flush
-// scheduled 20 ms later, or Close makes it durable. A settle lost in a
-// crash of the database costs one harmless resend with the same key: the
-// server replays its stored response.
+// Creates of the moment share one INSERT and one commit), as does any
+// synchronous Update. A Deferred Update to a final state (a settle) is
+// queued and returns at once: it rides the next write-ahead's transaction,
+// or is written on its own 20 ms later, by Flush, or at Close, each row
+// conditional on its own epoch and lease. Until then the row stays leased
+// to this Journal, which reads the settle as written. A settle lost with
+// the process costs one harmless resend with the same key: the server
+// replays its stored response.
 //
 // # Outbox
 //

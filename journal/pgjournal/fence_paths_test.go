@@ -31,10 +31,11 @@ func TestStalledHolderIsFencedOnEveryPath(t *testing.T) {
 			if _, err := journal.Apply(&late, ev, journal.Change{Now: time.Now(), Status: 500, Next: time.Now(), Error: "late"}); err != nil {
 				t.Fatal(err)
 			}
-			for _, d := range []journal.Durability{journal.Deferred, journal.Durable} {
-				if err := a.Update(bg, &late, d); !errors.Is(err, ErrFenced) {
-					t.Fatalf("a's late %v (durability %d): %v, want ErrFenced", ev, d, err)
-				}
+			if err := a.Update(bg, &late, journal.Durable); !errors.Is(err, ErrFenced) {
+				t.Fatalf("a's late %v: %v, want ErrFenced", ev, err)
+			}
+			if ev != journal.EventRetry { // a final state: queued, then fenced when written
+				fencedDeferred(t, a, &late)
 			}
 			if ev == journal.EventFail { // a failed one made pending again
 				if _, err := journal.Apply(&late, journal.EventRepend, journal.Change{Body: late.Body}); err != nil {
@@ -99,11 +100,26 @@ func TestLateSettleAfterAdopterSettledIsFenced(t *testing.T) {
 	if _, err := journal.Apply(&late, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Update(bg, &late, journal.Deferred); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a's late settle after b settled: %v, want ErrFenced", err)
-	}
+	fencedDeferred(t, a, &late)
 	got, err := b.Reload(bg, rec)
 	if err != nil || got == nil || got.Status != 201 {
 		t.Fatalf("after a's late settle: %+v, %v; want b's settled status 201", got, err)
+	}
+}
+
+// fencedDeferred writes rec, in a final state, Deferred from j, which
+// queues it (nil), and then has it written: the write must change
+// nothing, and count as fenced.
+func fencedDeferred(t *testing.T, j *Journal, rec *journal.Record) {
+	t.Helper()
+	before := j.Stats().FencedSettles
+	if err := j.Update(bg, rec, journal.Deferred); err != nil {
+		t.Fatalf("a deferred %v: %v, want nil (queued)", rec.State, err)
+	}
+	if err := j.Flush(bg); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if n := j.Stats().FencedSettles - before; n != 1 {
+		t.Fatalf("the late deferred %v counted %d fenced settles, want 1", rec.State, n)
 	}
 }

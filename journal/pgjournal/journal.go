@@ -36,11 +36,10 @@ type Journal struct {
 	sealedNS atomic.Bool
 
 	claims  journal.Claims
-	creates group[pendingCreate, struct{}, error]     // the write-aheads (create.go)
-	settles group[pendingSettle, int64, settleResult] // the deferred settles (settles.go)
-	lookups group[string, struct{}, lookupResult]     // the Gets by operation ID (lookup.go)
-	takes   group[string, string, takeResult]         // the leases by operation ID (leasebatch.go)
-	stats   stats                                     // Stats (stats.go)
+	creates group[pendingCreate, struct{}, error] // the write-aheads (create.go)
+	lookups group[string, struct{}, lookupResult] // the Gets by operation ID (lookup.go)
+	takes   group[string, string, takeResult]     // the leases by operation ID (leasebatch.go)
+	stats   stats                                 // Stats (stats.go)
 
 	local  func() time.Time // the local clock: time.Now, but in tests
 	offset atomic.Int64     // the database's clock minus the local one, in nanoseconds (clock.go)
@@ -51,9 +50,10 @@ type Journal struct {
 	leases      map[journal.Name]lease    // the rows this Journal leases
 	noRow       map[journal.Name]struct{} // names claimed here while they had no row (lease.go)
 	closed      bool
-	unflushed   bool        // a deferred update may not be durable yet (deferred.go)
-	deferredGen uint64      // deferred commits returned so far (deferred.go)
-	flushTimer  *time.Timer // the scheduled flush, if any
+	queued      map[journal.Name]*pendingSettle // deferred settles not yet written (settles.go)
+	writing     map[journal.Name]chan struct{}  // settles being written, and when they are
+	settleTimer *time.Timer                     // writes the queue if no write-ahead came
+	settleDelay time.Duration                   // settleDelay, but in tests
 
 	stop chan struct{}  // closed by Close: stops the heartbeat
 	done sync.WaitGroup // the heartbeat
@@ -84,10 +84,10 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 		return nil, err
 	}
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
-		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{}, stop: make(chan struct{}), local: c.local,
+		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{},
+		queued: map[journal.Name]*pendingSettle{}, writing: map[journal.Name]chan struct{}{}, settleDelay: settleDelay, stop: make(chan struct{}), local: c.local,
 		ring: c.ring}
 	j.creates.setup(createBatch, true, nil, j.insert)
-	j.settles.setup(settleBatch, true, settleKey, j.updateBatch)
 	j.lookups.setup(lookupBatch, false, nil, j.readBatch)
 	j.takes.setup(takeBatch, false, takeKey, j.takeBatch)
 	if err := j.loadNamespace(ctx); err != nil {
@@ -152,7 +152,7 @@ func (j *Journal) check() error {
 	return nil
 }
 
-// Close makes deferred updates durable, stops renewing this Journal's
+// Close writes the settles still queued, stops renewing this Journal's
 // leases and gives them up, so that another instance may take its
 // operations at once. Later calls return
 // errors matching journal.ErrClosed; a second Close returns nil.
@@ -163,17 +163,19 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	j.closed = true
-	held := j.leases
-	j.leases = nil
-	if j.flushTimer != nil {
-		j.flushTimer.Stop()
+	if j.settleTimer != nil {
+		j.settleTimer.Stop()
 	}
 	j.mu.Unlock()
 	close(j.stop)
 	j.done.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ferr := j.flush(ctx)
+	ferr := j.writeQueued(ctx) // settles queued: an error leaves them to be resent, with the same key
+	j.mu.Lock()
+	held := j.leases
+	j.leases = nil
+	j.mu.Unlock()
 	if len(held) == 0 {
 		return ferr
 	}
@@ -196,6 +198,7 @@ func (j *Journal) IdentityKey() []byte { return append([]byte(nil), j.idKey...) 
 // LatestWritten returns the newest time written to a record of the
 // namespace (journal.Record.Written).
 func (j *Journal) LatestWritten() time.Time {
+	j.writeQueued(context.Background()) // an error leaves the queue's times out: they were read before
 	var t *time.Time
 	err := j.pool.QueryRow(context.Background(), j.sql(`SELECT max(greatest(updated,
 			(record->>'created')::timestamptz, (record->>'last_attempt')::timestamptz))

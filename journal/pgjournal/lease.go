@@ -5,7 +5,10 @@
 package pgjournal
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/idem-go/idem/journal"
@@ -72,11 +75,20 @@ func (j *Journal) TryClaim(name journal.Name) bool {
 	return true
 }
 
-// Release gives up the claim on name, and its row's lease.
+// Release gives up the claim on name, and its row's lease, unless a
+// settle of name is queued: that write gives the lease up, and until it
+// lands the row must stay this Journal's, or another instance would send
+// it again.
 func (j *Journal) Release(name journal.Name) {
 	j.mu.Lock()
 	l, ok := j.leases[name]
-	delete(j.leases, name)
+	_, queued := j.queued[name]
+	_, writing := j.writing[name]
+	if queued || writing { // settling(name), under the lock held here
+		ok = false
+	} else {
+		delete(j.leases, name)
+	}
 	delete(j.noRow, name)
 	j.mu.Unlock()
 	if ok {
@@ -219,11 +231,13 @@ func (j *Journal) renew(ctx context.Context) (int64, error) {
 }
 
 // columnsOf returns the rows and epochs of leases, as two arrays for
-// unnest: one statement renews or releases them all.
+// unnest: one statement renews or releases them all. The rows are in seq
+// order, as a settling UPDATE locks them, so the two never deadlock.
 func columnsOf(leases map[journal.Name]lease) (seqs, epochs []int64) {
 	seqs = make([]int64, 0, len(leases))
 	epochs = make([]int64, 0, len(leases))
-	for _, l := range leases {
+	ls := slices.SortedFunc(maps.Values(leases), func(a, b lease) int { return cmp.Compare(a.seq, b.seq) })
+	for _, l := range ls {
 		seqs, epochs = append(seqs, l.seq), append(epochs, l.epoch)
 	}
 	return seqs, epochs

@@ -247,6 +247,9 @@ func TestFinalUpdateReleasesLease(t *testing.T) {
 	if err := a.Update(bg, rec, journal.Deferred); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.Flush(bg); err != nil { // the queued settle is written
+		t.Fatal(err)
+	}
 	if n, err := a.renew(bg); err != nil || n != 0 {
 		t.Fatalf("renew after the settle: %d leases (%v), want none", n, err)
 	}
@@ -281,9 +284,10 @@ func TestUpdateOfAnotherLiveInstancesRowIsFenced(t *testing.T) {
 	if _, err := journal.Apply(&late, journal.EventSettle, journal.Change{Now: time.Now(), Status: 500}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Update(bg, &late, journal.Deferred); !errors.Is(err, ErrFenced) {
+	if err := a.Update(bg, &late, journal.Durable); !errors.Is(err, ErrFenced) {
 		t.Fatalf("a's settle of a row b leases: %v, want ErrFenced", err)
 	}
+	fencedDeferred(t, a, &late)
 	got, err := b.Reload(bg, rec)
 	if err != nil || got == nil || got.State != journal.StatePending {
 		t.Fatalf("after a's write the row is %+v (%v), want b's pending operation untouched", got, err)
@@ -326,6 +330,9 @@ func TestRenewDoesNotRetakeAGivenUpLease(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := a.Update(bg, rec, journal.Deferred); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Flush(bg); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -78,6 +78,11 @@ func TestResumeOnThreeInstancesSendsEachOnce(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	for _, in := range ins { // each instance's settles, queued, reach the table
+		if err := in.j.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	kc.mu.Lock()
 	defer kc.mu.Unlock()
 	if kc.maxInFlight != 1 {

@@ -12,15 +12,15 @@ import (
 
 	"github.com/idem-go/idem/journal"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 var _ journal.Store = (*Journal)(nil)
 
-// ErrFenced is returned by Update when another instance has taken over the
-// operation since this one read it (its lease ran out and the row's epoch
-// moved on): the write changes nothing, and the other instance's outcome
-// stands.
+// ErrFenced is returned by a synchronous Update when another instance has
+// taken over the operation since this one read it (its lease ran out and
+// the row's epoch moved on), or leases it: the write changes nothing, and
+// the other instance's outcome stands. A deferred settle so refused is
+// counted in Stats.FencedSettles instead.
 var ErrFenced = errors.New("pgjournal: operation taken over by another instance (lease lost)")
 
 // Create writes rec, a new pending operation, and leases it to this
@@ -80,6 +80,9 @@ func (j *Journal) Get(ctx context.Context, name journal.Name) (*journal.Record, 
 		q = `SELECT ` + columns + `, body FROM {s}.operations WHERE namespace = $1 AND key = $2 AND caller_key`
 		arg = name.Key
 	}
+	if err := j.writeQueuedFor(ctx, name); err != nil { // its settle, if queued, first
+		return nil, err
+	}
 	var rec *journal.Record
 	var err error
 	if name.OperationID != "" {
@@ -116,7 +119,11 @@ func (j *Journal) Reload(ctx context.Context, rec *journal.Record) (*journal.Rec
 	if err := j.check(); err != nil {
 		return nil, err
 	}
-	if name := journal.NameOf(rec); j.claimedWithoutRow(name) {
+	name := journal.NameOf(rec)
+	if err := j.writeQueuedFor(ctx, name); err != nil { // its settle, if queued, first
+		return nil, err
+	}
+	if j.claimedWithoutRow(name) {
 		// Claimed here without its row's lease (Claim): take it before
 		// the row is read to be sent.
 		if err := j.awaitLease(ctx, name); err != nil {
@@ -145,15 +152,20 @@ func (j *Journal) readOne(_ context.Context, what string, row pgx.Row) (*journal
 	return rec, j.checkBody(rec)
 }
 
-// Update writes rec's new state in one committed statement, whatever d
-// asks (journal.Store), if rec's row is still at the epoch rec was read
-// with and no other live instance leases it: else ErrFenced, or
-// journal.ErrGone if the row was pruned. (A row another instance created
-// between this one's Claim, which found none, and its Get is at the epoch
-// Get read, yet the other's.) A sealed record is sealed again under its
-// own key ID, its body left as stored; one listed Sealed (its key is not
-// in the Keyring) changes only in what stays readable, and only while
-// pending (journal.ErrGone otherwise).
+// Update writes rec's new state in one committed statement (journal.Store),
+// if rec's row is still at the epoch rec was read with and no other live
+// instance leases it: else ErrFenced, or journal.ErrGone if the row was
+// pruned. (A row another instance created between this one's Claim, which
+// found none, and its Get is at the epoch Get read, yet the other's.) A
+// Deferred Update to a final state (a settle) is queued and returns nil at
+// once: it rides the next write-ahead's commit, or is written within
+// settleDelay, under the same conditions; one they refuse changes nothing
+// and is counted in Stats.FencedSettles. Until it is written this Journal
+// keeps the row's lease, and its own reads see the settle. A sealed record
+// is sealed again under its own key ID, its body left as stored; one
+// listed Sealed (its key is not in the Keyring) changes only in what stays
+// readable, and only while pending (journal.ErrGone otherwise; a queued
+// settle of one no longer pending changes nothing).
 func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Durability) error {
 	if err := j.check(); err != nil {
 		return err
@@ -167,20 +179,23 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 	if rec.State != journal.StateSettled && rec.Body == nil || rec.EncryptionKeyID != "" {
 		body = nil // keep the stored one: a listed record, without its body, or a sealed body, which never changes
 	}
-	changed, err := false, error(nil)
 	if d == journal.Deferred && rec.State != journal.StatePending {
-		// A final state: losing it costs one replay. It shares a batch
-		// whose commit does not wait for the flush (settles.go).
-		p := pendingSettle{seq: int64(ref.Seq), epoch: int64(ref.Part), state: int16(rec.State), data: data,
-			updated: rec.Updated, box: box, sealed: rec.Sealed}
+		// A final state: losing it costs one replay. It is queued, and rides
+		// the next write-ahead's commit (settles.go).
+		p := &pendingSettle{name: journal.NameOf(rec), seq: int64(ref.Seq), epoch: int64(ref.Part),
+			state: int16(rec.State), data: data, updated: rec.Updated, box: box, sealed: rec.Sealed}
 		if b, ok := body.([]byte); ok {
 			p.body = b
 		}
-		r := j.settle(p)
-		changed, err = r.changed, r.err
-	} else {
-		var tag pgconn.CommandTag
-		tag, err = j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations
+		j.queueSettle(p)
+		return nil
+	}
+	// A settle of the same operation still queued is written first: this
+	// write is newer.
+	if err := j.writeQueuedFor(ctx, journal.NameOf(rec)); err != nil {
+		return err
+	}
+	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations
 		SET state = $3::smallint, record = $4, updated = $5,
 			body = CASE WHEN $3::smallint = 2 THEN NULL ELSE coalesce($6::bytea, body) END,
 			sealed = coalesce($9::bytea, sealed),
@@ -188,12 +203,11 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 		WHERE namespace = $1 AND seq = $2 AND epoch = $7
 			AND (holder = $8 OR leased_until IS NULL OR leased_until < now())
 			AND (NOT $10::boolean OR state = 1)`),
-			j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder,
-			box, rec.Sealed)
-		changed = tag.RowsAffected() == 1
-		if err == nil && changed {
-			j.stats.commits.Add(1) // a deferred settle's commit does not wait for the flush
-		}
+		j.opts.Namespace, int64(ref.Seq), int16(rec.State), data, rec.Updated, body, int64(ref.Part), j.holder,
+		box, rec.Sealed)
+	changed := tag.RowsAffected() == 1
+	if err == nil && changed {
+		j.stats.commits.Add(1)
 	}
 	if err != nil {
 		return j.fail("update", err)
@@ -222,12 +236,13 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 	return fmt.Errorf("%w: record %d read at epoch %d, now %d", ErrFenced, ref.Seq, ref.Part, epoch)
 }
 
-// Flush makes every deferred Update made before it durable.
+// Flush writes every settle queued before it, durably, and waits for those
+// being written.
 func (j *Journal) Flush(ctx context.Context) error {
 	if err := j.check(); err != nil {
 		return err
 	}
-	return j.flush(ctx)
+	return j.writeQueued(ctx)
 }
 
 // pendingPage is how many pending rows Pending reads at once.
@@ -236,14 +251,25 @@ const pendingPage = 256
 // Pending yields the pending operations that no other live instance
 // leases, without their bodies, in seq order, a page at a time
 // (journal.Store). A sealed one it cannot open is listed Sealed; Reload
-// says why.
+// says why. One whose settle this Journal has queued is not listed: it is
+// settled, only not yet written.
 func (j *Journal) Pending(ctx context.Context, after uint64) iter.Seq2[*journal.Record, error] {
-	return journal.Pages(ctx, after, pendingPage, func(after uint64) ([]*journal.Record, error) {
+	pages := journal.Pages(ctx, after, pendingPage, func(after uint64) ([]*journal.Record, error) {
 		if err := j.check(); err != nil {
 			return nil, err
 		}
 		return j.pendingPage(ctx, int64(after))
 	})
+	return func(yield func(*journal.Record, error) bool) {
+		for rec, err := range pages {
+			if err == nil && j.settling(journal.NameOf(rec)) {
+				continue
+			}
+			if !yield(rec, err) {
+				return
+			}
+		}
+	}
 }
 
 func (j *Journal) pendingPage(ctx context.Context, after int64) ([]*journal.Record, error) {
@@ -272,6 +298,9 @@ func (j *Journal) pendingPage(ctx context.Context, after int64) ([]*journal.Reco
 // PendingCount returns how many operations of the namespace are pending.
 func (j *Journal) PendingCount(ctx context.Context) (int, error) {
 	if err := j.check(); err != nil {
+		return 0, err
+	}
+	if err := j.writeQueued(ctx); err != nil {
 		return 0, err
 	}
 	var n int
@@ -315,6 +344,9 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 		return 0, err
 	}
 	ctx := context.Background()
+	if err := j.writeQueued(ctx); err != nil { // settles queued are pruned by their time too
+		return 0, err
+	}
 	total := 0
 	for {
 		tag, err := j.pool.Exec(ctx, j.sql(`DELETE FROM {s}.operations WHERE namespace = $1 AND seq IN (
