@@ -140,7 +140,7 @@ func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []
 	var changed map[int64]bool
 	if s != nil {
 		b.Queue(`BEGIN`)
-		b.Queue(noSeqScan) // for the settles' UPDATE (queueUpdate)
+		b.Queue(customPlan) // for the settles' UPDATE (queueUpdate)
 	}
 	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
 		var r lease
