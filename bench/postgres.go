@@ -1,7 +1,7 @@
 // This file builds the PostgreSQL rows, when -postgres names a server: idem
-// over the PostgreSQL journal (journal/pgjournal) and the PostgreSQL floor
-// (pgfloor.go), the same POSTs, each journaled in a schema of the run's
-// own, dropped at the end. Each row has its own pool, counted by its own
+// over the PostgreSQL journal (journal/pgjournal), the PostgreSQL floor
+// (pgfloor.go) and its contract floor (pgfloor_contract.go), the same
+// POSTs, each journaled in a schema of the run's own, dropped at the end. Each row has its own pool, counted by its own
 // pgCounter; together they stay within the server's max_connections.
 
 package main
@@ -30,7 +30,7 @@ const pgFloorConns = 2
 // a pool of its own in the same schema; the function it returns closes
 // them, drops the schema and closes the pools.
 func postgresRows(ctx context.Context, url string, base http.RoundTripper, maxConc int, post string) ([]client, func() error, error) {
-	idemCount, floorCount := &pgCounter{}, &pgCounter{}
+	idemCount, floorCount, contractCount := &pgCounter{}, &pgCounter{}, &pgCounter{}
 	pool, err := pgPool(ctx, url, int32(max(4, maxConc)), idemCount)
 	if err != nil {
 		return nil, nil, err
@@ -40,10 +40,19 @@ func postgresRows(ctx context.Context, url string, base http.RoundTripper, maxCo
 		pool.Close()
 		return nil, nil, err
 	}
+	contractPool, err := pgPool(ctx, url, pgFloorConns, contractCount)
+	if err != nil {
+		pool.Close()
+		floorPool.Close()
+		return nil, nil, err
+	}
 	schema := "idem_bench_" + rand.Text()[:8]
+	contractSchema := schema + "_contract"
 	dropSchema := func() error {
 		floorPool.Close()
-		_, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		contractPool.Close()
+		_, err := pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+`, `+
+			pgx.Identifier{contractSchema}.Sanitize()+` CASCADE`)
 		pool.Close()
 		return err
 	}
@@ -64,8 +73,16 @@ func postgresRows(ctx context.Context, url string, base http.RoundTripper, maxCo
 		dropSchema()
 		return nil, nil, fmt.Errorf("-postgres: floor: %w", err)
 	}
+	contract, err := newPGContractFloor(ctx, contractPool, contractSchema, base)
+	if err != nil {
+		floor.Close()
+		j.Close()
+		dropSchema()
+		return nil, nil, fmt.Errorf("-postgres: contract floor: %w", err)
+	}
 	closeAll := func() error {
 		floor.Close()
+		contract.Close()
 		return errors.Join(j.Close(), dropSchema())
 	}
 	idemCounts := func() journalCounts {
@@ -75,6 +92,7 @@ func postgresRows(ctx context.Context, url string, base http.RoundTripper, maxCo
 	rows := []client{
 		{name: pgRow, do: sender(&http.Client{Transport: tr}, http.MethodPost, post, paymentBody, http.StatusCreated), commits: idemCounts, pg: idemCount.counts},
 		{name: pgFloorRow, do: sender(&http.Client{Transport: floor}, http.MethodPost, post, paymentBody, http.StatusCreated), commits: floor.stats, pg: floorCount.counts},
+		{name: pgContractRow, do: sender(&http.Client{Transport: contract}, http.MethodPost, post, paymentBody, http.StatusCreated), commits: contract.stats, pg: contractCount.counts},
 	}
 	return rows, closeAll, nil
 }

@@ -3,15 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The PostgreSQL rows (idem-pg and the floor), their three ratios and
+// The PostgreSQL rows (idem-pg and the two floors), idem-pg's four ratios and
 // their per-operation lines, against the local server (or
 // IDEM_POSTGRES_URL's): skipped without one, failed under CI.
 func TestSmokePostgres(t *testing.T) {
@@ -32,19 +36,65 @@ func TestSmokePostgres(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	report := out.String()
-	if rows := linesWithPrefix(report, pgRow+" "); len(rows) != len(cfg.conc) {
-		t.Errorf("%d rows for %q, want %d:\n%s", len(rows), pgRow, len(cfg.conc), report)
+	for _, row := range []string{pgRow, pgFloorRow, pgContractRow} {
+		if rows := linesWithPrefix(report, row+" "); len(rows) != len(cfg.conc) {
+			t.Errorf("%d rows for %q, want %d:\n%s", len(rows), row, len(cfg.conc), report)
+		}
 	}
-	if rows := linesWithPrefix(report, pgFloorRow+" "); len(rows) != len(cfg.conc) {
-		t.Errorf("%d rows for %q, want %d:\n%s", len(rows), pgFloorRow, len(cfg.conc), report)
-	}
-	if ratios := linesWithPrefix(report, "ratio "+pgRow); len(ratios) != 3 {
-		t.Errorf("%d ratio lines for %q, want 3:\n%s", len(ratios), pgRow, report)
+	if ratios := linesWithPrefix(report, "ratio "+pgRow); len(ratios) != 4 {
+		t.Errorf("%d ratio lines for %q, want 4:\n%s", len(ratios), pgRow, report)
 	}
 	if lines := linesWithPrefix(report, "c=4    "+pgRow); len(lines) != 1 {
 		t.Errorf("%d per-operation lines for %q at c=4, want 1:\n%s", len(lines), pgRow, report)
 	}
 	if strings.Contains(report, "note:") {
 		t.Errorf("the report has a note (failed requests):\n%s", report)
+	}
+}
+
+// The contract floor writes pgjournal's row before the POST and keeps it,
+// settled, after: the settled record with the status, the body gone, the
+// lease given up.
+func TestPGContractFloorKeepsSettledRecord(t *testing.T) {
+	url := pgtest.URL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
+	}
+	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") == "" {
+			t.Error("the contract floor sent no Idempotency-Key")
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	f, err := newPGContractFloor(ctx, pool, schema, http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: f}).Post(srv.URL, "application/json", strings.NewReader(`{"amount":100}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	f.Close()
+	var state, status int
+	var bodyGone, leaseGone bool
+	err = pool.QueryRow(ctx, `SELECT state, (record->>'status')::int, body IS NULL, leased_until IS NULL FROM `+
+		pgx.Identifier{schema}.Sanitize()+`.operations`).Scan(&state, &status, &bodyGone, &leaseGone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != 2 || status != http.StatusCreated || !bodyGone || !leaseGone {
+		t.Fatalf("the contract floor's row: state %d, status %d, body gone %v, lease gone %v; want 2, 201, true, true",
+			state, status, bodyGone, leaseGone)
 	}
 }

@@ -103,6 +103,8 @@ var ratioDefs = [][2]string{
 	{pgRow, "net/http POST"},
 	{pgRow, "idem POST"},
 	{pgRow, pgFloorRow},
+	{pgRow, pgContractRow},
+	{pgContractRow, pgFloorRow},
 }
 
 func (r *report) ratios() {
