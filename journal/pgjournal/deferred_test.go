@@ -147,3 +147,40 @@ func TestQueuedSettleKeepsLease(t *testing.T) {
 	}
 	b.Release(name)
 }
+
+// A Claim of an operation whose settle this Journal still has queued
+// writes the settle first: the lease it takes is not then given up by that
+// write. So a failed operation made pending again by a later call stays
+// leased while that call sends it, and another instance cannot adopt it.
+func TestClaimAfterQueuedSettleKeepsItsLease(t *testing.T) {
+	a, b, _ := pair(t)
+	a.settleDelay = time.Hour
+	rec := pendingRec(t, "order-12")
+	name := journal.NameOf(rec)
+	claimCreate(t, a, rec)
+	if _, err := journal.Apply(rec, journal.EventFail, journal.Change{Now: time.Now(), Error: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, rec, journal.Deferred); err != nil {
+		t.Fatal(err)
+	}
+	a.Release(name)
+	if err := a.Claim(bg, name); err != nil { // a later call of the same operation
+		t.Fatal(err)
+	}
+	defer a.Release(name)
+	got, err := a.Get(bg, name)
+	if err != nil || got == nil || got.State != journal.StateFailed {
+		t.Fatalf("Get after the claim: %+v, %v; want the failed record", got, err)
+	}
+	if _, err := journal.Apply(got, journal.EventRepend, journal.Change{Body: got.Body}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, got, journal.Durable); err != nil {
+		t.Fatalf("the repend: %v", err)
+	}
+	if b.TryClaim(name) {
+		b.Release(name)
+		t.Fatal("b took the operation a made pending again and is sending: a's lease was lost to its own queued settle")
+	}
+}

@@ -198,9 +198,11 @@ func (j *Journal) IdentityKey() []byte { return append([]byte(nil), j.idKey...) 
 // LatestWritten returns the newest time written to a record of the
 // namespace (journal.Record.Written).
 func (j *Journal) LatestWritten() time.Time {
-	j.writeQueued(context.Background()) // an error leaves the queue's times out: they were read before
+	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
+	defer cancel()
+	j.writeQueued(ctx) // an error leaves the queued settles' times out of the answer
 	var t *time.Time
-	err := j.pool.QueryRow(context.Background(), j.sql(`SELECT max(greatest(updated,
+	err := j.pool.QueryRow(ctx, j.sql(`SELECT max(greatest(updated,
 			(record->>'created')::timestamptz, (record->>'last_attempt')::timestamptz))
 		FROM {s}.operations WHERE namespace = $1`), j.opts.Namespace).Scan(&t)
 	if err != nil || t == nil {

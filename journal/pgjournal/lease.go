@@ -31,6 +31,12 @@ func (j *Journal) Claim(ctx context.Context, name journal.Name) error {
 		j.mu.Unlock()
 		return nil
 	}
+	// A settle of name this Journal queued gives the row's lease up when it
+	// is written: write it first, so that the lease taken now is not lost to it.
+	if err := j.writeQueuedFor(ctx, name); err != nil {
+		j.claims.Release(name)
+		return err
+	}
 	if err := j.awaitLease(ctx, name); err != nil {
 		j.claims.Release(name)
 		return err
@@ -68,6 +74,10 @@ func (j *Journal) TryClaim(name journal.Name) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
+	if err := j.writeQueuedFor(ctx, name); err != nil { // as in Claim
+		j.claims.Release(name)
+		return false
+	}
 	if ok, err := j.takeLease(ctx, name); err != nil || !ok {
 		j.claims.Release(name)
 		return false
