@@ -71,6 +71,12 @@ type recordColumn struct {
 	Updated     json.RawMessage `json:"updated,omitempty"`
 }
 
+// recordColumnOf is rec's record column, as pgjournal encodes a plaintext
+// record (pgjournal/record.go).
+func recordColumnOf(rec *journal.Record) ([]byte, error) {
+	return json.Marshal(recordColumn{RecordJSON: journal.JSONOf(rec)})
+}
+
 // newPGContractFloor makes pgjournal's tables in schema (a new one) with
 // pool and returns the contract floor over them, sending with base.
 func newPGContractFloor(ctx context.Context, pool *pgxpool.Pool, schema string, base http.RoundTripper) (*pgContractFloor, error) {
@@ -92,7 +98,7 @@ func (f *pgContractFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 		ContentType: req.Header.Get("Content-Type"), Body: body, BodySHA256: hex.EncodeToString(sum[:]),
 		Created: time.Now(), State: journal.StatePending}
 	p := &pgContractPut{key: rec.Key, body: body}
-	if p.record, err = json.Marshal(recordColumn{RecordJSON: journal.JSONOf(&rec)}); err != nil {
+	if p.record, err = recordColumnOf(&rec); err != nil {
 		return nil, err
 	}
 	if err := f.q.put(p); err != nil {
@@ -104,7 +110,7 @@ func (f *pgContractFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	rec.Header, rec.State, rec.Attempts, rec.Status = nil, journal.StateSettled, 1, resp.StatusCode
 	rec.LastAttempt = time.Now()
-	settled, err := json.Marshal(recordColumn{RecordJSON: journal.JSONOf(&rec)})
+	settled, err := recordColumnOf(&rec)
 	if err == nil {
 		f.q.settle(pgContractSettle{seq: p.seq, record: string(settled)})
 	}

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/idem-go/idem/internal/pgtest"
+	"github.com/idem-go/idem/journal"
+	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -97,4 +100,61 @@ func TestPGContractFloorKeepsSettledRecord(t *testing.T) {
 		t.Fatalf("the contract floor's row: state %d, status %d, body gone %v, lease gone %v; want 2, 201, true, true",
 			state, status, bodyGone, leaseGone)
 	}
+}
+
+// The contract floor's record column is pgjournal's for the same record:
+// the same JSON, compared as jsonb, for a pending and a settled record.
+func TestPGContractRecordColumnIsPGJournals(t *testing.T) {
+	url := pgtest.URL()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
+	}
+	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
+	t.Cleanup(func() { pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
+	j, err := pgjournal.Open(ctx, pool, &pgjournal.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	body := []byte(`{"amount":100}`)
+	rec := &journal.Record{Key: uuid.NewString(), Method: http.MethodPost, URL: "http://127.0.0.1:1/payments",
+		Header: http.Header{"Content-Type": {"application/json"}}, ContentType: "application/json",
+		Body: body, BodySHA256: journal.BodySum(body)}
+	if _, err := journal.Apply(rec, journal.EventCreate, journal.Change{Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string) {
+		t.Helper()
+		want, err := recordColumnOf(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var equal bool
+		if err := pool.QueryRow(ctx, `SELECT record = $1::jsonb FROM `+pgx.Identifier{schema}.Sanitize()+`.operations WHERE key = $2`,
+			string(want), rec.Key).Scan(&equal); err != nil {
+			t.Fatal(err)
+		}
+		if !equal {
+			t.Errorf("%s: the contract floor's record column differs from pgjournal's: %s", what, want)
+		}
+	}
+	if err := j.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	same("pending")
+	if _, err := journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: http.StatusCreated}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Update(ctx, rec, journal.Durable); err != nil {
+		t.Fatal(err)
+	}
+	rec.Header = nil // a settled record keeps no headers (pgjournal/record.go), as the floor's does not
+	same("settled")
 }
