@@ -71,7 +71,9 @@ func TestPGContractFloorKeepsSettledRecord(t *testing.T) {
 		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
 	}
 	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Idempotency-Key") == "" {
 			t.Error("the contract floor sent no Idempotency-Key")
@@ -117,7 +119,9 @@ func TestPGContractRecordColumnIsPGJournals(t *testing.T) {
 		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
 	}
 	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
-	t.Cleanup(func() { pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	})
 	j, err := pgjournal.Open(ctx, pool, &pgjournal.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
