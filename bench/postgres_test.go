@@ -59,21 +59,9 @@ func TestSmokePostgres(t *testing.T) {
 // settled, after: the settled record with the status, the body gone, the
 // lease given up.
 func TestPGContractFloorKeepsSettledRecord(t *testing.T) {
-	url := pgtest.URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
-	}
-	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
-	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-	})
+	pool, schema := testSchema(t, ctx)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Idempotency-Key") == "" {
 			t.Error("the contract floor sent no Idempotency-Key")
@@ -107,21 +95,9 @@ func TestPGContractFloorKeepsSettledRecord(t *testing.T) {
 // The contract floor's record column is pgjournal's for the same record:
 // the same JSON, compared as jsonb, for a pending and a settled record.
 func TestPGContractRecordColumnIsPGJournals(t *testing.T) {
-	url := pgtest.URL()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
-	}
-	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
-	t.Cleanup(func() {
-		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
-	})
+	pool, schema := testSchema(t, ctx)
 	j, err := pgjournal.Open(ctx, pool, &pgjournal.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +137,26 @@ func TestPGContractRecordColumnIsPGJournals(t *testing.T) {
 	}
 	rec.Header = nil // a settled record keeps no headers (pgjournal/record.go), as the floor's does not
 	same("settled")
+}
+
+// testSchema returns a pool to the local PostgreSQL server (or
+// IDEM_POSTGRES_URL's) and the name of a schema the test may create,
+// dropped when it ends, with the pool; it skips without a server (fails
+// under CI).
+func testSchema(t *testing.T, ctx context.Context) (*pgxpool.Pool, string) {
+	url := pgtest.URL()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		pgtest.Unavailable(t, "PostgreSQL at "+url+" (set IDEM_POSTGRES_URL)", err)
+	}
+	schema := "idem_bench_test_" + strings.ToLower(rand.Text()[:8])
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		pool.Close()
+	})
+	return pool, schema
 }
