@@ -1,0 +1,139 @@
+package pgjournal
+
+// Review tests of the deferred settles (settles.go): each pins a property
+// the queue must keep, or shows where it does not.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idem-go/idem/journal"
+)
+
+// settleLoad runs workers callers that each, until stop is closed, claim,
+// create, settle Deferred and release a new operation, as a Transport
+// under steady load does. It returns how many operations were settled and
+// a func that stops the callers and waits for them.
+func settleLoad(t *testing.T, j *Journal, workers int) (count *atomic.Int64, stop func()) {
+	t.Helper()
+	count = &atomic.Int64{}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				rec := pendingRec(t, fmt.Sprintf("load-%d-%d", w, i))
+				name := journal.NameOf(rec)
+				if err := j.Claim(bg, name); err != nil {
+					return
+				}
+				if err := j.Create(bg, rec); err != nil {
+					j.Release(name)
+					return
+				}
+				journal.Apply(rec, journal.EventSettle, journal.Change{Now: time.Now(), Status: 201})
+				if err := j.Update(bg, rec, journal.Deferred); err != nil {
+					j.Release(name)
+					return
+				}
+				j.Release(name)
+				count.Add(1)
+			}
+		})
+	}
+	var once sync.Once
+	return count, func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// Flush makes the Updates made before it durable (journal.Store), so it
+// must return once those are written, however many settles other callers
+// queue meanwhile. writeQueued waits instead until the queue is empty and
+// no batch is under way at one instant, which steady load never gives:
+// Flush, PendingCount, All, Prune (the heartbeat's too) and Close keep
+// writing other callers' settles and do not return.
+func TestFlushReturnsUnderSteadySettleLoad(t *testing.T) {
+	a, _, _ := pair(t)
+	n, stop := settleLoad(t, a, 256)
+	defer stop()
+	time.Sleep(300 * time.Millisecond) // the load runs
+
+	for _, c := range []struct {
+		what string
+		f    func(context.Context) error
+	}{
+		{"Flush", a.Flush},
+		{"PendingCount", func(ctx context.Context) error { _, err := a.PendingCount(ctx); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(bg, 3*time.Second)
+		start := time.Now()
+		err := c.f(ctx)
+		cancel()
+		if err != nil {
+			t.Errorf("%s under steady settle load: %v after %v (%d operations settled so far); want it to return once the settles queued before it are written",
+				c.what, err, time.Since(start).Round(time.Millisecond), n.Load())
+		} else {
+			t.Logf("%s took %v", c.what, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// An Update that returned nil is durable after a bounded delay, or after
+// Close (journal.Store). One that raced Close (it passed Update's closed
+// check, Close then ran) is queued after Close wrote the queue: no timer is
+// set once closed, nothing writes it, and Close has given up the row's
+// lease. The caller was told nil; the row stays pending until another
+// instance resends it.
+func TestSettleRacingCloseIsWrittenOrRefused(t *testing.T) {
+	pool := testPool(t)
+	opts := Options{Schema: testSchema(t, pool), Namespace: namespace(t)}
+	const callers = 16
+	for round := range 200 {
+		j, err := Open(bg, pool, &opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := make([]*journal.Record, callers)
+		for i := range recs {
+			recs[i] = pendingRec(t, fmt.Sprintf("close-%d-%d", round, i))
+			claimCreate(t, j, recs[i])
+			journal.Apply(recs[i], journal.EventSettle, journal.Change{Now: time.Now(), Status: 201})
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, callers)
+		start := make(chan struct{})
+		for i := range recs {
+			wg.Go(func() {
+				<-start
+				errs[i] = j.Update(bg, recs[i], journal.Deferred)
+			})
+		}
+		close(start)
+		cerr := j.Close()
+		wg.Wait()
+		if cerr != nil {
+			t.Fatalf("Close: %v", cerr)
+		}
+		time.Sleep(3 * settleDelay) // a timer, had one been set, writes now
+		for i, rec := range recs {
+			if errs[i] != nil {
+				continue // refused: the caller knows
+			}
+			if st := stateInDB(t, j, rec); st != journal.StateSettled {
+				j.mu.Lock()
+				_, queued := j.queued[journal.NameOf(rec)]
+				j.mu.Unlock()
+				t.Fatalf("round %d: Update of %s returned nil while Close ran, yet the row is %v after Close (still in the closed Journal's queue: %v)",
+					round, rec.OperationID, st, queued)
+			}
+		}
+	}
+}
