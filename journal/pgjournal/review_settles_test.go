@@ -137,3 +137,50 @@ func TestSettleRacingCloseIsWrittenOrRefused(t *testing.T) {
 		}
 	}
 }
+
+// The heartbeat prunes, and Prune first writes the settle queue with no
+// deadline (context.Background). A settle batch stuck in PostgreSQL (here
+// behind a row lock another session holds, as a stalled connection or an
+// overloaded server would leave it) stops the heartbeat: no lease of this
+// Journal is renewed, so another instance adopts an operation this one is
+// still sending, and Close waits for the heartbeat for as long.
+func TestStuckSettleDoesNotStopLeaseRenewal(t *testing.T) {
+	pool := testPool(t)
+	opts := Options{Schema: testSchema(t, pool), Namespace: namespace(t), Lease: 3 * time.Second}
+	a, b := openTest(t, pool, opts), openTest(t, pool, opts)
+	a.settleDelay = time.Hour // only the heartbeat's Prune writes the queue
+
+	sending := pendingRec(t, "sending")
+	claimCreate(t, a, sending) // a sends it for the whole test
+	settled := pendingRec(t, "settled")
+	claimCreate(t, a, settled)
+	settleDeferred(t, a, settled, 201)
+	a.Release(journal.NameOf(settled))
+
+	tx, err := pool.Begin(bg) // holds the settled row, as a stuck statement would
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock := sync.OnceFunc(func() { tx.Rollback(bg) })
+	defer unlock()
+	if _, err := tx.Exec(bg, a.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
+		a.opts.Namespace, int64(journal.RefOf(settled).Seq)); err != nil {
+		t.Fatal(err)
+	}
+
+	time.Sleep(opts.Lease + opts.Lease/2) // the heartbeat ticks 4 times, renewing a's leases
+	if b.TryClaim(journal.NameOf(sending)) {
+		b.Release(journal.NameOf(sending))
+		t.Errorf("b adopted the operation a is sending: a's heartbeat, stuck in Prune's write of a queued settle, renewed no lease for %v", opts.Lease+opts.Lease/2)
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(8 * time.Second):
+		t.Errorf("Close did not return within 8 s (its own write of the queue is bounded by 5 s): it waits for the heartbeat stuck in Prune")
+	}
+	unlock()
+	<-closed
+}
