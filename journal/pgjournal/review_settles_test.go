@@ -184,3 +184,96 @@ func TestStuckSettleDoesNotStopLeaseRenewal(t *testing.T) {
 	unlock()
 	<-closed
 }
+
+// This Journal reads its queued settles as written (doc.go), whichever
+// name finds the row: an operation with an ID and a caller's key, settled
+// under its ID, read by its key.
+func TestGetByCallerKeySeesQueuedSettle(t *testing.T) {
+	a, _, _ := pair(t)
+	a.settleDelay = time.Hour
+	rec := pendingRec(t, "order-key-alias")
+	rec.CallerKey = true
+	claimCreate(t, a, rec)
+	settleDeferred(t, a, rec, 201)
+	a.Release(journal.NameOf(rec))
+	got, err := a.Get(bg, journal.Name{Key: rec.Key})
+	if err != nil || got == nil {
+		t.Fatalf("Get by the caller's key: %+v, %v", got, err)
+	}
+	if got.State != journal.StateSettled {
+		t.Fatalf("Get by the caller's key of an operation whose settle this Journal queued (under its ID) reads it %v, want settled", got.State)
+	}
+}
+
+// A settle of an operation queued while an earlier settle of it is being
+// written waits for that write (one transaction at a time per operation);
+// it must then still be written within a bounded delay. The timer that
+// fires meanwhile finds it busy and ends; the write-ahead the first rode
+// ends without an error and sets no timer: the second stays queued until
+// some other write comes. (The Transport always claims, and so writes the
+// first, before a second settle; a direct Store user need not.)
+func TestSettleQueuedWhileItsEarlierIsWrittenIsWrittenSoon(t *testing.T) {
+	a, _, pool := pair(t)
+	rec := pendingRec(t, "order-twice")
+	claimCreate(t, a, rec)
+
+	tx, err := pool.Begin(bg) // holds the row: the first settle's write waits
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock := sync.OnceFunc(func() { tx.Rollback(bg) })
+	defer unlock()
+	if _, err := tx.Exec(bg, a.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
+		a.opts.Namespace, int64(journal.RefOf(rec).Seq)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.Apply(rec, journal.EventFail, journal.Change{Now: time.Now(), Error: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, rec, journal.Deferred); err != nil { // it rides the write-ahead below
+		t.Fatal(err)
+	}
+	created := make(chan error, 1)
+	go func() { created <- a.Create(bg, pendingRec(t, "order-rider")) }()
+	waitFor(t, "the first settle's write", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.writing) == 1
+	})
+	// The same operation made pending and settled again, as a direct Store
+	// user may: the record is updated through the journal.State machine.
+	second := *rec
+	journal.SetRef(&second, journal.RefOf(rec))
+	second.State = journal.StateSettled
+	second.Status = 201
+	second.Updated = time.Now()
+	if err := a.Update(bg, &second, journal.Deferred); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * settleDelay) // the timer fires while the first write waits
+	unlock()
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for stateInDB(t, a, rec) != journal.StateSettled {
+		if time.Now().After(deadline) {
+			a.mu.Lock()
+			q, timer := len(a.queued), a.settleTimer != nil
+			a.mu.Unlock()
+			t.Fatalf("the second settle was not written 2 s after the first: the row is %v; %d queued, timer set: %v",
+				stateInDB(t, a, rec), q, timer)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 5 s", what)
+		}
+	}
+}
