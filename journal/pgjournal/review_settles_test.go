@@ -277,3 +277,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A write-ahead that carries the queued settles waits for their UPDATE:
+// a settle whose row is held (a stuck statement, a lock) holds up every
+// Create of the moment for the batch's whole deadline (Lease), and the
+// retry of the insert alone then finds that deadline spent, so the Creates
+// fail (their calls unsent), for a settle that is no part of them.
+func TestStuckSettleDoesNotFailWriteAheads(t *testing.T) {
+	pool := testPool(t)
+	opts := Options{Schema: testSchema(t, pool), Namespace: namespace(t), Lease: 2 * time.Second}
+	a := openTest(t, pool, opts)
+	a.settleDelay = time.Hour // the settle waits for the write-ahead
+	settled := pendingRec(t, "held")
+	claimCreate(t, a, settled)
+	settleDeferred(t, a, settled, 201)
+	a.Release(journal.NameOf(settled))
+
+	tx, err := pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(bg)
+	if _, err := tx.Exec(bg, a.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
+		a.opts.Namespace, int64(journal.RefOf(settled).Seq)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = a.Create(bg, pendingRec(t, "new"))
+	took := time.Since(start)
+	if err != nil || took > time.Second {
+		t.Fatalf("a Create carrying a held settle: %v after %v; want it written at once, the settle later", err, took.Round(time.Millisecond))
+	}
+}
