@@ -98,11 +98,12 @@ func (j *Journal) insert(batch []*createCall) {
 	defer cancel()
 	args := []any{j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, sealed, updated,
 		j.ring != nil}
-	settles := j.takeSettles(settleBatch)
+	settles := j.takeSettles(settleBatch, true)
 	written, err := j.insertWith(ctx, settles, j.sql(q), args)
 	if settles != nil && rolledBack(err) {
 		// PostgreSQL refused a statement, perhaps the settles' (a lock
-		// wait cut short): the write-aheads go alone, the settles later.
+		// wait cut short, rideLimits): the write-aheads go alone, the
+		// settles later on their own.
 		written, err = j.insertWith(ctx, nil, j.sql(q), args)
 	}
 	if err == nil {
@@ -140,7 +141,7 @@ func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []
 	var changed map[int64]bool
 	if s != nil {
 		b.Queue(`BEGIN`)
-		b.Queue(customPlan) // for the settles' UPDATE (queueUpdate)
+		b.Queue(rideLimits)
 	}
 	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
 		var r lease
@@ -158,7 +159,7 @@ func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []
 	}
 	err := j.pool.SendBatch(ctx, b).Close()
 	if s != nil {
-		j.settled(s, changed, err)
+		j.settled(s, changed, err, true)
 	}
 	return written, err
 }

@@ -51,7 +51,7 @@ type Journal struct {
 	noRow       map[journal.Name]struct{} // names claimed here while they had no row (lease.go)
 	closed      bool
 	queued      map[journal.Name]*pendingSettle // deferred settles not yet written (settles.go)
-	writing     map[journal.Name]chan struct{}  // settles being written, and when they are
+	writing     map[journal.Name]inFlight       // settles being written, and when they are
 	settleTimer *time.Timer                     // writes the queue if no write-ahead came
 	settleDelay time.Duration                   // settleDelay, but in tests
 
@@ -85,7 +85,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	}
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
 		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{},
-		queued: map[journal.Name]*pendingSettle{}, writing: map[journal.Name]chan struct{}{}, settleDelay: settleDelay, stop: make(chan struct{}), local: c.local,
+		queued: map[journal.Name]*pendingSettle{}, writing: map[journal.Name]inFlight{}, settleDelay: settleDelay, stop: make(chan struct{}), local: c.local,
 		ring: c.ring}
 	j.creates.setup(createBatch, true, nil, j.insert)
 	j.lookups.setup(lookupBatch, false, nil, j.readBatch)

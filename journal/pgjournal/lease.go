@@ -191,11 +191,11 @@ func (j *Journal) unlease(ctx context.Context, l lease) error {
 }
 
 // heartbeat renews this Journal's leases, and measures the database's
-// clock again, every Lease/3 until Close; it prunes the namespace at its
-// first tick (after NewTransport raised the retention), then every
-// pruneEvery. A
-// failed renewal is tried again next tick; a lease that runs out meanwhile
-// is another instance's to take, and fencing holds.
+// clock again, every Lease/3 until Close; after the renewal it prunes the
+// namespace at its first tick (after NewTransport raised the retention),
+// then every pruneEvery. A failed renewal is tried again next tick; a
+// lease that runs out meanwhile is another instance's to take, and
+// fencing holds.
 func (j *Journal) heartbeat() {
 	t := time.NewTicker(j.opts.Lease / 3)
 	defer t.Stop()
@@ -206,21 +206,23 @@ func (j *Journal) heartbeat() {
 			return
 		case <-t.C:
 		}
-		if time.Since(lastPrune) >= pruneEvery {
-			j.prune()
-			lastPrune = time.Now()
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease/3)
 		j.renew(ctx)
 		j.syncClock(ctx) // a failure keeps the last offset
 		cancel()
+		if time.Since(lastPrune) >= pruneEvery { // after the renewal: a prune may take a while
+			j.prune()
+			lastPrune = time.Now()
+		}
 	}
 }
 
 // renew extends, to now() + Lease, every lease this Journal still holds at
 // the epoch it took it, in one statement, and returns how many it renewed.
 // A lease given up (leased_until NULL) by a final Update or a Release that
-// ran while renew was under way stays given up.
+// ran while renew was under way stays given up. A row another transaction
+// holds locked (a settle being written, stuck) is left for the next tick
+// rather than waited for: the others' renewals must not wait on it.
 func (j *Journal) renew(ctx context.Context) (int64, error) {
 	j.mu.Lock()
 	seqs, epochs := columnsOf(j.leases)
@@ -229,10 +231,12 @@ func (j *Journal) renew(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	tag, err := j.pool.Exec(ctx, j.sql(`UPDATE {s}.operations o SET leased_until = now() + $3::interval
-		FROM unnest($2::bigint[], $4::bigint[]) AS l(seq, epoch)
-		WHERE o.namespace = $1 AND o.seq = l.seq AND o.epoch = l.epoch AND o.holder = $5
-			AND o.leased_until IS NOT NULL`),
-		j.opts.Namespace, seqs, j.opts.Lease, epochs, j.holder)
+		WHERE o.namespace = $1 AND o.seq IN (
+			SELECT i.seq FROM {s}.operations i JOIN unnest($2::bigint[], $4::bigint[]) AS l(seq, epoch)
+				ON i.seq = l.seq AND i.epoch = l.epoch
+			WHERE i.namespace = $1 AND i.holder = $5 AND i.leased_until IS NOT NULL
+			FOR UPDATE OF i SKIP LOCKED)`),
+		freshPlan, j.opts.Namespace, seqs, j.opts.Lease, epochs, j.holder)
 	if err != nil {
 		return 0, j.fail("renew leases", err)
 	}

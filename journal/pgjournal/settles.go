@@ -4,8 +4,11 @@
 // written in a transaction of its own settleDelay later, by Flush, or at
 // Close. Each row stays conditional on its own epoch and lease, as a lone
 // Update is; a settle the condition refuses changes nothing and is counted
-// (Stats.FencedSettles). Losing the queue in a crash costs one harmless
-// resend with the same key, as with bbolt (DESIGN: deferred settles).
+// (Stats.FencedSettles). A settle whose row another session holds does
+// not hold up the write-aheads it rides (rideLimits), nor the heartbeat's
+// renewals (renew skips a held row). Losing the queue in a crash costs one
+// harmless resend with the same key, as with bbolt (DESIGN: deferred
+// settles).
 
 package pgjournal
 
@@ -31,6 +34,7 @@ const settleBatch = 512
 // pendingSettle is one deferred Update waiting in the queue.
 type pendingSettle struct {
 	name       journal.Name
+	key        string // the record's key: Get by a caller's key finds an operation named by its ID
 	seq, epoch int64
 	state      int16
 	data       []byte    // the record column
@@ -38,6 +42,7 @@ type pendingSettle struct {
 	body       []byte    // the body column; nil keeps the stored one
 	box        []byte    // the sealed column; nil keeps the stored one
 	sealed     bool      // rec.Sealed: written only while pending
+	alone      bool      // a write-ahead's transaction failed with it: written on its own from then on
 }
 
 // settling is a batch of queued settles being written: done is closed
@@ -47,13 +52,31 @@ type settling struct {
 	done  chan struct{}
 }
 
+// inFlight is an operation whose settle a batch is writing.
+type inFlight struct {
+	key  string        // the record's key
+	done chan struct{} // the batch's
+}
+
 // queueSettle queues p, replacing an earlier settle of the same operation
-// still queued, and makes sure the queue is written within settleDelay.
-func (j *Journal) queueSettle(p *pendingSettle) {
+// still queued, and makes sure the queue is written within settleDelay. It
+// reports false, and queues nothing, once the Journal is closed: Close has
+// written the queue, and nothing would write p.
+func (j *Journal) queueSettle(p *pendingSettle) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.closed {
+		return false
+	}
 	j.queued[p.name] = p
-	if j.settleTimer == nil && !j.closed {
+	j.armSettleTimer()
+	return true
+}
+
+// armSettleTimer makes sure the queue, if not empty, is written within
+// settleDelay. j.mu is held.
+func (j *Journal) armSettleTimer() {
+	if len(j.queued) > 0 && j.settleTimer == nil && !j.closed {
 		j.settleTimer = time.AfterFunc(j.settleDelay, j.writeQueuedLater)
 	}
 }
@@ -61,9 +84,10 @@ func (j *Journal) queueSettle(p *pendingSettle) {
 // takeSettles takes at most max queued settles off the queue, in seq
 // order (the order the heartbeat's renewal locks rows in), leaving those
 // whose operation a batch is still writing: one transaction at a time
-// writes an operation, in the order its settles came. It returns nil if
-// there is none.
-func (j *Journal) takeSettles(max int) *settling {
+// writes an operation, in the order its settles came. For a write-ahead
+// to carry (ride), it leaves those a write-ahead's transaction failed
+// with too. It returns nil if there is none.
+func (j *Journal) takeSettles(max int, ride bool) *settling {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var batch []*pendingSettle
@@ -71,7 +95,7 @@ func (j *Journal) takeSettles(max int) *settling {
 		if len(batch) == max {
 			break
 		}
-		if _, busy := j.writing[name]; !busy {
+		if _, busy := j.writing[name]; !busy && !(ride && p.alone) {
 			batch = append(batch, p)
 		}
 	}
@@ -82,22 +106,23 @@ func (j *Journal) takeSettles(max int) *settling {
 	s := &settling{batch: batch, done: make(chan struct{})}
 	for _, p := range batch {
 		delete(j.queued, p.name)
-		j.writing[p.name] = s.done
+		j.writing[p.name] = inFlight{key: p.key, done: s.done}
 	}
 	return s
 }
 
 // settled ends s: with err, its settles go back to the queue (unless a newer
-// settle of the same operation came meanwhile) to be written later; else
-// each row changed or was refused, and either way this Journal's lease on
-// it is over.
-func (j *Journal) settled(s *settling, changed map[int64]bool, err error) {
+// settle of the same operation came meanwhile) to be written later, on
+// their own if rode; else each row changed or was refused, and either way
+// this Journal's lease on it is over.
+func (j *Journal) settled(s *settling, changed map[int64]bool, err error, rode bool) {
 	j.mu.Lock()
 	for _, p := range s.batch {
 		delete(j.writing, p.name)
 		switch {
 		case err != nil:
 			if _, newer := j.queued[p.name]; !newer {
+				p.alone = p.alone || rode
 				j.queued[p.name] = p
 			}
 		default:
@@ -109,9 +134,7 @@ func (j *Journal) settled(s *settling, changed map[int64]bool, err error) {
 			}
 		}
 	}
-	if err != nil && len(j.queued) > 0 && j.settleTimer == nil && !j.closed {
-		j.settleTimer = time.AfterFunc(j.settleDelay, j.writeQueuedLater)
-	}
+	j.armSettleTimer() // what failed, or came while s was written
 	j.mu.Unlock()
 	close(s.done)
 }
@@ -123,6 +146,14 @@ func (j *Journal) settled(s *settling, changed map[int64]bool, err error) {
 // costs about 0.2 ms; a cached plan steered to the primary key
 // (enable_seqscan off) was no faster in the bench, within its noise.
 const customPlan = `SET LOCAL plan_cache_mode = force_custom_plan`
+
+// rideLimits is customPlan for a write-ahead's transaction carrying
+// settles, with a short lock_timeout: a settle's row held by another
+// session (a stuck statement, a long transaction) would otherwise hold up
+// the write-ahead, and every later one it rides, until their deadline.
+// PostgreSQL refuses the statement instead; the write-aheads are written
+// again alone, and those settles on their own (settled: alone).
+const rideLimits = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true), set_config('lock_timeout', '100ms', true)`
 
 // queueUpdate adds to b the UPDATE that writes s's settles, each row
 // conditional on its epoch and lease, and notes in changed the rows it
@@ -178,7 +209,7 @@ func (j *Journal) writeSettles(ctx context.Context, s *settling) error {
 	if err == nil {
 		j.stats.commits.Add(1)
 	}
-	j.settled(s, changed, err)
+	j.settled(s, changed, err, false)
 	if err != nil {
 		return j.fail("settle", err)
 	}
@@ -203,15 +234,29 @@ func (j *Journal) writeQueued(ctx context.Context) error {
 	})
 }
 
-// writeQueuedFor is writeQueued for one operation: Get, Reload and a
+// writeQueuedFor is writeQueued for one operation: Get, Reload, Claim and a
 // synchronous Update of name first write its queued settle, if any, so
-// that they read its newest state, and write after it. It costs nothing
-// when name has none.
+// that they read its newest state, and write after it. A name without an
+// operation ID is a key, which also names (for Get by a caller's key) an
+// operation queued under its ID. It costs nothing when name has none.
 func (j *Journal) writeQueuedFor(ctx context.Context, name journal.Name) error {
 	return j.writeUntil(ctx, func() bool {
-		_, q := j.queued[name]
-		_, w := j.writing[name]
-		return !q && !w
+		if name.OperationID != "" {
+			_, q := j.queued[name]
+			_, w := j.writing[name]
+			return !q && !w
+		}
+		for _, p := range j.queued {
+			if p.key == name.Key {
+				return false
+			}
+		}
+		for _, w := range j.writing {
+			if w.key == name.Key {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -225,12 +270,12 @@ func (j *Journal) writeUntil(ctx context.Context, idle func() bool) error {
 			return nil
 		}
 		var wait chan struct{}
-		for _, done := range j.writing {
-			wait = done
+		for _, w := range j.writing {
+			wait = w.done
 			break
 		}
 		j.mu.Unlock()
-		if s := j.takeSettles(settleBatch); s != nil {
+		if s := j.takeSettles(settleBatch, false); s != nil {
 			if err := j.writeSettles(ctx, s); err != nil {
 				return err
 			}
@@ -256,7 +301,7 @@ func (j *Journal) writeQueuedLater() {
 	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), j.opts.Lease)
 	defer cancel()
-	for s := j.takeSettles(settleBatch); s != nil; s = j.takeSettles(settleBatch) {
+	for s := j.takeSettles(settleBatch, false); s != nil; s = j.takeSettles(settleBatch, false) {
 		if j.writeSettles(ctx, s) != nil {
 			return
 		}

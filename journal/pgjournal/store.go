@@ -182,13 +182,16 @@ func (j *Journal) Update(ctx context.Context, rec *journal.Record, d journal.Dur
 	if d == journal.Deferred && rec.State != journal.StatePending {
 		// A final state: losing it costs one replay. It is queued, and rides
 		// the next write-ahead's commit (settles.go).
-		p := &pendingSettle{name: journal.NameOf(rec), seq: int64(ref.Seq), epoch: int64(ref.Part),
+		p := &pendingSettle{name: journal.NameOf(rec), key: rec.Key, seq: int64(ref.Seq), epoch: int64(ref.Part),
 			state: int16(rec.State), data: data, updated: rec.Updated, box: box, sealed: rec.Sealed}
 		if b, ok := body.([]byte); ok {
 			p.body = b
 		}
-		j.queueSettle(p)
-		return nil
+		if j.queueSettle(p) {
+			return nil
+		}
+		// Close ran since the check above and wrote the queue: write it now.
+		return j.writeSettles(ctx, &settling{batch: []*pendingSettle{p}, done: make(chan struct{})})
 	}
 	// A settle of the same operation still queued is written first: this
 	// write is newer.
@@ -344,7 +347,13 @@ func (j *Journal) Prune(retention time.Duration) (int, error) {
 		return 0, err
 	}
 	ctx := context.Background()
-	if err := j.writeQueued(ctx); err != nil { // settles queued are pruned by their time too
+	// Settles queued are pruned by their time too. The write is bounded: the
+	// heartbeat prunes, and a settle's row held elsewhere must not stop its
+	// renewals; what it could not write is pruned next time.
+	wctx, cancel := context.WithTimeout(ctx, j.opts.Lease/3)
+	err := j.writeQueued(wctx)
+	cancel()
+	if err != nil {
 		return 0, err
 	}
 	total := 0
