@@ -102,7 +102,7 @@ func (j *Journal) insert(batch []*createCall) {
 	written, err := j.insertWith(ctx, settles, j.sql(q), args)
 	if settles != nil && rolledBack(err) {
 		// PostgreSQL refused a statement, perhaps the settles' (a lock
-		// wait cut short, rideLimits): the write-aheads go alone, the
+		// wait cut short, rideLockTimeout): the write-aheads go alone, the
 		// settles later on their own.
 		written, err = j.insertWith(ctx, nil, j.sql(q), args)
 	}
@@ -141,7 +141,8 @@ func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []
 	var changed map[int64]bool
 	if s != nil {
 		b.Queue(`BEGIN`)
-		b.Queue(rideLimits)
+		b.Queue(customPlan) // for the settles' UPDATE (queueUpdate)
+		b.Queue(rideLockTimeout)
 	}
 	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
 		var r lease
