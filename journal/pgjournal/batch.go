@@ -2,8 +2,9 @@
 // shares: the calls waiting at one moment queue, the first becomes the
 // leader that writes them a batch at a time in one statement each, and
 // each call waits for its own result. The statements are in create.go
-// (write-aheads), settles.go (deferred settles), lookup.go (Gets by
-// operation ID) and leasebatch.go (leases by operation ID).
+// (write-aheads), lookup.go (Gets by operation ID) and leasebatch.go
+// (leases by operation ID). Deferred settles, which no caller waits for,
+// have a queue of their own (settles.go).
 
 package pgjournal
 
@@ -24,22 +25,22 @@ import (
 //   - inline: the call that finds no batch under way writes the first
 //     itself, saving a goroutine's wake-up when calls come one at a time,
 //     and leaves what queued meanwhile to a goroutine, so that it waits
-//     for its own batch only (write-aheads, deferred settles). Otherwise
+//     for its own batch only (write-aheads). Otherwise
 //     every batch is written by a goroutine (look-ups, leases).
 //   - key: a call whose key is already in the batch waits for the next
-//     one (one UPDATE changes a row once: deferred settles by seq, leases
-//     by operation ID). nil: no such rule (write-aheads, where a unique
+//     one (one UPDATE changes a row once: leases by operation ID). nil:
+//     no such rule (write-aheads, where a unique
 //     index settles a clash; look-ups, whose write answers a repeated ID
 //     by a read of its own).
 //   - the ctx given to do: a call stops waiting when it ends (look-ups,
-//     leases; context.Background for write-aheads and deferred settles,
-//     which once queued are committed or refused, never left in doubt by
+//     leases; context.Background for write-aheads, which once queued are
+//     committed or refused, never left in doubt by
 //     one caller giving up). A call that stopped waiting leaves its result
 //     in its buffered channel, unread: a lease taken for it runs out as
 //     after a crash.
 //
 // Each batch runs under the deadline its write sets (Options.Lease in all
-// four), never a caller's context.
+// three), never a caller's context.
 type group[T any, K comparable, R any] struct {
 	max    int                       // the calls of one batch, at most
 	inline bool                      // the leader writes the first batch in its own goroutine

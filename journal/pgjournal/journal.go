@@ -85,8 +85,8 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Journal, err
 	}
 	j := &Journal{pool: pool, opts: c, schema: pgx.Identifier{c.Schema}.Sanitize(),
 		holder: uuid.NewString(), leases: map[journal.Name]lease{}, noRow: map[journal.Name]struct{}{},
-		queued: map[journal.Name]*pendingSettle{}, writing: map[journal.Name]inFlight{}, settleDelay: settleDelay, stop: make(chan struct{}), local: c.local,
-		ring: c.ring}
+		queued: map[journal.Name]*pendingSettle{}, writing: map[journal.Name]inFlight{}, settleDelay: settleDelay,
+		stop: make(chan struct{}), local: c.local, ring: c.ring}
 	j.creates.setup(createBatch, true, nil, j.insert)
 	j.lookups.setup(lookupBatch, false, nil, j.readBatch)
 	j.takes.setup(takeBatch, false, takeKey, j.takeBatch)
