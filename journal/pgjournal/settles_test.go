@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idem-go/idem/journal"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // settleLoad runs workers callers that each, until stop is closed, claim,
@@ -151,16 +152,8 @@ func TestStuckSettleDoesNotStopLeaseRenewal(t *testing.T) {
 	settleDeferred(t, a, settled, 201)
 	a.Release(journal.NameOf(settled))
 
-	tx, err := pool.Begin(bg) // holds the settled row, as a stuck statement would
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlock := sync.OnceFunc(func() { tx.Rollback(bg) })
+	unlock := holdRow(t, pool, a, settled) // holds the settled row, as a stuck statement would
 	defer unlock()
-	if _, err := tx.Exec(bg, a.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
-		a.opts.Namespace, int64(journal.RefOf(settled).Seq)); err != nil {
-		t.Fatal(err)
-	}
 
 	time.Sleep(opts.Lease + opts.Lease/2) // the heartbeat ticks 4 times, renewing a's leases
 	if b.TryClaim(journal.NameOf(sending)) {
@@ -210,16 +203,8 @@ func TestSettleQueuedWhileItsEarlierIsWrittenIsWrittenSoon(t *testing.T) {
 	rec := pendingRec(t, "order-twice")
 	claimCreate(t, a, rec)
 
-	tx, err := pool.Begin(bg) // holds the row: the first settle's write waits
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlock := sync.OnceFunc(func() { tx.Rollback(bg) })
+	unlock := holdRow(t, pool, a, rec) // holds the row: the first settle's write waits
 	defer unlock()
-	if _, err := tx.Exec(bg, a.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
-		a.opts.Namespace, int64(journal.RefOf(rec).Seq)); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := journal.Apply(rec, journal.EventFail, journal.Change{Now: time.Now(), Error: "refused"}); err != nil {
 		t.Fatal(err)
 	}
@@ -285,18 +270,10 @@ func TestStuckSettleDoesNotFailWriteAheads(t *testing.T) {
 	settleDeferred(t, a, settled, 201)
 	a.Release(journal.NameOf(settled))
 
-	tx, err := pool.Begin(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlock := sync.OnceFunc(func() { tx.Rollback(bg) })
+	unlock := holdRow(t, pool, a, settled)
 	defer unlock()
-	if _, err := tx.Exec(bg, a.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
-		a.opts.Namespace, int64(journal.RefOf(settled).Seq)); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	err = a.Create(bg, pendingRec(t, "new"))
+	err := a.Create(bg, pendingRec(t, "new"))
 	took := time.Since(start)
 	if err != nil || took >= opts.Lease {
 		t.Fatalf("a Create carrying a held settle: %v after %v; want it written without waiting out its deadline (%v), the settle later",
@@ -309,4 +286,21 @@ func TestStuckSettleDoesNotFailWriteAheads(t *testing.T) {
 	if st := stateInDB(t, a, settled); st != journal.StateSettled {
 		t.Fatalf("the held settle, once its row was free: %v, want settled", st)
 	}
+}
+
+// holdRow locks rec's row in a transaction of another session, as a stuck
+// statement would hold it, and returns what ends that transaction (once).
+func holdRow(t *testing.T, pool *pgxpool.Pool, j *Journal, rec *journal.Record) func() {
+	t.Helper()
+	tx, err := pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock := sync.OnceFunc(func() { tx.Rollback(bg) })
+	if _, err := tx.Exec(bg, j.sql(`SELECT 1 FROM {s}.operations WHERE namespace = $1 AND seq = $2 FOR UPDATE`),
+		j.opts.Namespace, int64(journal.RefOf(rec).Seq)); err != nil {
+		unlock()
+		t.Fatal(err)
+	}
+	return unlock
 }
