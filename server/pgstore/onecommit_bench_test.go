@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/pgstore"
 )
@@ -96,14 +95,7 @@ func BenchmarkPaymentCommits(b *testing.B) {
 	for _, path := range []string{"one-commit", "two-commit", "three-commit"} {
 		b.Run(path, func(b *testing.B) {
 			tr := &counter{}
-			pool := pgtest.Connect(b, pgtest.URL()+"&pool_max_conns=20", func(ctx context.Context, url string) (*pgxpool.Pool, error) {
-				cfg, err := pgxpool.ParseConfig(url)
-				if err != nil {
-					return nil, err
-				}
-				cfg.ConnConfig.Tracer = tr
-				return pgxpool.NewWithConfig(ctx, cfg)
-			}, (*pgxpool.Pool).Ping, (*pgxpool.Pool).Close)
+			pool := tracedPool(b, "&pool_max_conns=20", tr)
 			schema := testSchema(b, pool)
 			st := openStore(b, pool, pgstore.Options{Schema: schema, PruneEvery: -1})
 			payments(b, pool, schema)

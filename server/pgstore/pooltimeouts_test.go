@@ -43,8 +43,8 @@ func (c *setCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trace
 }
 func (c *setCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// tracedPool connects with params added to the test server's URL, statements counted by tr.
-func tracedPool(t *testing.T, params string, tr *setCounter) *pgxpool.Pool {
+// tracedPool connects with params added to the test server's URL, statements seen by tr.
+func tracedPool(t testing.TB, params string, tr pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
 	return pgtest.Connect(t, pgtest.URL()+params, func(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		cfg, err := pgxpool.ParseConfig(url)
