@@ -92,9 +92,7 @@ func (j *Journal) TryClaim(name journal.Name) bool {
 func (j *Journal) Release(name journal.Name) {
 	j.mu.Lock()
 	l, ok := j.leases[name]
-	_, queued := j.queued[name]
-	_, writing := j.writing[name]
-	if queued || writing { // settling(name), under the lock held here
+	if j.settlingLocked(name) {
 		ok = false
 	} else {
 		delete(j.leases, name)

@@ -222,6 +222,11 @@ func (j *Journal) writeSettles(ctx context.Context, s *settling) error {
 func (j *Journal) settling(name journal.Name) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.settlingLocked(name)
+}
+
+// settlingLocked is settling with j.mu held.
+func (j *Journal) settlingLocked(name journal.Name) bool {
 	_, q := j.queued[name]
 	_, w := j.writing[name]
 	return q || w
@@ -243,10 +248,11 @@ func (j *Journal) writeQueued(ctx context.Context) error {
 // operation queued under its ID. It costs nothing when name has none.
 func (j *Journal) writeQueuedFor(ctx context.Context, name journal.Name) error {
 	return j.writeUntil(ctx, func() bool {
+		if j.settlingLocked(name) {
+			return false
+		}
 		if name.OperationID != "" {
-			_, q := j.queued[name]
-			_, w := j.writing[name]
-			return !q && !w
+			return true
 		}
 		for _, p := range j.queued {
 			if p.key == name.Key {
