@@ -99,12 +99,12 @@ func (j *Journal) insert(batch []*createCall) {
 	args := []any{j.opts.Namespace, j.holder, j.opts.Lease, keys, caller, opIDs, states, records, bodies, sealed, updated,
 		j.ring != nil}
 	settles := j.takeSettles(settleBatch, true)
-	written, err := j.insertWith(ctx, settles, j.sql(q), args)
+	written, err := j.insertWith(ctx, settles, j.sql(q), args, n)
 	if settles != nil && rolledBack(err) {
 		// PostgreSQL refused a statement, perhaps the settles' (a lock
 		// wait cut short, rideLockTimeout): the write-aheads go alone, the
 		// settles later on their own.
-		written, err = j.insertWith(ctx, nil, j.sql(q), args)
+		written, err = j.insertWith(ctx, nil, j.sql(q), args, n)
 	}
 	if err == nil {
 		j.stats.commits.Add(1)
@@ -133,10 +133,10 @@ func (j *Journal) insert(batch []*createCall) {
 
 // insertWith runs the write-ahead INSERT q and, if s is not nil, the
 // UPDATE of the settles s holds, in one transaction and one round trip,
-// and ends s. It returns the rows the INSERT wrote, by key and operation
-// ID.
-func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []any) (map[[2]string]lease, error) {
-	written := map[[2]string]lease{}
+// and ends s. It returns the rows the INSERT wrote (at most n), by key and
+// operation ID.
+func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []any, n int) (map[[2]string]lease, error) {
+	written := make(map[[2]string]lease, n)
 	b := &pgx.Batch{}
 	var changed map[int64]bool
 	if s != nil {
