@@ -19,6 +19,7 @@ import (
 	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMemFloor(t *testing.T) {
@@ -26,6 +27,21 @@ func TestMemFloor(t *testing.T) {
 }
 
 func TestRedisFloor(t *testing.T) {
+	rdb, prefix := redisPrefix(t)
+	checkFloor(t, func(next http.Handler) http.Handler { return newRedisFloor(next, rdb, prefix, time.Minute) })
+}
+
+func TestPGFloor(t *testing.T) {
+	pool, schema := pgSchema(t)
+	if err := createPGFloor(context.Background(), pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	checkFloor(t, func(next http.Handler) http.Handler { return newPGFloor(next, pool, schema, time.Minute) })
+}
+
+// redisPrefix returns a client of the test Redis and a key prefix of t's
+// own, whose keys are deleted when t ends.
+func redisPrefix(t *testing.T) (*redis.Client, string) {
 	rdb := redisClient(t)
 	prefix := "idem-serverbench-test:" + rand.Text() + ":"
 	t.Cleanup(func() {
@@ -33,10 +49,12 @@ func TestRedisFloor(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	checkFloor(t, func(next http.Handler) http.Handler { return newRedisFloor(next, rdb, prefix, time.Minute) })
+	return rdb, prefix
 }
 
-func TestPGFloor(t *testing.T) {
+// pgSchema returns a pool on the test PostgreSQL and a schema of t's own,
+// dropped when t ends.
+func pgSchema(t *testing.T) (*pgxpool.Pool, string) {
 	url := pgtest.URL()
 	pgConn(t, url) // skips without a server
 	ctx := context.Background()
@@ -54,10 +72,7 @@ func TestPGFloor(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	if err := createPGFloor(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	checkFloor(t, func(next http.Handler) http.Handler { return newPGFloor(next, pool, schema, time.Minute) })
+	return pool, schema
 }
 
 // checkFloor wraps the bare handler (behind a gate that can hold it) with

@@ -50,6 +50,11 @@ func (r *report) header(srv *child) {
 	r.printf("             replays it to a repeated key and answers 409 while it runs; no fingerprint, lease or recovery.\n")
 	r.printf("             mem: a map under one mutex. redis: SET key \"\" NX with the TTL, then SET key answer XX with the TTL.\n")
 	r.printf("             pg: INSERT … ON CONFLICT DO NOTHING, then UPDATE (autocommit: two commits, as pgstore makes)\n")
+	r.printf("  contract   floors doing the work idem's contract asks too: the key scoped by the hashed credentials,\n")
+	r.printf("  floors     method and path; the canonical JSON's fingerprint (server.DefaultFingerprint), 422 on another;\n")
+	r.printf("             a token per claim that the completion must match; a lease ending the handler's context; the\n")
+	r.printf("             whole answer, every header, stored and replayed. mem: the same map. redis: SET NX of the record,\n")
+	r.printf("             then a script setting the answer if the token holds. pg: the INSERT and the UPDATE on the token\n")
 	if cfg.Redis == "" {
 		r.printf("  redis      rows not run: pass -redis ADDR\n")
 	} else {
@@ -74,14 +79,14 @@ func (r *report) header(srv *child) {
 func (r *report) level(lvl *level) {
 	r.levels = append(r.levels, lvl)
 	r.printf("\nserver concurrency %d\n", lvl.conc)
-	r.printf("%-14s %9s %9s %9s %11s %9s %9s %10s\n", "row", "req/s", "p50", "p99", "allocs/req", "B/req", "cpu/req", "trips/req")
+	r.printf("%-21s %9s %9s %9s %11s %9s %9s %10s\n", "row", "req/s", "p50", "p99", "allocs/req", "B/req", "cpu/req", "trips/req")
 	for i, rw := range r.rows {
 		ws := lvl.byRow[i]
 		trips := "-"
 		if rw.store != "" {
 			trips = fmt.Sprintf("%.2f", harness.Over(ws, func(w *window) float64 { return w.perReq(w.server.Trips) }))
 		}
-		r.printf("%-14s %9.0f %9s %9s %11.1f %9.0f %9s %10s\n", rw.name,
+		r.printf("%-21s %9.0f %9s %9s %11.1f %9.0f %9s %10s\n", rw.name,
 			harness.Over(ws, (*window).reqPerSec),
 			fmtDur(time.Duration(harness.Over(ws, func(w *window) float64 { return float64(w.quantile(0.50)) }))),
 			fmtDur(time.Duration(harness.Over(ws, func(w *window) float64 { return float64(w.quantile(0.99)) }))),
@@ -100,7 +105,7 @@ func (r *report) level(lvl *level) {
 // means a costs more.
 func (r *report) ratios() {
 	r.printf("\nserver ratios (x = a ratio: each the median over rounds of the per-round ratio)\n")
-	r.printf("%-44s", "")
+	r.printf("%-52s", "")
 	for _, lvl := range r.levels {
 		r.printf(" %8s", fmt.Sprintf("c=%d", lvl.conc))
 	}
@@ -121,11 +126,11 @@ func (r *report) pairs(prefix, what string, f func(a, b *window) float64, withTa
 		if a < 0 || b < 0 {
 			continue
 		}
-		r.printf("%-44s", prefix+d.a+" ÷ "+d.b)
+		r.printf("%-52s", prefix+d.a+" ÷ "+d.b)
 		for _, lvl := range r.levels {
 			r.printf(" %7.3fx", harness.Paired(lvl.byRow[a], lvl.byRow[b], f))
 		}
-		if withTarget {
+		if withTarget && d.target != "" {
 			r.printf("   %s", d.target)
 		}
 		r.printf("\n")

@@ -15,10 +15,13 @@ var allRows = []row{
 	{"bare", "/bare", ""},
 	{"idem mem", "/idem-mem", ""},
 	{"floor mem", "/floor-mem", ""},
+	{"contract floor mem", "/contract-floor-mem", ""},
 	{"idem redis", "/idem-redis", "redis"},
 	{"floor redis", "/floor-redis", "redis"},
+	{"contract floor redis", "/contract-floor-redis", "redis"},
 	{"idem pg", "/idem-pg", "pg"},
 	{"floor pg", "/floor-pg", "pg"},
+	{"contract floor pg", "/contract-floor-pg", "pg"},
 }
 
 // rowsFor returns the rows a run has: the in-memory ones always, the Redis and
@@ -34,10 +37,10 @@ func rowsFor(redis, pg bool) []row {
 }
 
 // ratioDef is a ratio line: a's req/s ÷ b's, median over rounds of the
-// per-round ratio, against a target.
+// per-round ratio, against a target if it has one.
 type ratioDef struct {
 	a, b   string
-	target string // printed beside the figures
+	target string // printed beside the figures; "" for none
 }
 
 var ratioDefs = []ratioDef{
@@ -45,6 +48,13 @@ var ratioDefs = []ratioDef{
 	{"idem redis", "floor redis", "≥ 0.9x"},
 	{"idem pg", "floor pg", "≥ 0.9x"},
 	{"idem mem", "bare", "≥ 0.9x at c=64"},
+	// Each distance to a floor in two: idem's own work, then the contract's.
+	{"idem mem", "contract floor mem", ""},
+	{"contract floor mem", "floor mem", ""},
+	{"idem redis", "contract floor redis", ""},
+	{"contract floor redis", "floor redis", ""},
+	{"idem pg", "contract floor pg", ""},
+	{"contract floor pg", "floor pg", ""},
 }
 
 // rowIndex returns the index of the row named name in rows, or -1.

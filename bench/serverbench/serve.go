@@ -102,7 +102,8 @@ func newMux(st *stores, label bool) (*http.ServeMux, []*server.Middleware, error
 		mws = append(mws, mw)
 		return mw.Wrap(bare{}), nil
 	}
-	handlers := map[string]http.Handler{"bare": bare{}, "floor mem": newMemFloor(bare{})}
+	handlers := map[string]http.Handler{"bare": bare{}, "floor mem": newMemFloor(bare{}),
+		"contract floor mem": newMemContractFloor(bare{}, server.DefaultLease, server.DefaultTTL)}
 	var err error
 	if handlers["idem mem"], err = idem(memstore.New(nil)); err != nil {
 		return nil, nil, err
@@ -112,12 +113,14 @@ func newMux(st *stores, label bool) (*http.ServeMux, []*server.Middleware, error
 			return nil, nil, err
 		}
 		handlers["floor redis"] = newRedisFloor(bare{}, st.rdb, st.redisPrefix+"floor:", server.DefaultTTL)
+		handlers["contract floor redis"] = newRedisContractFloor(bare{}, st.rdb, st.redisPrefix+"contract:", server.DefaultLease, server.DefaultTTL)
 	}
 	if st.pgStore != nil {
 		if handlers["idem pg"], err = idem(st.pgStore); err != nil {
 			return nil, nil, err
 		}
 		handlers["floor pg"] = newPGFloor(bare{}, st.pool, st.pgSchema, server.DefaultTTL)
+		handlers["contract floor pg"] = newPGContractFloor(bare{}, st.pool, st.pgSchema, server.DefaultLease, server.DefaultTTL)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(pathStats, serveStats)

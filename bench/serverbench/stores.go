@@ -79,7 +79,10 @@ func (st *stores) openPG(ctx context.Context, url string, conns int) error {
 	if st.pgStore, err = pgstore.Open(ctx, st.pool, &pgstore.Options{Schema: st.pgSchema}); err != nil {
 		return err
 	}
-	return createPGFloor(ctx, st.pool, st.pgSchema)
+	if err := createPGFloor(ctx, st.pool, st.pgSchema); err != nil {
+		return err
+	}
+	return createPGContractFloor(ctx, st.pool, st.pgSchema)
 }
 
 // cleanup deletes every key under the run's prefix, drops its schema and
