@@ -38,6 +38,7 @@ import (
 const maxContractBody = 1 << 20
 
 // contractKeeper claims scopes and keeps their records for a contract floor.
+// The contexts it is given do not end when a client leaves.
 type contractKeeper interface {
 	// claim makes scope's record, with fingerprint fp, leased to token, unless
 	// a live one is there: then claimed is false and held is that record's
@@ -45,8 +46,7 @@ type contractKeeper interface {
 	claim(ctx context.Context, scope, fp, token string) (held contractRecord, claimed bool, err error)
 	// complete stores a in scope's record, whose fingerprint is fp, if it
 	// is still token's: a late completion by a holder whose record was taken
-	// over changes nothing. It completes even if ctx is cancelled (its
-	// client left).
+	// over changes nothing.
 	complete(ctx context.Context, scope, fp, token string, a *contractAnswer) error
 }
 
@@ -69,6 +69,9 @@ type contractFloor struct {
 	k      contractKeeper
 	lease  time.Duration // the handler's context ends this long after the claim
 	prefix string        // starts every scope the keeper sees (Redis's run prefix); "" for none
+	// storeTimeout bounds each call to a keeper that may wait on the network,
+	// so that an outage fails closed rather than hanging; 0 for none (memory).
+	storeTimeout time.Duration
 }
 
 func (f *contractFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +94,12 @@ func (f *contractFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// too: a client's leaving cuts neither short.
 	ctx := context.WithoutCancel(r.Context())
 	scope, token, claimedAt := f.prefix+scopeKey(r, key), rand.Text(), time.Now()
-	held, claimed, err := f.k.claim(ctx, scope, fp, token)
+	var held contractRecord
+	var claimed bool
+	err = f.call(ctx, func(ctx context.Context) (err error) {
+		held, claimed, err = f.k.claim(ctx, scope, fp, token)
+		return err
+	})
 	switch {
 	case err != nil:
 		unavailable(w)
@@ -113,7 +121,20 @@ func (f *contractFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r2.Body = io.NopCloser(bytes.NewReader(body))
 	c := &answerCapture{ResponseWriter: w}
 	f.next.ServeHTTP(c, r2)
-	f.k.complete(ctx, scope, fp, token, c.answer()) // an error leaves the record in progress until it expires
+	a := c.answer()
+	f.call(ctx, func(ctx context.Context) error { // an error leaves the record in progress until it expires
+		return f.k.complete(ctx, scope, fp, token, a)
+	})
+}
+
+// call calls the keeper through do, bounded by storeTimeout if it has one.
+func (f *contractFloor) call(ctx context.Context, do func(context.Context) error) error {
+	if f.storeTimeout == 0 {
+		return do(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.storeTimeout)
+	defer cancel()
+	return do(ctx)
 }
 
 // readContractBody reads r's body whole, up to maxContractBody.

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/idem-go/idem/server"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -40,7 +41,7 @@ type pgContractKeeper struct {
 func newPGContractFloor(next http.Handler, pool *pgxpool.Pool, schema string, lease, ttl time.Duration) *contractFloor {
 	t := pgx.Identifier{schema, pgContractTable}.Sanitize()
 	expires := fmt.Sprintf(`now() + interval '%d seconds'`, int64(ttl.Seconds()))
-	return &contractFloor{next: next, lease: lease, k: &pgContractKeeper{
+	return &contractFloor{next: next, lease: lease, storeTimeout: server.DefaultStoreTimeout, k: &pgContractKeeper{
 		pool: pool,
 		claimSQL: fmt.Sprintf(`INSERT INTO %s (scope, fingerprint, token, leased_until, expires_at)
 			VALUES ($1, $2, $3, now() + interval '%d milliseconds', %s) ON CONFLICT DO NOTHING`, t, lease.Milliseconds(), expires),
@@ -70,6 +71,6 @@ func (k *pgContractKeeper) claim(ctx context.Context, scope, fp, token string) (
 }
 
 func (k *pgContractKeeper) complete(ctx context.Context, scope, _, token string, a *contractAnswer) error {
-	_, err := k.pool.Exec(context.WithoutCancel(ctx), k.completeSQL, scope, token, a.encode(nil))
+	_, err := k.pool.Exec(ctx, k.completeSQL, scope, token, a.encode(nil))
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idem-go/idem/server"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,7 +36,7 @@ end
 return false`)
 
 func newRedisContractFloor(next http.Handler, rdb *redis.Client, prefix string, lease, ttl time.Duration) *contractFloor {
-	return &contractFloor{next: next, lease: lease, prefix: prefix, k: &redisContractKeeper{rdb: rdb, lease: lease, ttl: ttl}}
+	return &contractFloor{next: next, lease: lease, prefix: prefix, storeTimeout: server.DefaultStoreTimeout, k: &redisContractKeeper{rdb: rdb, lease: lease, ttl: ttl}}
 }
 
 // running is the value of scope's record claimed by token at now.
@@ -68,7 +69,7 @@ func (k *redisContractKeeper) claim(ctx context.Context, scope, fp, token string
 
 func (k *redisContractKeeper) complete(ctx context.Context, scope, fp, token string, a *contractAnswer) error {
 	done := a.encode(append(append([]byte{'d'}, fp...), 0))
-	err := completeScript.Run(context.WithoutCancel(ctx), k.rdb, []string{scope}, "\x00"+token+"\x00", done, k.ttl.Milliseconds()).Err()
+	err := completeScript.Run(ctx, k.rdb, []string{scope}, "\x00"+token+"\x00", done, k.ttl.Milliseconds()).Err()
 	if errors.Is(err, redis.Nil) {
 		return nil // taken over, or completed: nothing changed
 	}
