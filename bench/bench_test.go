@@ -42,7 +42,7 @@ func TestSmoke(t *testing.T) {
 	report := out.String()
 	t.Log("\n" + report)
 
-	for _, name := range []string{"net/http GET", "idem GET", "net/http POST", "retryablehttp POST", "idem POST", floorRow} {
+	for _, name := range []string{"net/http GET", "idem GET", contractGETRow, "net/http POST", "retryablehttp POST", "idem POST", floorRow} {
 		rows := linesWithPrefix(report, name+" ")
 		if len(rows) != len(cfg.conc) {
 			t.Errorf("%d rows for %q, want one per concurrency (%d)", len(rows), name, len(cfg.conc))

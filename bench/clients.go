@@ -98,6 +98,7 @@ func newClients(ctx context.Context, srv *child, dir, postgres string, maxConc i
 	set := &clientSet{idem: ic, floor: floor, contract: contract, rows: []client{
 		{name: "net/http GET", do: sender(plain, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "idem GET", do: sender(journaled, http.MethodGet, url, nil, http.StatusOK)},
+		{name: contractGETRow, do: sender(&http.Client{Transport: getContractFloor{base: tuned}}, http.MethodGet, url, nil, http.StatusOK)},
 		{name: "net/http POST", do: sender(plain, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "retryablehttp POST", do: sender(retrying, http.MethodPost, url, paymentBody, http.StatusCreated)},
 		{name: "idem POST", do: sender(journaled, http.MethodPost, url, paymentBody, http.StatusCreated), commits: boltCommits(ic.Journal()), writeAheads: wa},

@@ -52,6 +52,9 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("  contract   the floor doing what idem's contract asks (floor_contract.go): a crypto/rand UUID key, the body's\n")
 	r.printf("             SHA-256, the write-ahead and a settled record in idem's binary form, settled records written\n")
 	r.printf("             %v or %d KiB at a time as idem's history is; its own file, same directory\n", contractHistoryDelay, contractHistoryMax>>10)
+	r.printf("  GET floor  contract floor GET (floor_get.go): net/http with what idem's contract asks of a GET it does not\n")
+	r.printf("             journal: a copy of the request carrying the attempt header, under a %v attempt timeout ended\n", idem.DefaultAttemptTimeout)
+	r.printf("             when the body is closed, its status classified\n")
 	if cfg.serverDelay > 0 {
 		r.printf("  think      the server sleeps %v before answering each /payments request, and each of the resume figure's (a remote API)\n", cfg.serverDelay)
 	}
@@ -100,6 +103,8 @@ var ratioDefs = [][2]string{
 	{"idem POST", "net/http POST"},
 	{"idem POST", "retryablehttp POST"},
 	{"idem GET", "net/http GET"},
+	{"idem GET", contractGETRow},
+	{contractGETRow, "net/http GET"},
 	{pgRow, "net/http POST"},
 	{pgRow, "idem POST"},
 	{pgRow, pgFloorRow},
