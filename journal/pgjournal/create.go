@@ -141,8 +141,6 @@ func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []
 	var changed map[int64]bool
 	if s != nil {
 		b.Queue(`BEGIN`)
-		b.Queue(customPlan) // for the settles' UPDATE (queueUpdate)
-		b.Queue(rideLockTimeout)
 	}
 	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
 		var r lease
@@ -155,6 +153,7 @@ func (j *Journal) insertWith(ctx context.Context, s *settling, q string, args []
 	})
 	if s != nil {
 		changed = make(map[int64]bool, len(s.batch))
+		b.Queue(rideLockTimeout)
 		j.queueUpdate(b, s, changed)
 		b.Queue(`COMMIT`)
 	}
