@@ -118,9 +118,10 @@ func (f *pgContractFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // commit writes the queued puts (up to pgFloorBatch a transaction) in one
-// INSERT and the settles in one UPDATE, in one transaction that waits for
-// its flush; with only settles queued, it writes them in a transaction
-// that does not wait.
+// INSERT and the settles in one UPDATE after it, in one transaction that
+// waits for its flush; with only settles queued, it writes them in a
+// transaction that does not wait. Only the UPDATE is planned afresh, as
+// pgjournal's is (its cached plan would scan the table as it grows).
 func (f *pgContractFloor) commit() {
 	for {
 		puts, settles, more := f.q.take(pgFloorBatch)
@@ -132,19 +133,6 @@ func (f *pgContractFloor) commit() {
 		b.Queue(`BEGIN`)
 		if len(puts) == 0 {
 			b.Queue(`SET LOCAL synchronous_commit = off`)
-		}
-		if len(settles) > 0 {
-			b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
-			seqs, records := make([]int64, len(settles)), make([]string, len(settles))
-			for i, s := range settles {
-				seqs[i], records[i] = s.seq, s.record
-			}
-			b.Queue(`UPDATE `+f.schema+`.operations o
-				SET state = 2, record = u.rec::jsonb, updated = now(), body = NULL, leased_until = NULL
-				FROM unnest($2::bigint[], $3::text[]) AS u(seq, rec)
-				WHERE o.namespace = $1 AND o.seq = u.seq AND o.epoch = 1
-					AND (o.holder = $4 OR o.leased_until IS NULL OR o.leased_until < now())`,
-				pgContractNamespace, seqs, records, f.holder)
 		}
 		if n := len(puts); n > 0 {
 			keys, records, bodies := make([]string, n), make([]string, n), make([][]byte, n)
@@ -171,6 +159,19 @@ func (f *pgContractFloor) commit() {
 				}
 				return nil
 			})
+		}
+		if len(settles) > 0 {
+			b.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
+			seqs, records := make([]int64, len(settles)), make([]string, len(settles))
+			for i, s := range settles {
+				seqs[i], records[i] = s.seq, s.record
+			}
+			b.Queue(`UPDATE `+f.schema+`.operations o
+				SET state = 2, record = u.rec::jsonb, updated = now(), body = NULL, leased_until = NULL
+				FROM unnest($2::bigint[], $3::text[]) AS u(seq, rec)
+				WHERE o.namespace = $1 AND o.seq = u.seq AND o.epoch = 1
+					AND (o.holder = $4 OR o.leased_until IS NULL OR o.leased_until < now())`,
+				pgContractNamespace, seqs, records, f.holder)
 		}
 		b.Queue(`COMMIT`)
 		err := f.pool.SendBatch(ctx, b).Close() // a lost settle leaves a row pending: the floor never reads it
