@@ -51,6 +51,7 @@ var ratioDefs = []ratioDef{
 	// Each distance to a floor in two: idem's own work, then the contract's.
 	{"idem mem", "contract floor mem", ""},
 	{"contract floor mem", "floor mem", ""},
+	{"contract floor mem", "bare", ""}, // the contract's share of idem mem ÷ bare
 	{"idem redis", "contract floor redis", ""},
 	{"contract floor redis", "floor redis", ""},
 	{"idem pg", "contract floor pg", ""},
