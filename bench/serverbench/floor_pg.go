@@ -22,8 +22,12 @@ const pgFloorTable = "floor_records"
 
 // createPGFloor creates the floor's table in schema, which exists.
 func createPGFloor(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	_, err := pool.Exec(ctx, `CREATE TABLE `+pgx.Identifier{schema, pgFloorTable}.Sanitize()+
-		` (key text PRIMARY KEY, answer bytea, expires_at timestamptz NOT NULL)`)
+	return createTable(ctx, pool, schema, pgFloorTable, `key text PRIMARY KEY, answer bytea, expires_at timestamptz NOT NULL`)
+}
+
+// createTable creates table schema.name with the columns cols.
+func createTable(ctx context.Context, pool *pgxpool.Pool, schema, name, cols string) error {
+	_, err := pool.Exec(ctx, `CREATE TABLE `+pgx.Identifier{schema, name}.Sanitize()+` (`+cols+`)`)
 	return err
 }
 

@@ -26,10 +26,8 @@ const pgContractTable = "contract_floor_records"
 // createPGContractFloor creates the contract floor's table in schema, which
 // exists.
 func createPGContractFloor(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	_, err := pool.Exec(ctx, `CREATE TABLE `+pgx.Identifier{schema, pgContractTable}.Sanitize()+
-		` (scope text PRIMARY KEY, fingerprint text NOT NULL, token text NOT NULL, leased_until timestamptz,
-		answer bytea, expires_at timestamptz NOT NULL)`)
-	return err
+	return createTable(ctx, pool, schema, pgContractTable, `scope text PRIMARY KEY, fingerprint text NOT NULL,
+		token text NOT NULL, leased_until timestamptz, answer bytea, expires_at timestamptz NOT NULL`)
 }
 
 // pgContractKeeper is safe for concurrent use.
