@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/pgtest"
 	"github.com/idem-go/idem/journal"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -303,4 +304,48 @@ func holdRow(t *testing.T, pool *pgxpool.Pool, j *Journal, rec *journal.Record) 
 		t.Fatal(err)
 	}
 	return unlock
+}
+
+// A ride plans only the settles' UPDATE afresh (customPlan): a generic plan
+// cached while the table was small scans the whole table as it grows. The
+// write-ahead INSERT it rides with keeps its cached plan, which reads no
+// table but namespaces by its key. PostgreSQL counts each prepared
+// statement's generic and custom plans per session (pg_prepared_statements),
+// so the Journal runs on a pool of one connection and that session is asked.
+func TestRidePlansOnlyTheSettlesUpdateAfresh(t *testing.T) {
+	open := func(ctx context.Context, url string) (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MaxConns = 1
+		return pgxpool.NewWithConfig(ctx, cfg)
+	}
+	pool := pgtest.Connect(t, pgtest.URL(), open, (*pgxpool.Pool).Ping, (*pgxpool.Pool).Close)
+	j := openTest(t, pool, Options{Schema: testSchema(t, pool), Namespace: namespace(t)})
+	j.settleDelay = time.Hour // every settle rides the next write-ahead
+	const rides = 12
+	for i := range rides + 1 {
+		rec := pendingRec(t, fmt.Sprintf("plan-%d", i))
+		claimCreate(t, j, rec)
+		settleDeferred(t, j, rec, 201)
+	}
+	if got := j.Stats().Commits; got != rides+1 {
+		t.Fatalf("%d commits, want %d: one per write-ahead, each carrying the settle before it", got, rides+1)
+	}
+	plans := func(like string) (generic, custom int64) {
+		t.Helper()
+		err := pool.QueryRow(bg, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE $1`, like).Scan(&generic, &custom)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return generic, custom
+	}
+	if generic, custom := plans(`UPDATE %.operations o%SET state = u.st%`); generic != 0 || custom < rides {
+		t.Errorf("the settles' UPDATE: %d generic and %d custom plans, want none generic and at least %d custom", generic, custom, rides)
+	}
+	if generic, _ := plans(`INSERT INTO %.operations%unnest%`); generic == 0 {
+		t.Error("the write-ahead INSERT was planned afresh every time; want it to keep its cached (generic) plan")
+	}
 }
