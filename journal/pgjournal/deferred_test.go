@@ -1,6 +1,7 @@
 package pgjournal
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -182,5 +183,63 @@ func TestClaimAfterQueuedSettleKeepsItsLease(t *testing.T) {
 	if b.TryClaim(name) {
 		b.Release(name)
 		t.Fatal("b took the operation a made pending again and is sending: a's lease was lost to its own queued settle")
+	}
+}
+
+// A batch of queued final states is written as a lone Update would write
+// each: a settled row loses its body, a failed or expired one keeps it, and
+// none stays leased. A batch of settles alone takes the shorter statement
+// (settleUpdate), one with another final state the general one
+// (finalUpdate); both are checked row by row.
+func TestQueuedFinalStatesWriteTheirRows(t *testing.T) {
+	a, _, _ := pair(t)
+	a.settleDelay = time.Hour
+	type row struct {
+		state   journal.State
+		body    bool
+		leased  bool
+		attempt int
+	}
+	read := func(rec *journal.Record) row {
+		t.Helper()
+		var r row
+		var st int16
+		if err := a.pool.QueryRow(bg, a.sql(`SELECT state, body IS NOT NULL, leased_until IS NOT NULL, (record->>'attempts')::int
+			FROM {s}.operations WHERE namespace = $1 AND seq = $2`), a.opts.Namespace, int64(journal.RefOf(rec).Seq)).
+			Scan(&st, &r.body, &r.leased, &r.attempt); err != nil {
+			t.Fatal(err)
+		}
+		r.state = journal.State(st)
+		return r
+	}
+	for _, events := range [][]journal.Event{
+		{journal.EventSettle, journal.EventSettle},
+		{journal.EventSettle, journal.EventFail, journal.EventExpire},
+	} {
+		var recs []*journal.Record
+		for i, ev := range events {
+			rec := pendingRec(t, fmt.Sprintf("final-%d-%d-%s", len(events), i, ev))
+			claimCreate(t, a, rec)
+			rec.Attempts = 3
+			if _, err := journal.Apply(rec, ev, journal.Change{Now: time.Now(), Status: 201, Error: "gave up"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Update(bg, rec, journal.Deferred); err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, rec)
+		}
+		if err := a.Flush(bg); err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			want := row{state: rec.State, body: rec.State != journal.StateSettled, attempt: 3}
+			if got := read(rec); got != want {
+				t.Errorf("%v of %v: the row is %+v, want %+v", rec.State, events, got, want)
+			}
+		}
+	}
+	if got := a.Stats().FencedSettles; got != 0 {
+		t.Errorf("%d settles fenced, want none", got)
 	}
 }

@@ -164,42 +164,84 @@ const rideLockTimeout = `SET LOCAL lock_timeout = '100ms'`
 // writes s's settles, each row conditional on its epoch and lease, and
 // notes in changed the rows it changed.
 func (j *Journal) queueUpdate(b *pgx.Batch, s *settling, changed map[int64]bool) {
+	b.Queue(customPlan)
 	n := len(s.batch)
 	var (
 		seqs    = make([]int64, n)
 		epochs  = make([]int64, n)
-		states  = make([]int16, n)
 		records = make([]string, n)
 		updated = make([]time.Time, n)
-		bodies  = make([][]byte, n)
-		boxes   = make([][]byte, n)
-		sealed  = make([]bool, n)
 	)
 	for i, p := range s.batch {
-		seqs[i], epochs[i], states[i], records[i], updated[i], bodies[i], boxes[i], sealed[i] =
-			p.seq, p.epoch, p.state, string(p.data), p.updated, p.body, p.box, p.sealed
+		seqs[i], epochs[i], records[i], updated[i] = p.seq, p.epoch, string(p.data), p.updated
 	}
-	b.Queue(customPlan)
-	b.Queue(j.sql(`UPDATE {s}.operations o
-		SET state = u.st, record = u.rec::jsonb, updated = u.up,
-			body = CASE WHEN u.st = 2 THEN NULL ELSE coalesce(u.b, o.body) END,
-			sealed = coalesce(u.box, o.sealed),
-			leased_until = CASE WHEN u.st = 1 THEN o.leased_until END
-		FROM unnest($2::bigint[], $3::bigint[], $4::smallint[], $5::text[], $6::timestamptz[], $7::bytea[], $8::bytea[], $9::boolean[])
-			AS u(seq, ep, st, rec, up, b, box, ls)
-		WHERE o.namespace = $1 AND o.seq = u.seq AND o.epoch = u.ep
-			AND (o.holder = $10 OR o.leased_until IS NULL OR o.leased_until < now())
-			AND (NOT u.ls OR o.state = 1)
-		RETURNING o.seq`),
-		j.opts.Namespace, seqs, epochs, states, records, updated, bodies, boxes, sealed, j.holder,
-	).Query(func(rows pgx.Rows) error {
+	if plainSettles(s.batch) {
+		b.Queue(j.sql(settleUpdate), j.opts.Namespace, seqs, epochs, records, updated, j.holder).Query(noteChanged(changed))
+		return
+	}
+	var (
+		states = make([]int16, n)
+		bodies = make([][]byte, n)
+		boxes  = make([][]byte, n)
+		sealed = make([]bool, n)
+	)
+	for i, p := range s.batch {
+		states[i], bodies[i], boxes[i], sealed[i] = p.state, p.body, p.box, p.sealed
+	}
+	b.Queue(j.sql(finalUpdate), j.opts.Namespace, seqs, epochs, records, updated, j.holder, states, bodies, boxes, sealed).
+		Query(noteChanged(changed))
+}
+
+// finalUpdate writes a batch of final states, each row conditional on its
+// epoch and the lease ($1 the namespace; $2-$5 seqs, epochs, record columns
+// and times; $6 this Journal; $7-$10 states, bodies, sealed columns, and
+// whether each record is listed Sealed). A settled row's body goes; a
+// failed or expired one keeps it unless given; a sealed column is kept
+// unless given; a Sealed record changes only while pending.
+const finalUpdate = `UPDATE {s}.operations o
+	SET state = u.st, record = u.rec::jsonb, updated = u.up,
+		body = CASE WHEN u.st = 2 THEN NULL ELSE coalesce(u.b, o.body) END,
+		sealed = coalesce(u.box, o.sealed),
+		leased_until = NULL
+	FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $7::smallint[], $8::bytea[], $9::bytea[], $10::boolean[])
+		AS u(seq, ep, rec, up, st, b, box, ls)
+	WHERE o.namespace = $1 AND o.seq = u.seq AND o.epoch = u.ep
+		AND (o.holder = $6 OR o.leased_until IS NULL OR o.leased_until < now())
+		AND (NOT u.ls OR o.state = 1)
+	RETURNING o.seq`
+
+// settleUpdate is finalUpdate for a batch of plaintext operations settled,
+// the usual batch (plainSettles): the same change to their rows with half
+// the arrays and none of the CASEs, which cost about 55 µs more per ride
+// transaction, planning and execution.
+const settleUpdate = `UPDATE {s}.operations o
+	SET state = 2, record = u.rec::jsonb, updated = u.up, body = NULL, leased_until = NULL
+	FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[]) AS u(seq, ep, rec, up)
+	WHERE o.namespace = $1 AND o.seq = u.seq AND o.epoch = u.ep
+		AND (o.holder = $6 OR o.leased_until IS NULL OR o.leased_until < now())
+	RETURNING o.seq`
+
+// plainSettles reports whether every settle of batch settles a plaintext
+// operation: what settleUpdate writes as finalUpdate would.
+func plainSettles(batch []*pendingSettle) bool {
+	for _, p := range batch {
+		if p.state != int16(journal.StateSettled) || p.box != nil || p.sealed {
+			return false
+		}
+	}
+	return true
+}
+
+// noteChanged reads the seqs an UPDATE … RETURNING o.seq changed into changed.
+func noteChanged(changed map[int64]bool) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		var seq int64
 		_, err := pgx.ForEachRow(rows, []any{&seq}, func() error {
 			changed[seq] = true
 			return nil
 		})
 		return err
-	})
+	}
 }
 
 // writeSettles writes s in a transaction of its own, which waits for the

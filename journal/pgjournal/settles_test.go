@@ -342,7 +342,7 @@ func TestRidePlansOnlyTheSettlesUpdateAfresh(t *testing.T) {
 		}
 		return generic, custom
 	}
-	if generic, custom := plans(`UPDATE %.operations o%SET state = u.st%`); generic != 0 || custom < rides {
+	if generic, custom := plans(`UPDATE %.operations o%SET state = %`); generic != 0 || custom < rides {
 		t.Errorf("the settles' UPDATE: %d generic and %d custom plans, want none generic and at least %d custom", generic, custom, rides)
 	}
 	if generic, _ := plans(`INSERT INTO %.operations%unnest%`); generic == 0 {
