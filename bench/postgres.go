@@ -1,8 +1,9 @@
 // This file builds the PostgreSQL rows, when -postgres names a server: idem
 // over the PostgreSQL journal (journal/pgjournal), the PostgreSQL floor
 // (pgfloor.go) and its contract floor (pgfloor_contract.go), the same
-// POSTs, each journaled in a schema of the run's own, dropped at the end. Each row has its own pool, counted by its own
-// pgCounter; together they stay within the server's max_connections.
+// POSTs, each journaled in a schema of the run's own, dropped at the end.
+// Each row has its own pool, counted by its own pgCounter; together they
+// stay within the server's max_connections.
 
 package main
 

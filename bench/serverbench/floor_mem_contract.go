@@ -25,7 +25,9 @@ type memContractKeeper struct {
 type memContractRecord struct {
 	contractRecord
 	token       string
-	leasedUntil time.Time // zero once completed
+	// leasedUntil is zero once completed. The contract's record keeps its
+	// lease; no Recover reads it here.
+	leasedUntil time.Time
 	expires     time.Time // the record is gone after it
 }
 

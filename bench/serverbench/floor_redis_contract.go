@@ -56,8 +56,11 @@ func (k *redisContractKeeper) claim(ctx context.Context, scope, fp, token string
 	case err != nil:
 		return contractRecord{}, false, err
 	}
-	fpGot, rest, ok := bytes.Cut(v[min(len(v), 1):], []byte{0})
-	if !ok || v[0] != 'r' && v[0] != 'd' {
+	if len(v) == 0 || v[0] != 'r' && v[0] != 'd' {
+		return contractRecord{}, false, errContractRecord
+	}
+	fpGot, rest, ok := bytes.Cut(v[1:], []byte{0})
+	if !ok {
 		return contractRecord{}, false, errContractRecord
 	}
 	rec := contractRecord{fingerprint: string(fpGot)}
