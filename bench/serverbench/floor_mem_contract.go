@@ -24,7 +24,7 @@ type memContractKeeper struct {
 // keeper's mutex only, and an answer, once set, is never changed.
 type memContractRecord struct {
 	contractRecord
-	token       string
+	token string
 	// leasedUntil is zero once completed. The contract's record keeps its
 	// lease; no Recover reads it here.
 	leasedUntil time.Time
