@@ -289,6 +289,14 @@ func (j *Journal) lead() (again bool) {
 		if c.deferred == nil {
 			c.deferred = make(map[uint64]*deferredWrite)
 		}
+		// Nothing is left waiting: the flush timer is for changes made from now
+		// on (armed by save, or below once this commit returns). Left running, it
+		// would start a commit of its own under load, splitting the group of
+		// write-aheads that was about to form.
+		if c.timer != nil {
+			c.timer.Stop()
+			c.timer = nil
+		}
 	}
 	settles := c.flushing
 	// A flush (a nil rec) writes every settle made before it whole. A

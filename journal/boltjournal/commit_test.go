@@ -142,6 +142,27 @@ func TestSettleRidesAlongWithWriteAhead(t *testing.T) {
 	require.Equal(t, StateSettled, onDisk(t, j, seqOf(a)).State)
 }
 
+// A commit that takes every deferred change stops the flush timer they armed:
+// left running, it would start a commit of its own for the changes made after
+// that commit, before flushDelay had passed for any of them, splitting the
+// next group of write-aheads under load.
+func TestRideStopsTheFlushTimer(t *testing.T) {
+	j, _ := testJournal(t)
+	a := pendingRecord("a")
+	require.NoError(t, j.insert(a, true))
+	a.State = StateSettled
+	require.NoError(t, j.save(a))
+	timer := func() bool {
+		j.commit.mu.Lock()
+		defer j.commit.mu.Unlock()
+		return j.commit.timer != nil
+	}
+	require.True(t, timer(), "a deferred settle arms the flush timer")
+	require.NoError(t, j.insert(pendingRecord("b"), true))
+	require.False(t, timer(), "the write-ahead's commit took the settle: nothing waits for the timer")
+	require.Equal(t, StateSettled, onDisk(t, j, seqOf(a)).State)
+}
+
 // A finished record past Retention is pruned by a later commit, without a
 // restart: every pruneInterval, or every quarter of a Retention under 40
 // minutes, so that a soak's 3-minute Retention bounds its file.
