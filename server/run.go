@@ -50,7 +50,7 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 // cancels the handler's context with ErrLeaseLost or ErrLeaseUnconfirmed (holder.go).
 func (m *Middleware) keep(r *http.Request, rq *request, cl claimed, d *decision, cancel context.CancelCauseFunc) *lease.Keeper {
 	d.keeper = holder{m: m, r: r, d: d, cancel: cancel}
-	return lease.KeepHolder(rq.ctx, m.leaseConfig, &d.keeper, cl.sent)
+	return lease.KeepHolder(rq.ctx, &m.leaseConfig, &d.keeper, cl.sent)
 }
 
 // finish settles the record of a handler that ended with outcome o, its answer resp.

@@ -79,7 +79,7 @@ func (systemClock) AfterFunc(d time.Duration, f func()) Timer { return time.Afte
 // holder that stops before a third of a lease never renews at all. Its methods are safe to
 // call from the goroutine that started it.
 type Keeper struct {
-	c     Config
+	c     *Config // shared by every Keeper of a middleware: never changed
 	h     Holder
 	ctx   context.Context // its values only: renewals outlive the holder's cancellation
 	timer Timer           // its own; nil while it waits on c.Shared
@@ -101,22 +101,23 @@ type Keeper struct {
 // renews Lease/3 after each confirmed call was sent and, after a renewal with an unknown
 // outcome, every Lease/10.
 func Keep(ctx context.Context, c Config, confirmed time.Time) *Keeper {
-	return start(ctx, c, nil, confirmed)
+	return start(ctx, &c, nil, confirmed)
 }
 
 // KeepHolder is Keep with the holder's side given by h; c's Renew, Cancel and Failed are
-// not used.
-func KeepHolder(ctx context.Context, c Config, h Holder, confirmed time.Time) *Keeper {
+// not used. The Keeper reads *c until it is stopped, so that the Keepers of one
+// middleware share one Config: c must not change meanwhile.
+func KeepHolder(ctx context.Context, c *Config, h Holder, confirmed time.Time) *Keeper {
 	return start(ctx, c, h, confirmed)
 }
 
 // start starts a Keeper; a nil h means c's funcs.
-func start(ctx context.Context, c Config, h Holder, confirmed time.Time) *Keeper {
+func start(ctx context.Context, c *Config, h Holder, confirmed time.Time) *Keeper {
 	// Renewals are due a third of a lease after the send of the call they extend: a slow
 	// claim (tried again, or answered late) is renewed at once rather than past its deadline.
 	k := &Keeper{c: c, h: h, ctx: ctx, deadline: Deadline(confirmed, c.Lease), renewAt: confirmed.Add(c.Lease / 3)}
 	if h == nil {
-		k.h = funcHolder{&k.c}
+		k.h = funcHolder{k.c}
 	}
 	k.mu.Lock() // the timer may fire before k.timer is set
 	defer k.mu.Unlock()

@@ -15,7 +15,7 @@ func TestSharedRenewsOnlyLiveKeepers(t *testing.T) {
 	shared := NewShared(clock)
 	renewed := make(chan int, 10)
 	start := func(n int, confirmed time.Time) *Keeper {
-		return KeepHolder(context.Background(), Config{
+		return KeepHolder(context.Background(), &Config{
 			Lease: lease, Timeout: time.Second,
 			Refused: func(err error) bool { return errors.Is(err, errLost) },
 			Lost:    errLost, Unconfirmed: errUnconfirmed, Clock: clock, Shared: shared,
