@@ -59,7 +59,7 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "smoke run: -rounds 1 -d 300ms -resume 10000 (explicit flags win)")
 	postgres := fs.String("postgres", "", "PostgreSQL URL (e.g. postgres://postgres@127.0.0.1:5432/test): adds the row "+pgRow+", idem over journal/pgjournal (empty: no such row)")
 	delay := fs.Duration("server-delay", 0, "the server's think time before answering each /payments request and each of the resume figure's (resumed or plain), as a remote API has (e.g. 20ms)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`, samples labelled by row (go tool pprof -tagfocus 'row=idem POST')")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the rounds (client side) to `file`; every allocation sampled")
 	resumeCPU := fs.String("resume-cpuprofile", "", "write a CPU profile of the warm Resume pass (client side) to `file`")
 	redis := fs.String("redis", "", "Redis address (e.g. 127.0.0.1:6379): adds the server phase's Redis rows, idem over server/redisstore and its floor (empty: no such rows)")

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/idem-go/idem/bench/internal/harness"
@@ -90,7 +91,11 @@ func measure(ctx context.Context, cl client, c int, d time.Duration) *sample {
 		pg0 = cl.pg()
 	}
 	cpu0 := harness.ProcessCPU()
-	s.elapsed = ws.Run(ctx, d, cl.do, record)
+	// The row's label goes to the goroutines started under it (the workers,
+	// and the connections they dial), so that -cpuprofile can be read per row.
+	pprof.Do(ctx, pprof.Labels("row", cl.name), func(ctx context.Context) {
+		s.elapsed = ws.Run(ctx, d, cl.do, record)
+	})
 	s.cpu = harness.ProcessCPU() - cpu0
 	s.alloc = alloc0.since()
 	if cl.commits != nil {
