@@ -92,15 +92,19 @@ func TestAttemptAllocs(t *testing.T) {
 // Done channel. Over a caller's context that can end, the attempt's is a
 // context.WithCancel of it: its context and cancel function, and the
 // children map (2) and Done channel the base's child then needs, 5 in
-// place of those 4. An Observer changes nothing.
+// place of those 4. An Observer changes nothing. Without the attempt header
+// (Options.DisableAttemptHeader), the copy shares the caller's header map
+// instead of making one.
 func TestUnjournaledGETAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		child, cancel bool
 		observer      Observer
+		noAttempt     bool
 		want          float64
 	}{
 		{name: "plain base", want: 4},
+		{name: "without the attempt header", noAttempt: true, want: 2},
 		{name: "base with a child context", child: true, want: 8},
 		{name: "a caller's context that can end", child: true, cancel: true, want: 9},
 		{name: "with an Observer", child: true, cancel: true, observer: NopObserver{}, want: 9},
@@ -115,7 +119,7 @@ func TestUnjournaledGETAllocs(t *testing.T) {
 				resp.Request = r
 				return resp, nil
 			})
-			tr, _ := memTransport(t, &Options{Base: base, Observer: tc.observer})
+			tr, _ := memTransport(t, &Options{Base: base, Observer: tc.observer, DisableAttemptHeader: tc.noAttempt})
 			ctx := context.Background()
 			if tc.cancel {
 				var cancel context.CancelFunc

@@ -302,15 +302,19 @@ func formatAttemptHeader(n, maxN int) string {
 // newRequest builds one attempt: the caller's request with a fresh reader over
 // the same bytes (in st), the idempotency key, and the AttemptHeader's value
 // unless it is "". As golang.org/x/oauth2 does, it copies the request and its
-// header map, not the URL or the header values (capped, so an append copies).
+// header map, not the URL or the header values (capped, so an append copies);
+// with no header to set (no key, no AttemptHeader), the copy shares the
+// caller's map, which neither idem nor net/http writes to.
 func (o *op) newRequest(ctx context.Context, keyHeader, attemptValue string, st *attemptState) *http.Request {
 	r := o.req.WithContext(ctx)
-	r.Header = make(http.Header, len(o.req.Header)+2)
-	for k, v := range o.req.Header {
-		if (o.key != "" && strings.EqualFold(k, keyHeader)) || (attemptValue != "" && strings.EqualFold(k, AttemptHeader)) {
-			continue // replaced below
+	if o.key != "" || attemptValue != "" || o.req.Header == nil { // net/http refuses a nil map
+		r.Header = make(http.Header, len(o.req.Header)+2)
+		for k, v := range o.req.Header {
+			if (o.key != "" && strings.EqualFold(k, keyHeader)) || (attemptValue != "" && strings.EqualFold(k, AttemptHeader)) {
+				continue // replaced below
+			}
+			r.Header[k] = v[:len(v):len(v)]
 		}
-		r.Header[k] = v[:len(v):len(v)]
 	}
 	switch {
 	case o.stream != nil:

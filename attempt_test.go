@@ -365,6 +365,21 @@ func TestDisableAttemptHeader(t *testing.T) {
 	require.NoError(t, err)
 	drain(t, resp)
 	require.Empty(t, srv.requests()[0].Header.Values(AttemptHeader))
+
+	// A GET then has no header to add: its attempt shares the caller's header map,
+	// which must come through unchanged, and a nil one must still be sent.
+	get := newRequest(t, http.MethodGet, srv.URL, "")
+	get.Header.Set("X-Request-Id", "r-1")
+	resp, err = tr.RoundTrip(get)
+	require.NoError(t, err)
+	drain(t, resp)
+	require.Equal(t, http.Header{"X-Request-Id": {"r-1"}}, get.Header, "the caller's header is unchanged")
+	require.Equal(t, "r-1", srv.requests()[1].Header.Get("X-Request-Id"))
+	get.Header = nil
+	resp, err = tr.RoundTrip(get)
+	require.NoError(t, err, "a nil header map is sent as an empty one")
+	drain(t, resp)
+	require.Len(t, srv.requests(), 3)
 }
 
 // The values made once at start are the ones formatted on demand, inside the
