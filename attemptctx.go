@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idem-go/idem/internal/afterfunc"
 )
 
 // attemptCtx is one attempt's context.Context. Value answers the trace and
@@ -32,12 +34,10 @@ type attemptCtx struct {
 	info   *callInfo              // served for infoCtxKey
 
 	// When cancel is nil:
-	mu     sync.Mutex
-	done   chan struct{} // made on first Done, or closedChan once ended
-	err    error         // set once ended
-	funcs  []afterFunc   // AfterFunc's, until the context ends
-	inline [1]afterFunc  // funcs' first backing array: net/http registers one
-	nextID uint64
+	mu    sync.Mutex
+	done  chan struct{}   // made on first Done, or closedChan once ended
+	err   error           // set once ended
+	funcs afterfunc.Funcs // AfterFunc's, until the context ends
 
 	timedOut atomic.Bool
 	// Watcher's fields, under its lock: when the timeout ends the attempt
@@ -45,11 +45,6 @@ type attemptCtx struct {
 	// not in it).
 	deadline int64
 	index    int
-}
-
-type afterFunc struct {
-	id uint64
-	f  func()
 }
 
 // closedChan is the Done channel of an attemptCtx that ended before anyone
@@ -118,12 +113,9 @@ func (c *attemptCtx) end(err error) {
 	} else {
 		close(c.done)
 	}
-	funcs := c.funcs
-	c.funcs = nil
+	funcs := c.funcs.Take()
 	c.mu.Unlock()
-	for _, a := range funcs {
-		a.f()
-	}
+	funcs.Call()
 }
 
 func (c *attemptCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -171,29 +163,13 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	c.nextID++
-	id := c.nextID
-	if c.funcs == nil {
-		c.funcs = c.inline[:0]
-	}
-	c.funcs = append(c.funcs, afterFunc{id: id, f: f})
+	id := c.funcs.Add(f)
 	c.mu.Unlock()
-	return func() bool { return c.stopFunc(id) }
-}
-
-func (c *attemptCtx) stopFunc(id uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, a := range c.funcs {
-		if a.id == id {
-			last := len(c.funcs) - 1
-			copy(c.funcs[i:], c.funcs[i+1:])
-			c.funcs[last] = afterFunc{}
-			c.funcs = c.funcs[:last]
-			return true
-		}
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.funcs.Remove(id)
 	}
-	return false
 }
 
 func (c *attemptCtx) String() string { return "idem attempt context" }

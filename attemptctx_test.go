@@ -80,9 +80,9 @@ func TestAttemptCtxChildren(t *testing.T) {
 	early, cancelEarly := context.WithCancelCause(c)
 	late, cancelLate := context.WithCancel(c)
 	defer cancelLate()
-	require.Len(t, c.funcs, 2, "both children hang on c")
+	require.Equal(t, 2, c.funcs.Len(), "both children hang on c")
 	cancelEarly(nil)
-	require.Len(t, c.funcs, 1, "the child that ended took its registration back")
+	require.Equal(t, 1, c.funcs.Len(), "the child that ended took its registration back")
 	require.ErrorIs(t, early.Err(), context.Canceled)
 
 	c.end(context.Canceled)
@@ -93,7 +93,7 @@ func TestAttemptCtxChildren(t *testing.T) {
 	default:
 		t.Fatal("Done not closed")
 	}
-	require.Empty(t, c.funcs)
+	require.Zero(t, c.funcs.Len())
 	c.end(context.DeadlineExceeded) // a second end changes nothing
 	require.ErrorIs(t, c.Err(), context.Canceled)
 
@@ -119,7 +119,7 @@ func TestAttemptCtxFollowsCaller(t *testing.T) {
 	c.start(parent, new(callInfo), nil)
 	child, cancelChild := context.WithCancel(c)
 	defer cancelChild()
-	require.Empty(t, c.funcs, "the child joined the context package's own")
+	require.Zero(t, c.funcs.Len(), "the child joined the context package's own")
 	cancel()
 	waitDone(t, c)
 	waitDone(t, child)

@@ -2,6 +2,8 @@
 // StoreTimeout away, like context.WithTimeout's, but it arms a timer only when the Store
 // asks for Done. A Store that does not block (memstore) reads Err and Deadline and costs
 // no timer; one that does (Redis, PostgreSQL) gets a Done channel closed at the deadline.
+// Its AfterFunc method keeps what context.AfterFunc registers (pgx does, for each
+// statement), which would otherwise cost a goroutine waiting for Done each time.
 
 package server
 
@@ -9,6 +11,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/idem-go/idem/internal/afterfunc"
 )
 
 // storeCtx is a context.Context that ends at deadline, or when released. Its parent gives
@@ -20,9 +24,10 @@ type storeCtx struct {
 	deadline time.Time
 
 	mu    sync.Mutex
-	done  chan struct{} // made by the first Done
-	timer *time.Timer   // closes done at deadline; armed by the first Done
-	err   error         // DeadlineExceeded or Canceled once ended
+	done  chan struct{}   // made by the first Done
+	timer *time.Timer     // closes done at deadline; armed by the first Done
+	err   error           // DeadlineExceeded or Canceled once ended
+	funcs afterfunc.Funcs // AfterFunc's, until the context ends
 }
 
 // callWithin calls f with a context that has parent's values and ends d from now, or
@@ -83,17 +88,18 @@ func (c *storeCtx) expireIfDue(now time.Time) bool {
 // expire is the timer's call.
 func (c *storeCtx) expire() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.err == nil {
 		c.err = context.DeadlineExceeded
 		close(c.done)
 	}
+	funcs := c.funcs.Take()
+	c.mu.Unlock()
+	funcs.Call()
 }
 
 // release ends the context with Canceled, as a CancelFunc does, and stops its timer.
 func (c *storeCtx) release() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -102,6 +108,30 @@ func (c *storeCtx) release() {
 		if c.done != nil {
 			close(c.done)
 		}
+	}
+	funcs := c.funcs.Take()
+	c.mu.Unlock()
+	funcs.Call()
+}
+
+// AfterFunc arranges for f to be called once c ends, as context.AfterFunc does (which
+// calls this method); stop reports whether it kept f from being called.
+func (c *storeCtx) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	if c.expireIfDue(time.Now()) && c.done != nil {
+		close(c.done)
+	}
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	id := c.funcs.Add(f)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.funcs.Remove(id)
 	}
 }
 

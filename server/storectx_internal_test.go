@@ -70,3 +70,54 @@ func TestStoreCtxCancellableParentFallsBack(t *testing.T) {
 		return nil
 	})
 }
+
+// What context.AfterFunc registers (pgx does, for each statement it sends) is kept by the
+// context itself, not watched by a goroutine of the context package's: it is called when
+// the call returns, or at the deadline, and stop takes it back before that.
+func TestStoreCtxAfterFunc(t *testing.T) {
+	parent := context.WithoutCancel(context.Background())
+	called := make(chan string, 3)
+	var c *storeCtx
+	_ = callWithin(parent, time.Hour, func(ctx context.Context) error {
+		c = ctx.(*storeCtx)
+		stop := context.AfterFunc(ctx, func() { called <- "stopped" })
+		context.AfterFunc(ctx, func() { called <- "at the end" })
+		child, cancel := context.WithCancel(ctx) // joins without a goroutine too
+		defer cancel()
+		c.mu.Lock()
+		n := c.funcs.Len()
+		c.mu.Unlock()
+		if n != 3 {
+			t.Errorf("%d functions kept by the context, want 3 (2 AfterFunc, 1 child)", n)
+		}
+		if !stop() || stop() {
+			t.Error("stop: want true once, then false")
+		}
+		context.AfterFunc(child, func() { called <- "child" })
+		return nil
+	})
+	got := map[string]bool{<-called: true, <-called: true}
+	if !got["at the end"] || !got["child"] {
+		t.Fatalf("called %v, want the registration and the child's, once the call returned", got)
+	}
+
+	// Past its deadline, the context calls what it holds, and what comes later at once.
+	err := callWithin(parent, time.Millisecond, func(ctx context.Context) error {
+		context.AfterFunc(ctx, func() { called <- "at the deadline" })
+		<-ctx.Done()
+		if got := <-called; got != "at the deadline" {
+			t.Errorf("called %q", got)
+		}
+		stop := context.AfterFunc(ctx, func() { called <- "late" })
+		if got := <-called; got != "late" || stop() {
+			t.Errorf("registered after the end: called %q, stop true", got)
+		}
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if len(called) != 0 {
+		t.Fatalf("%d more calls, want none", len(called))
+	}
+}
