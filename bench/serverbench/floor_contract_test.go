@@ -14,6 +14,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMemContractFloor(t *testing.T) {
@@ -107,5 +109,33 @@ func checkContractFloor(t *testing.T, newFloor func(http.Handler) *contractFloor
 	if err != nil || held.answer == nil || held.answer.status != http.StatusCreated || string(held.answer.body) != "ok" ||
 		held.answer.header.Get("Content-Type") != "text/plain" {
 		t.Errorf("after the claim's completion: %+v, %v; want its answer", held.answer, err)
+	}
+}
+
+// A claim with a token that was released (the repeat of a claim whose reply was lost,
+// given up meanwhile) is refused: it must not make a record no handler runs. Another
+// token claims the key as usual.
+func TestPGContractFloorRefusesAReleasedToken(t *testing.T) {
+	pool, schema := pgSchema(t)
+	ctx := context.Background()
+	if err := createPGContractFloor(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	k := newPGContractFloor(nil, pool, schema, time.Minute, time.Hour).k.(*pgContractKeeper)
+	if _, claimed, err := k.claim(ctx, "s", "fp", "t1"); err != nil || !claimed {
+		t.Fatalf("first claim: claimed %v, %v", claimed, err)
+	}
+	if err := k.release(ctx, "s", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, claimed, err := k.claim(ctx, "s", "fp", "t1"); err != nil || claimed {
+		t.Fatalf("the released token's claim: claimed %v, %v; want refused", claimed, err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, pgContractTable}.Sanitize()).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d records, %v; want none", n, err)
+	}
+	if _, claimed, err := k.claim(ctx, "s", "fp", "t2"); err != nil || !claimed {
+		t.Fatalf("another token: claimed %v, %v", claimed, err)
 	}
 }
