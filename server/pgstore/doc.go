@@ -49,25 +49,22 @@
 // in its URL), is trusted with them: each statement then goes alone, and PostgreSQL runs
 // one statement per call instead of two.
 //
-// Claim is one round trip in the common case:
+// Claim is one round trip for a new key, as the least such store makes it:
 //
-//	WITH ins AS (
-//	  INSERT INTO server_records (scope, fingerprint, token, lease_until, expires_at)
-//	  VALUES ($1, $2, $5, now + lease, now + greatest(lease, ttl))
-//	  ON CONFLICT (scope) DO NOTHING
-//	  RETURNING token)
-//	SELECT true, token, … FROM ins
-//	UNION ALL
-//	SELECT false, token, lease_until IS NOT NULL, fingerprint, lease_until - now, …
-//	  FROM server_records WHERE scope = $1 AND NOT EXISTS (SELECT FROM ins)
+//	INSERT INTO server_records (scope, fingerprint, token, lease_until, expires_at, prune_from)
+//	SELECT $1, $2, $5, now + lease, now + greatest(lease, ttl), now + greatest(lease, ttl)
+//	WHERE NOT EXISTS (SELECT FROM server_released WHERE scope = $1 AND token = $5 AND …)
+//	ON CONFLICT (scope) DO NOTHING
 //
-// It returns either the new token or the live row it ran into; a row in progress under
-// the caller's own token is a repeat of a claim whose reply was lost, and counts as
-// claimed. Two cases take more: if
-// that row was committed after the statement's snapshot was taken (a concurrent claim
-// that won), the statement returns nothing and a plain SELECT follows; if the row has
-// expired, it counts as absent: it is deleted (DELETE … WHERE scope = $1 AND expires_at
-// <= now) and the claim made again.
+// If it made no row, the key is taken: a second round trip reads the live row it ran into
+// (SELECT token, lease_until IS NOT NULL, fingerprint, lease_until - now, … WHERE scope =
+// $1). A row in progress under the caller's own token is a repeat of a claim whose reply
+// was lost, and counts as claimed; an expired row counts as absent: it is deleted
+// (DELETE … WHERE scope = $1 AND expires_at <= now) and the claim made again; no row at
+// all means the token was released before this claim arrived (refused), or the row went
+// in between (claimed again). Returning the row from the claim statement itself, to save
+// the replay its second round trip, cost PostgreSQL twice the time of this INSERT for
+// every new key (bench/LOG.md, 2026-12-06).
 //
 // Each transition changes the row only while the token holds it in progress and it is
 // live:

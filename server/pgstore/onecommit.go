@@ -83,10 +83,11 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 	}
 	id := sc.ID()
 	for range maxClaimRounds {
-		tx, r, err := o.begin(ctx, id, token, fingerprint, lease, ttl)
+		tx, err := o.begin(ctx, id, token, fingerprint, lease, ttl)
 		var pgErr *pgconn.PgError
+		var r row
 		switch {
-		case err == nil && r.claimed:
+		case err == nil && tx != nil:
 			o.mu.Lock()
 			o.tx[token] = &held{tx: tx, state: txOpen}
 			o.mu.Unlock()
@@ -95,8 +96,8 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 			// Another transaction holds the key, uncommitted: its handler runs.
 			return server.Claim{Record: server.Record{State: server.StateInProgress, Fingerprint: fingerprint,
 				LeaseLeft: lease, ExpiresIn: max(lease, ttl)}}, nil
-		case errors.Is(err, pgx.ErrNoRows):
-			// The row that won was committed after the statement's snapshot: read it.
+		case err == nil:
+			// Taken: read the row that won.
 			err = o.s.queryRow(ctx, &r, o.s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue // gone again since: claim again
@@ -114,12 +115,12 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 
 // begin begins a transaction and runs the claim statement in it, under a lock timeout
 // that it then sets back for the handler's statements (one round trip after BEGIN). It
-// returns the open transaction if the claim was made; otherwise it has rolled it back.
-func (o *OneCommit) begin(ctx context.Context, id, token, fingerprint string, lease, ttl time.Duration) (pgx.Tx, row, error) {
-	var r row
+// returns the open transaction if the claim was made; otherwise (nil) it has rolled it
+// back.
+func (o *OneCommit) begin(ctx context.Context, id, token, fingerprint string, lease, ttl time.Duration) (pgx.Tx, error) {
 	tx, err := o.s.pool.Begin(ctx)
 	if err != nil {
-		return nil, r, err
+		return nil, err
 	}
 	wait := o.s.opts.StatementTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -134,8 +135,9 @@ func (o *OneCommit) begin(ctx context.Context, id, token, fingerprint string, le
 	b.Queue(o.s.q.restoreTimeouts)
 	br := tx.SendBatch(ctx, b)
 	_, err = br.Exec()
+	var tag pgconn.CommandTag
 	if err == nil {
-		err = r.scan(br.QueryRow())
+		tag, err = br.Exec()
 	}
 	if err == nil {
 		_, err = br.Exec()
@@ -143,11 +145,11 @@ func (o *OneCommit) begin(ctx context.Context, id, token, fingerprint string, le
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil || !r.claimed {
+	if err != nil || tag.RowsAffected() != 1 {
 		o.rollback(ctx, tx)
-		return nil, r, err
+		return nil, err
 	}
-	return tx, r, nil
+	return tx, nil
 }
 
 // rollback rolls tx back, even when ctx has ended; if it cannot, pgx closes the

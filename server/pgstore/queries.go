@@ -37,18 +37,13 @@ func newQueries(schema string) queries {
 	held := ` AND lease_until IS NOT NULL`
 	cols := `lease_until IS NOT NULL, fingerprint, ` + left("lease_until") + `, ` + left("expires_at") + `, status, header, body, unreplayable`
 	q := queries{
-		// The INSERT's RETURNING gives the new token; when it did nothing, the second
-		// branch gives the row it ran into (if the statement's snapshot can see it).
-		claim: `WITH ins AS (
-	INSERT INTO ` + t + ` (scope, fingerprint, token, lease_until, expires_at, prune_from)
+		// The claim changes one row if it made the record; none if the key is taken (find
+		// then reads the row) or the token was released before this claim arrived.
+		claim: `INSERT INTO ` + t + ` (scope, fingerprint, token, lease_until, expires_at, prune_from)
 	SELECT $1, $2, $5, ` + now + ` + $3` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `, ` + now + ` + greatest($3, $4)` + micro + `
 	WHERE NOT EXISTS (SELECT FROM ` + rel + ` WHERE scope = $1 AND token = $5 AND expires_at > ` + now + `)
-	ON CONFLICT (scope) DO NOTHING
-	RETURNING token)
-SELECT true, token, true, '', 0::bigint, 0::bigint, NULL::integer, NULL::bytea, NULL::bytea, NULL::text FROM ins
-UNION ALL
-SELECT false, token, ` + cols + ` FROM ` + t + ` WHERE scope = $1 AND NOT EXISTS (SELECT FROM ins)`,
-		find:        `SELECT false, token, ` + cols + ` FROM ` + t + ` WHERE scope = $1`,
+	ON CONFLICT (scope) DO NOTHING`,
+		find:        `SELECT token, ` + cols + ` FROM ` + t + ` WHERE scope = $1`,
 		dropExpired: `DELETE FROM ` + t + ` WHERE scope = $1 AND expires_at <= ` + now,
 		// The fenced transitions: each changes the row only while token $2 holds it in
 		// progress and it has not expired.

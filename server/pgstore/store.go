@@ -88,39 +88,42 @@ func (s *Store) Close() {
 // instance's claim and release, or an expired row deleted, so two or three are plenty.
 const maxClaimRounds = 8
 
-// Claim implements server.Store. It is one INSERT … ON CONFLICT (scope) DO NOTHING that
-// also returns, in the same statement, the row that made it do nothing. Two cases take
-// more round trips: the conflicting row was committed after the statement's snapshot was
-// taken, so the statement cannot see it (a plain SELECT follows); or the row had expired
-// (it is deleted, as absent rows are, and the claim made again).
+// Claim implements server.Store. It is one INSERT … ON CONFLICT (scope) DO NOTHING; if
+// that makes no row, the key is taken (a SELECT reads the row it ran into), or the token
+// was released before this claim arrived (refused). A row that has expired counts as
+// absent: it is deleted and the claim made again.
 func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint string, lease, ttl time.Duration) (server.Claim, error) {
 	if token == "" {
 		return server.Claim{}, errors.New("pgstore: claim: empty token")
 	}
 	id := sc.ID()
 	for range maxClaimRounds {
+		made, err := s.exec(ctx, s.q.claim, id, fingerprint, micros(lease), micros(ttl), token)
+		if err != nil {
+			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		if made == 1 {
+			return server.Claim{Claimed: true, Token: token}, nil
+		}
 		var r row
-		err := s.queryRow(ctx, &r, s.q.claim, id, fingerprint, micros(lease), micros(ttl), token)
+		err = s.queryRow(ctx, &r, s.q.find, id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			err = s.queryRow(ctx, &r, s.q.find, id)
-			if errors.Is(err, pgx.ErrNoRows) {
-				// Released between the two statements (claim again), or the token was
-				// released before this claim arrived: refused.
-				var refused bool
-				if err := s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token); err != nil {
-					return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
-				}
-				if refused {
-					return server.Claim{}, server.ErrLeaseLost
-				}
-				continue
+			// Released since the INSERT ran (claim again), or the token was released
+			// before this claim arrived: refused.
+			var refused bool
+			if err := s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token); err != nil {
+				return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 			}
+			if refused {
+				return server.Claim{}, server.ErrLeaseLost
+			}
+			continue
 		}
 		if err != nil {
 			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
-		if r.claimed || r.inProgress && r.token.Valid && r.token.String == token {
-			return server.Claim{Claimed: true, Token: token}, nil // made now, or a repeat
+		if r.inProgress && r.token.Valid && r.token.String == token {
+			return server.Claim{Claimed: true, Token: token}, nil // a repeat whose reply was lost
 		}
 		if c, again, err := s.existing(ctx, id, &r); !again {
 			return c, err
@@ -148,9 +151,8 @@ func (s *Store) existing(ctx context.Context, id string, r *row) (c server.Claim
 	return server.Claim{Record: rec}, false, nil
 }
 
-// row is what the claim and find statements return.
+// row is what the find statement returns.
 type row struct {
-	claimed      bool
 	token        pgtype.Text // pgtype's nullable types scan without a plan per row
 	inProgress   bool
 	fingerprint  string
@@ -162,11 +164,7 @@ type row struct {
 }
 
 func (x *row) scan(r pgx.Row) error {
-	err := r.Scan(&x.claimed, &x.token, &x.inProgress, &x.fingerprint, &x.leaseLeft, &x.expiresIn, &x.status, &x.header, &x.body, &x.unreplayable)
-	if err == nil && x.claimed && !x.token.Valid {
-		err = errors.New("the claim returned no token")
-	}
-	return err
+	return r.Scan(&x.token, &x.inProgress, &x.fingerprint, &x.leaseLeft, &x.expiresIn, &x.status, &x.header, &x.body, &x.unreplayable)
 }
 
 // record is r as server.Store reports a live record.
