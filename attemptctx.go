@@ -157,19 +157,7 @@ func (c *attemptCtx) AfterFunc(f func()) (stop func() bool) {
 	if c.cancel != nil {
 		return context.AfterFunc(c.parent, f)
 	}
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		go f()
-		return func() bool { return false }
-	}
-	id := c.funcs.Add(f)
-	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.funcs.Remove(id)
-	}
+	return c.funcs.AfterFunc(&c.mu, func() bool { return c.err != nil }, f)
 }
 
 func (c *attemptCtx) String() string { return "idem attempt context" }

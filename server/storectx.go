@@ -117,22 +117,12 @@ func (c *storeCtx) release() {
 // AfterFunc arranges for f to be called once c ends, as context.AfterFunc does (which
 // calls this method); stop reports whether it kept f from being called.
 func (c *storeCtx) AfterFunc(f func()) (stop func() bool) {
-	c.mu.Lock()
-	if c.expireIfDue(time.Now()) && c.done != nil {
-		close(c.done)
-	}
-	if c.err != nil {
-		c.mu.Unlock()
-		go f()
-		return func() bool { return false }
-	}
-	id := c.funcs.Add(f)
-	c.mu.Unlock()
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.funcs.Remove(id)
-	}
+	return c.funcs.AfterFunc(&c.mu, func() bool {
+		if c.expireIfDue(time.Now()) && c.done != nil {
+			close(c.done)
+		}
+		return c.err != nil
+	}, f)
 }
 
 func (c *storeCtx) String() string { return "server.storeCtx" }

@@ -5,9 +5,12 @@
 // request).
 package afterfunc
 
+import "sync"
+
 // Funcs is the functions registered on one context, until it ends. It has no lock of its
-// own: its owner calls every method with the context's lock held, and calls what Take
-// returned once that lock is released. The zero value is empty and ready for use.
+// own: its owner calls Len and Take with the context's lock held (AfterFunc takes it), and
+// calls what Take returned once that lock is released. The zero value is empty and ready
+// for use.
 type Funcs struct {
 	list   []entry
 	inline [1]entry // list's first backing array: one registration is the usual case
@@ -19,8 +22,27 @@ type entry struct {
 	f  func()
 }
 
-// Add registers f and returns its id, for Remove.
-func (fs *Funcs) Add(f func()) uint64 {
+// AfterFunc is the owner context's AfterFunc method, as context.AfterFunc calls it: it
+// registers f under mu, unless ended (called under mu) reports the context ended, in which
+// case f is called at once in its own goroutine. stop reports whether it kept f from being
+// called: false once Take took it, or after an earlier stop.
+func (fs *Funcs) AfterFunc(mu sync.Locker, ended func() bool, f func()) (stop func() bool) {
+	mu.Lock()
+	if ended() {
+		mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	id := fs.add(f)
+	mu.Unlock()
+	return func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return fs.remove(id)
+	}
+}
+
+func (fs *Funcs) add(f func()) uint64 {
 	fs.nextID++
 	if fs.list == nil {
 		fs.list = fs.inline[:0]
@@ -29,9 +51,7 @@ func (fs *Funcs) Add(f func()) uint64 {
 	return fs.nextID
 }
 
-// Remove unregisters id and reports whether it was registered: false once Take took it
-// (its function is called, or about to be) or after an earlier Remove.
-func (fs *Funcs) Remove(id uint64) bool {
+func (fs *Funcs) remove(id uint64) bool {
 	for i, e := range fs.list {
 		if e.id == id {
 			last := len(fs.list) - 1
@@ -47,8 +67,8 @@ func (fs *Funcs) Remove(id uint64) bool {
 // Len is how many functions are registered.
 func (fs *Funcs) Len() int { return len(fs.list) }
 
-// Take empties fs and returns what was registered. Once its context has ended, the owner
-// must not call Add again (context.AfterFunc on an ended context calls f at once).
+// Take empties fs and returns what was registered. Once its context has ended, ended
+// must report it to AfterFunc, which then registers nothing more.
 func (fs *Funcs) Take() Taken {
 	t := Taken(fs.list)
 	fs.list = nil
