@@ -68,6 +68,7 @@ type committer struct {
 	spareQueue    []*write
 	spareDeferred map[uint64]*deferredWrite
 	timer         *time.Timer
+	timerGen      uint64  // counts the timers armed: a stopped one's late call knows it is stale
 	history       history // settled records owed to the done bucket (history.go)
 	// lastPrune is when the periodic prune last started.
 	lastPrune time.Time
@@ -337,7 +338,7 @@ func (j *Journal) lead() (again bool) {
 	if again = len(c.queue) > 0; !again {
 		c.leading = false
 		if len(c.deferred) > 0 && c.timer == nil && !c.closed {
-			c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
+			j.armFlush()
 		}
 		c.idle.Broadcast()
 	}

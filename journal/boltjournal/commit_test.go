@@ -152,15 +152,28 @@ func TestRideStopsTheFlushTimer(t *testing.T) {
 	require.NoError(t, j.insert(a, true))
 	a.State = StateSettled
 	require.NoError(t, j.save(a))
-	timer := func() bool {
+	timer := func() *time.Timer {
 		j.commit.mu.Lock()
 		defer j.commit.mu.Unlock()
-		return j.commit.timer != nil
+		return j.commit.timer
 	}
-	require.True(t, timer(), "a deferred settle arms the flush timer")
-	require.NoError(t, j.insert(pendingRecord("b"), true))
-	require.False(t, timer(), "the write-ahead's commit took the settle: nothing waits for the timer")
+	require.NotNil(t, timer(), "a deferred settle arms the flush timer")
+	j.commit.mu.Lock()
+	firstGen := j.commit.timerGen
+	j.commit.mu.Unlock()
+	b := pendingRecord("b")
+	require.NoError(t, j.insert(b, true))
+	require.Nil(t, timer(), "the write-ahead's commit took the settle: nothing waits for the timer")
 	require.Equal(t, StateSettled, onDisk(t, j, seqOf(a)).State)
+
+	// The stopped timer may have fired already, its call waiting for the lock: run
+	// late, it must leave the timer of the changes made since alone.
+	b.State = StateSettled
+	require.NoError(t, j.save(b))
+	second := timer()
+	require.NotNil(t, second)
+	j.flushDeferred(firstGen)
+	require.Same(t, second, timer(), "a stale timer's call dropped the current one")
 }
 
 // A finished record past Retention is pruned by a later commit, without a

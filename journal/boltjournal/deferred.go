@@ -55,9 +55,17 @@ func (j *Journal) save(rec *Record) error {
 	c.deferred[id] = d
 	j.sawWritten(d.written) // reads see it from now on
 	if !c.leading && c.timer == nil {
-		c.timer = time.AfterFunc(flushDelay, j.flushDeferred)
+		j.armFlush()
 	}
 	return nil
+}
+
+// armFlush sets the flush timer for the deferred changes. c.mu must be held.
+func (j *Journal) armFlush() {
+	c := &j.commit
+	c.timerGen++
+	gen := c.timerGen
+	c.timer = time.AfterFunc(flushDelay, func() { j.flushDeferred(gen) })
 }
 
 // record returns a copy of record id as d stores it, or nil if its
@@ -74,10 +82,17 @@ func (d *deferredWrite) record(id uint64) *Record {
 	return rec
 }
 
-// flushDeferred commits deferred changes that no write-ahead took along.
-func (j *Journal) flushDeferred() {
+// flushDeferred, the call of the flush timer armed as gen, commits deferred
+// changes that no write-ahead took along. A timer that is no longer the
+// current one fired as a commit stopped it (the changes it was for are
+// taken): its call leaves the current timer alone.
+func (j *Journal) flushDeferred(gen uint64) {
 	c := &j.commit
 	c.mu.Lock()
+	if c.timer == nil || c.timerGen != gen {
+		c.mu.Unlock()
+		return
+	}
 	c.timer = nil
 	if !c.closed && !c.leading && len(c.deferred) > 0 { // a running commit re-arms the timer if it leaves any
 		j.kickLoop()
