@@ -100,6 +100,9 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 			// Taken: read the row that won.
 			err = o.s.queryRow(ctx, &r, o.s.q.find, id)
 			if errors.Is(err, pgx.ErrNoRows) {
+				if err := o.s.refuseReleased(ctx, id, token); err != nil {
+					return server.Claim{}, err
+				}
 				continue // gone again since: claim again
 			}
 		}

@@ -8,6 +8,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -319,4 +320,29 @@ func TestOneCommitLostCommitReply(t *testing.T) {
 	assert.True(t, got.Replayed())
 	assert.EqualValues(t, 1, s.payer.entered.Load())
 	assert.Equal(t, 1, paymentCount(t, direct, s.schema, "order-1c"))
+}
+
+// A claim whose token was released before it arrived (the repeat of a claim whose reply
+// was lost, given up meanwhile) is refused, as Store.Claim refuses it, rather than tried
+// until no round is left.
+func TestOneCommitRefusesAReleasedToken(t *testing.T) {
+	pool := testPool(t)
+	s := openStore(t, pool, pgstore.Options{Schema: testSchema(t, pool)})
+	ctx := context.Background()
+	sc := server.Scope{Identity: "id", Method: "POST", Path: "/payments", Key: "k"}
+	tok := server.NewToken()
+	if err := s.Release(ctx, sc, tok); err != nil {
+		t.Fatalf("Release before any claim = %v", err)
+	}
+	if _, err := s.OneCommit().Claim(ctx, sc, tok, "fp", time.Minute, time.Hour); !errors.Is(err, server.ErrLeaseLost) {
+		t.Fatalf("the late claim = %v, want ErrLeaseLost", err)
+	}
+	oc, other := s.OneCommit(), server.NewToken()
+	cl, err := oc.Claim(ctx, sc, other, "fp", time.Minute, time.Hour)
+	if err != nil || !cl.Claimed {
+		t.Fatalf("another token's claim = %+v, %v", cl, err)
+	}
+	if err := oc.Release(ctx, sc, other); err != nil { // its transaction rolled back
+		t.Fatal(err)
+	}
 }

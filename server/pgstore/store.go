@@ -108,16 +108,10 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		var r row
 		err = s.queryRow(ctx, &r, s.q.find, id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			// Released since the INSERT ran (claim again), or the token was released
-			// before this claim arrived: refused.
-			var refused bool
-			if err := s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token); err != nil {
-				return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			if err := s.refuseReleased(ctx, id, token); err != nil {
+				return server.Claim{}, err
 			}
-			if refused {
-				return server.Claim{}, server.ErrLeaseLost
-			}
-			continue
+			continue // released since the INSERT ran: claim again
 		}
 		if err != nil {
 			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -130,6 +124,20 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 		}
 	}
 	return server.Claim{}, errNoStableClaim
+}
+
+// refuseReleased is what a claim that made no row, and then found none, does: it returns
+// server.ErrLeaseLost if token was released before the claim arrived (a repeat of a claim
+// whose reply was lost, given up meanwhile), nil if the row went in between.
+func (s *Store) refuseReleased(ctx context.Context, id, token string) error {
+	var refused bool
+	if err := s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token); err != nil {
+		return fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if refused {
+		return server.ErrLeaseLost
+	}
+	return nil
 }
 
 // errNoStableClaim is returned when a claim meets concurrent changes maxClaimRounds times.
