@@ -69,6 +69,11 @@ func (c *storeCtx) Done() <-chan struct{} {
 func (c *storeCtx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.errLocked()
+}
+
+// errLocked is Err with mu held.
+func (c *storeCtx) errLocked() error {
 	if c.expireIfDue(time.Now()) && c.done != nil {
 		close(c.done)
 	}
@@ -117,12 +122,7 @@ func (c *storeCtx) release() {
 // AfterFunc arranges for f to be called once c ends, as context.AfterFunc does (which
 // calls this method); stop reports whether it kept f from being called.
 func (c *storeCtx) AfterFunc(f func()) (stop func() bool) {
-	return c.funcs.AfterFunc(&c.mu, func() bool {
-		if c.expireIfDue(time.Now()) && c.done != nil {
-			close(c.done)
-		}
-		return c.err != nil
-	}, f)
+	return c.funcs.AfterFunc(&c.mu, func() bool { return c.errLocked() != nil }, f)
 }
 
 func (c *storeCtx) String() string { return "server.storeCtx" }
