@@ -62,9 +62,9 @@
 // was lost, and counts as claimed; an expired row counts as absent: it is deleted
 // (DELETE … WHERE scope = $1 AND expires_at <= now) and the claim made again; no row at
 // all means the token was released before this claim arrived (refused), or the row went
-// in between (claimed again). Returning the row from the claim statement itself, to save
-// the replay its second round trip, cost PostgreSQL twice the time of this INSERT for
-// every new key (bench/LOG.md, 2026-12-06).
+// in between (claimed again). A claim that also returned the row it ran into, sparing a
+// replay its second round trip, cost PostgreSQL about twice this INSERT's time on every
+// new key.
 //
 // Each transition changes the row only while the token holds it in progress and it is
 // live:
