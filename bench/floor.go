@@ -98,7 +98,7 @@ func (f *floorTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := f.q.put(floorPut{key, floorRecord(req.Method, req.URL.String(), req.Header.Get("Content-Type"), body)}); err != nil {
 		return nil, err
 	}
-	resp, err := f.base.RoundTrip(withKey(req, hex.EncodeToString(key), body))
+	resp, err := f.base.RoundTrip(withKey(req.Context(), req, hex.EncodeToString(key), body))
 	if err == nil {
 		f.q.settle(key)
 	}

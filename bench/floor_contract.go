@@ -7,7 +7,8 @@
 // body inline), and on settle keeps a settled record of those bytes
 // (status, attempts, times; no headers or body) for Retention, written many
 // at a time as idem's history is: with the commit after 64 KiB are owed, or
-// one second after the oldest.
+// one second after the oldest. It sends the POST as one attempt of idem's
+// contract (floor_attempt.go).
 
 package main
 
@@ -151,9 +152,10 @@ func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, e
 	if err := f.q.put(floorPut{id, op.pendingValue(body)}); err != nil {
 		return nil, err
 	}
-	out := withKey(req, uuidString(op.key), body)
+	ctx, cancel := attemptContext(req.Context())
+	out := withKey(ctx, req, uuidString(op.key), body)
 	op.lastAttempt = time.Now().UTC()
-	resp, err := f.base.RoundTrip(out)
+	resp, err := sendAttempt(f.base, out, cancel)
 	if err == nil {
 		op.settled, op.status, op.updated, op.header = true, resp.StatusCode, time.Now().UTC(), nil
 		f.settleContract(id, op.appendMeta(make([]byte, 0, 176+len(op.url))))

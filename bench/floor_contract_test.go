@@ -1,6 +1,6 @@
 // This file tests the contract floor (floor_contract.go): its settled record
-// is idem's in length and layout, and its POSTs send a UUID key and leave
-// only settled records behind.
+// is idem's in length and layout, and its POSTs send a UUID key and idem's
+// attempt header and leave only settled records behind.
 
 package main
 
@@ -46,13 +46,14 @@ func (failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
 // TestContractFloorWritesIdemsBytes sends one POST through idem and three
 // through the contract floor: the floor's settled records have the length of
 // idem's, and its bytes where neither a key, a credential tag nor a time
-// is; each request carried a fresh UUID key; no write-ahead is left.
+// is; each request carried a fresh UUID key and the attempt header; no
+// write-ahead is left.
 func TestContractFloorWritesIdemsBytes(t *testing.T) {
 	uuidRe := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
-	keys := map[string]bool{}
+	keys := map[string]string{} // each key sent, to its attempt header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		keys[r.Header.Get("Idempotency-Key")] = true
+		keys[r.Header.Get("Idempotency-Key")] = r.Header.Get(idem.AttemptHeader)
 		if r.URL.Path == pathHeld {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -147,10 +148,16 @@ func TestContractFloorWritesIdemsBytes(t *testing.T) {
 	if len(keys) != 5 {
 		t.Errorf("%d distinct keys sent, want 5", len(keys))
 	}
-	for k := range keys {
+	attempts := map[string]int{}
+	for k, attempt := range keys {
 		if !uuidRe.MatchString(k) {
 			t.Errorf("key %q is not a version 4 UUID", k)
 		}
+		attempts[attempt]++
+	}
+	// idem's two (MaxAttempts 1), and the floor's three as idem's defaults send them.
+	if attempts["attempt=1; max=1"] != 2 || attempts["attempt=1; max=6"] != 3 {
+		t.Errorf("attempt headers sent %v, want idem's 2 of attempt=1; max=1 and the floor's 3 of attempt=1; max=6", attempts)
 	}
 }
 

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 )
@@ -20,10 +21,10 @@ func readBody(req *http.Request) ([]byte, error) {
 	return body, err
 }
 
-// withKey returns a clone of req with key in its Idempotency-Key header and
-// body as its body (GetBody set, for net/http's own retries).
-func withKey(req *http.Request, key string, body []byte) *http.Request {
-	out := req.Clone(req.Context())
+// withKey returns a clone of req under ctx with key in its Idempotency-Key
+// header and body as its body (GetBody set, for net/http's own retries).
+func withKey(ctx context.Context, req *http.Request, key string, body []byte) *http.Request {
+	out := req.Clone(ctx)
 	out.Header.Set("Idempotency-Key", key)
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -68,7 +68,7 @@ func (f *pgFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := f.q.put(pgFloorPut{key: key, method: req.Method, url: req.URL.String(), body: body}); err != nil {
 		return nil, err
 	}
-	resp, err := f.base.RoundTrip(withKey(req, key, body))
+	resp, err := f.base.RoundTrip(withKey(req.Context(), req, key, body))
 	if err == nil {
 		f.q.settle(key)
 	}

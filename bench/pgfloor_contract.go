@@ -7,8 +7,9 @@
 // database's clock), and a settle, instead of the bare floor's DELETE, is
 // the UPDATE that keeps the settled record for the dedupe window,
 // conditional on the row's epoch and lease as pgjournal's is, riding the
-// next write-ahead's transaction. What it leaves out is idem's client
-// work: claims, classification, retries, the Transport.
+// next write-ahead's transaction. It sends the POST as one attempt of idem's
+// contract (floor_attempt.go). What it leaves out is idem's client work:
+// claims, retries, the Transport.
 
 package main
 
@@ -104,7 +105,8 @@ func (f *pgContractFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := f.q.put(p); err != nil {
 		return nil, err
 	}
-	resp, err := f.base.RoundTrip(withKey(req, rec.Key, body))
+	ctx, cancel := attemptContext(req.Context())
+	resp, err := sendAttempt(f.base, withKey(ctx, req, rec.Key, body), cancel)
 	if err != nil {
 		return nil, err
 	}
