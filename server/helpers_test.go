@@ -1,5 +1,6 @@
 // helpers_test.go has what the middleware's tests share: a service (a payments handler
-// behind the middleware, on a memstore with a fake clock, on a loopback server), plain
+// behind the middleware, on a memstore with a fake clock and lease keepers on another,
+// on a loopback server), plain
 // requests, a recording Observer and a Store that can fail.
 
 package server_test
@@ -23,6 +24,7 @@ import (
 
 	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/server"
+	"github.com/idem-go/idem/server/internal/lease"
 	"github.com/idem-go/idem/server/internal/servicetest"
 	"github.com/idem-go/idem/server/memstore"
 	"github.com/idem-go/idem/server/servertest"
@@ -31,7 +33,8 @@ import (
 // service is a payments handler behind the middleware, on a loopback server.
 type service struct {
 	t     *testing.T
-	clock *servertest.Clock
+	clock *servertest.Clock  // the memstore's
+	lease *lease.ManualClock // the lease keepers': it stands still unless a test moves it
 	store *memstore.Store
 	obs   *recorder
 	srv   *httptest.Server
@@ -46,7 +49,9 @@ type service struct {
 func newService(t *testing.T, opts server.Options, handler func(s *service) http.Handler) *service {
 	t.Helper()
 	leakcheck.Check(t)
-	s := &service{t: t, clock: servertest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)), obs: &recorder{}}
+	s := &service{t: t, clock: servertest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)),
+		lease: lease.NewManualClock(time.Now()), obs: &recorder{}}
+	server.SetLeaseClock(t, s.lease)
 	s.store = memstore.New(&memstore.Options{Now: s.clock.Now})
 	if opts.Store == nil {
 		opts.Store = s.store
@@ -67,6 +72,14 @@ func newService(t *testing.T, opts server.Options, handler func(s *service) http
 	t.Cleanup(func() { shutdown(mw.Shutdown) })
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// advanceLease moves the lease keepers' clock up to the real time, then on by d, and
+// returns once the timer calls that brought due have returned: the middleware stamps a
+// claim with the real time it was sent, and its keeper counts from there.
+func (s *service) advanceLease(d time.Duration) {
+	s.lease.Advance(max(time.Since(s.lease.Now()), 0) + d)
+	s.lease.Wait()
 }
 
 // pay is the payments handler: it runs the effect and answers 201 with the payment.

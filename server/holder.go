@@ -12,6 +12,9 @@ import (
 	"github.com/idem-go/idem/server/internal/lease"
 )
 
+// leaseClock is the time the lease keepers read; tests set a lease.ManualClock.
+var leaseClock = lease.System
+
 // leaseConfig is the lease keepers' settings, the same for every request of c, with
 // one timer they share until their first renewal.
 func leaseConfig(c *config) lease.Config {
@@ -21,8 +24,8 @@ func leaseConfig(c *config) lease.Config {
 		Refused:     func(err error) bool { return errors.Is(err, ErrLeaseLost) },
 		Lost:        ErrLeaseLost,
 		Unconfirmed: ErrLeaseUnconfirmed,
-		Clock:       lease.System,
-		Shared:      lease.NewShared(lease.System), // most handlers end before their first renewal
+		Clock:       leaseClock,
+		Shared:      lease.NewShared(leaseClock), // most handlers end before their first renewal
 	}
 }
 

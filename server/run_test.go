@@ -19,23 +19,43 @@ import (
 	"github.com/idem-go/idem/server"
 )
 
-// A handler slower than its lease keeps it: the heartbeat renews every Lease/3.
-func TestHeartbeatRenewsLease(t *testing.T) {
-	fs := &flakyStore{}
-	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Millisecond, TTL: time.Hour}, func(s *service) http.Handler {
+// heldHandler returns a payments handler that closes entered once it runs and pays once
+// release is called. The test registers release as a cleanup too, after newService (so
+// that it runs before the server closes): a failed test lets the handler go.
+func heldHandler() (h func(s *service) http.Handler, entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	h = func(s *service) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			eventually(t, "two renewals", func() bool { return fs.renews.Load() >= 2 })
+			close(in)
+			<-out
 			s.pay(w, r)
 		})
-	})
+	}
+	return h, in, sync.OnceFunc(func() { close(out) })
+}
+
+// A handler slower than its lease keeps it: the heartbeat renews every Lease/3, and stops
+// when the handler returns.
+func TestHeartbeatRenewsLease(t *testing.T) {
+	fs := &flakyStore{}
+	h, entered, release := heldHandler()
+	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Second, TTL: time.Hour}, h)
+	t.Cleanup(release)
 	fs.Store = s.store
-	got := s.post("k-hb", s31Body)
+	done := make(chan answer, 1)
+	go func() { done <- s.post("k-hb", s31Body) }()
+	<-entered
+	for want := int64(1); want <= 3; want++ {
+		s.advanceLease(10 * time.Second)
+		require.Equal(t, want, fs.renews.Load(), "renewals %v after the claim", time.Duration(want)*10*time.Second)
+	}
+	release()
+	got := <-done
 	assert.Equal(t, http.StatusCreated, got.status)
 	assert.True(t, s.post("k-hb", s31Body).replayed())
 	assert.Zero(t, s.obs.Count("lease-lost"))
-	n := fs.renews.Load()
-	time.Sleep(50 * time.Millisecond) // more than a heartbeat: none after the handler returned
-	assert.Equal(t, n, fs.renews.Load(), "the heartbeat outlived its handler")
+	s.advanceLease(time.Hour) // many heartbeats: none after the handler returned
+	assert.Equal(t, int64(3), fs.renews.Load(), "the heartbeat outlived its handler")
 }
 
 // The first handler stalls past its lease; a copy's Recover hook takes the record over and
@@ -60,7 +80,7 @@ func TestFencedCompletionAfterTakeOver(t *testing.T) {
 	go func() { stalled <- s.post("k-fence", s31Body) }()
 	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
 
-	s.clock.Advance(11 * time.Second) // its heartbeat (every 3.3 s of real time) has not run
+	s.clock.Advance(11 * time.Second) // the store's clock only: no heartbeat has run
 	second := s.post("k-fence", s31Body)
 	require.Equal(t, http.StatusCreated, second.status)
 	assert.Contains(t, string(second.body), "pay_1")
@@ -103,14 +123,17 @@ func (b *syncBuffer) String() string {
 // is not counted again.
 func TestHeartbeatLeaseLostCountedOnce(t *testing.T) {
 	fs := &lostStore{}
-	s := newService(t, server.Options{Store: fs, Lease: 15 * time.Millisecond}, func(s *service) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			eventually(t, "the lost lease", func() bool { return fs.renews.Load() >= 1 })
-			s.pay(w, r)
-		})
-	})
+	h, entered, release := heldHandler()
+	s := newService(t, server.Options{Store: fs, Lease: 15 * time.Second}, h)
+	t.Cleanup(release)
 	fs.Store = s.store
-	assert.Equal(t, http.StatusCreated, s.post("k", s31Body).status)
+	done := make(chan answer, 1)
+	go func() { done <- s.post("k", s31Body) }()
+	<-entered
+	s.advanceLease(5 * time.Second) // the first renewal: the lease is gone
+	require.Equal(t, int64(1), fs.renews.Load())
+	release()
+	assert.Equal(t, http.StatusCreated, (<-done).status)
 	assert.Equal(t, 1, s.obs.Count("lease-lost"))
 	assert.Zero(t, s.obs.Count("stored"))
 }
@@ -134,7 +157,7 @@ func TestUnconfirmedLeaseAfterClientLeft(t *testing.T) {
 	fs := &flakyStore{}
 	causes := make(chan error, 1)
 	entered := make(chan struct{})
-	s := newService(t, server.Options{Store: fs, Lease: 200 * time.Millisecond}, func(s *service) http.Handler {
+	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Second}, func(s *service) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(entered)
 			<-r.Context().Done()
@@ -155,7 +178,14 @@ func TestUnconfirmedLeaseAfterClientLeft(t *testing.T) {
 		t.Fatalf("the handler's context ended when the client left, with %v", c)
 	case <-time.After(100 * time.Millisecond):
 	}
-	fs.down.Store(true) // the Store stops answering: the lease can no longer be confirmed
+	fs.down.Store(true)              // the Store stops answering: the lease can no longer be confirmed
+	s.advanceLease(20 * time.Second) // renewals fail; the local deadline (24 s) has not passed
+	select {
+	case c := <-causes:
+		t.Fatalf("the handler's context ended before the local deadline, with %v", c)
+	default:
+	}
+	s.advanceLease(10 * time.Second)
 	select {
 	case c := <-causes:
 		assert.ErrorIs(t, c, server.ErrLeaseUnconfirmed)

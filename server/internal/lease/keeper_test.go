@@ -4,39 +4,17 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-// fakeClock is a Clock moved by the test; a timer's call runs, in its own goroutine, when
-// Advance passes it (at once for a timer set to fire now or in the past).
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []*fakeTimer
-	sets    int           // AfterFunc and Reset calls so far
-	changed chan struct{} // closed, and replaced, on each of them
-}
-
-// set counts a timer set. Called with mu held.
-func (c *fakeClock) set() {
-	c.sets++
-	if c.changed != nil {
-		close(c.changed)
-	}
-	c.changed = make(chan struct{})
-}
-
-// waitSets waits until timers have been set n times in all: the keeper sets its timer
-// after the events the test causes.
-func (c *fakeClock) waitSets(t *testing.T, n int) {
+// waitSets waits until clock's timers have been set n times in all: the keeper sets its
+// timer after the events the test causes.
+func waitSets(t *testing.T, clock *ManualClock, n int) {
 	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
-		c.mu.Lock()
-		got, changed := c.sets, c.changed
-		c.mu.Unlock()
+		got, changed := clock.Sets()
 		if got >= n {
 			return
 		}
@@ -45,70 +23,6 @@ func (c *fakeClock) waitSets(t *testing.T, n int) {
 		case <-timeout:
 			t.Fatalf("the keeper set its timer %d times, want %d", got, n)
 		}
-	}
-}
-
-type fakeTimer struct {
-	c      *fakeClock
-	at     time.Time
-	f      func()
-	active bool
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	t := &fakeTimer{c: c, f: f}
-	c.mu.Lock()
-	c.timers = append(c.timers, t)
-	c.mu.Unlock()
-	t.Reset(d)
-	return t
-}
-
-func (c *fakeClock) setCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sets
-}
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	was := t.active
-	t.at, t.active = t.c.now.Add(d), d > 0
-	t.c.set()
-	t.c.mu.Unlock()
-	if d <= 0 {
-		go t.f()
-	}
-	return was
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.active
-	t.active = false
-	return was
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []func()
-	for _, t := range c.timers {
-		if t.active && !t.at.After(c.now) {
-			t.active = false
-			due = append(due, t.f)
-		}
-	}
-	c.mu.Unlock()
-	for _, f := range due {
-		go f()
 	}
 }
 
@@ -121,7 +35,7 @@ var (
 // harness is a Keeper on a fake clock whose renewals the test answers one by one.
 type harness struct {
 	t       *testing.T
-	clock   *fakeClock
+	clock   *ManualClock
 	calls   chan chan error // each renewal hands the test a channel for its answer
 	causes  chan error
 	keeper  *Keeper
@@ -131,7 +45,7 @@ type harness struct {
 const lease = 30 * time.Second
 
 func newHarness(t *testing.T) *harness {
-	h := &harness{t: t, clock: &fakeClock{now: time.Unix(1000, 0)}, calls: make(chan chan error), causes: make(chan error, 2)}
+	h := &harness{t: t, clock: NewManualClock(time.Unix(1000, 0)), calls: make(chan chan error), causes: make(chan error, 2)}
 	h.started = h.clock.Now()
 	h.keeper = Keep(context.Background(), Config{
 		Lease:   lease,
@@ -170,10 +84,10 @@ func (h *harness) renewal(d time.Duration, err error) {
 // answer answers a renewal with err and waits for the keeper to take it in: it sets its
 // timer for what comes next, unless the lease is lost.
 func (h *harness) answer(answer chan error, err error) {
-	n := h.clock.setCount()
+	n, _ := h.clock.Sets()
 	answer <- err
 	if !errors.Is(err, errLost) {
-		h.clock.waitSets(h.t, n+1)
+		waitSets(h.t, h.clock, n+1)
 	}
 }
 
@@ -278,7 +192,7 @@ func testKeeperDeadlineFromSendTime(t *testing.T) {
 func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) { bothTimers(t, testKeeperRenewsSlowClaimAtOnce) }
 
 func testKeeperRenewsSlowClaimAtOnce(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := NewManualClock(time.Unix(1000, 0))
 	calls := make(chan chan error, 1)
 	causes := make(chan error, 1)
 	confirmed := clock.Now().Add(-lease / 2) // the claim was sent half a lease ago

@@ -11,7 +11,7 @@ import (
 )
 
 func TestSharedRenewsOnlyLiveKeepers(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := NewManualClock(time.Unix(1000, 0))
 	shared := NewShared(clock)
 	renewed := make(chan int, 10)
 	start := func(n int, confirmed time.Time) *Keeper {
