@@ -11,6 +11,7 @@ import (
 	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/consumer"
+	"github.com/idem-go/idem/server/internal/lease"
 	"github.com/idem-go/idem/server/memstore"
 	"github.com/idem-go/idem/server/servertest"
 	"github.com/stretchr/testify/require"
@@ -19,6 +20,31 @@ import (
 func newStore() (*memstore.Store, *servertest.Clock) {
 	clk := servertest.NewClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	return memstore.New(&memstore.Options{Now: clk.Now}), clk
+}
+
+// clocks is the time of a test's leases: its memstore's clock, and the lease keepers'.
+type clocks struct {
+	store *servertest.Clock
+	lease *lease.ManualClock
+}
+
+// newLeaseClocks returns a memstore on a clock of its own, and sets the lease keepers'
+// clock of the Processors built after it, until the test ends. Neither moves unless the
+// test advances them.
+func newLeaseClocks(t *testing.T) (*memstore.Store, *clocks) {
+	store, clk := newStore()
+	c := &clocks{store: clk, lease: lease.NewManualClock(time.Now())}
+	consumer.SetLeaseClock(t, c.lease)
+	return store, c
+}
+
+// advance moves the store's clock and the keepers' by d, and returns once the renewals that
+// brought due are made. The keepers' clock first catches up with the real time: a claim
+// is stamped with the real time it was sent, and its keeper counts from there.
+func (c *clocks) advance(d time.Duration) {
+	c.store.Advance(d)
+	c.lease.Advance(max(time.Since(c.lease.Now()), 0) + d)
+	c.lease.Wait()
 }
 
 // newProcessor builds a Processor; the test then checks it leaves no goroutine behind.
@@ -212,10 +238,8 @@ func TestMarkCompletedInTheHandler(t *testing.T) {
 	require.Equal(t, consumer.Duplicate, res)
 }
 
-// lossyLease is the lease of the tests that use lossyStore: long enough that a renewal
-// timer running late on a loaded machine still sends the renewal (at a third of it) before
-// the local deadline passes, which would end the handler with ErrLeaseUnconfirmed instead.
-const lossyLease = 300 * time.Millisecond
+// lossyLease is the lease of the tests that use lossyStore.
+const lossyLease = 30 * time.Second
 
 // lossyStore loses every lease at its first renewal.
 type lossyStore struct{ *memstore.Store }
@@ -226,14 +250,13 @@ func (lossyStore) Renew(context.Context, server.Scope, string, time.Duration) er
 
 // A handler whose claim is lost sees its context canceled with ErrLeaseLost.
 func TestLostLeaseCancelsTheHandler(t *testing.T) {
-	p := newProcessor(t, consumer.Options{Store: lossyStore{memstore.New(nil)}, Lease: lossyLease})
+	store, clk := newLeaseClocks(t)
+	p := newProcessor(t, consumer.Options{Store: lossyStore{store}, Lease: lossyLease})
 	res, err := p.Process(bg, "q", "m-1", func(ctx context.Context) error {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(10 * time.Second):
-			return errors.New("the lease loss was not noticed")
-		}
+		require.NoError(t, ctx.Err())
+		clk.advance(lossyLease / 3) // the first renewal
+		require.Error(t, ctx.Err(), "the lease loss was not noticed")
+		return context.Cause(ctx)
 	})
 	require.ErrorIs(t, err, server.ErrLeaseLost)
 	require.Equal(t, consumer.Failed, res)

@@ -15,12 +15,11 @@ import (
 
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/consumer"
-	"github.com/idem-go/idem/server/memstore"
 )
 
 func TestHandlerFinishingAfterCancelKeepsItsClaim(t *testing.T) {
-	store := memstore.New(nil) // real clock: the lease is 30 ms, renewed every 10 ms
-	const lease = 30 * time.Millisecond
+	store, clk := newLeaseClocks(t)
+	const lease = 30 * time.Second
 	stopping := newProcessor(t, consumer.Options{Store: store, Lease: lease})
 	other := newProcessor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
 	var runs atomic.Int32
@@ -37,8 +36,10 @@ func TestHandlerFinishingAfterCancelKeepsItsClaim(t *testing.T) {
 		done <- res
 	}()
 	<-started
-	cancel()              // the consumer is shutting down
-	time.Sleep(4 * lease) // the handler is still at work
+	cancel() // the consumer is shutting down
+	for range 4 {
+		clk.advance(lease / 3) // the handler is still at work, past its first lease
+	}
 	res, err := other.Process(bg, "q", "m-1", func(context.Context) error { runs.Add(1); return nil })
 	close(finish)
 	require.NoError(t, err)
@@ -50,14 +51,16 @@ func TestHandlerFinishingAfterCancelKeepsItsClaim(t *testing.T) {
 // A handler that panics stops renewing its claim (and leaves no goroutine): the claim
 // lapses, and Recover decides about it as about a crashed consumer's.
 func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
-	store := memstore.New(nil)
-	const lease = 30 * time.Millisecond
+	store, clk := newLeaseClocks(t)
+	const lease = 30 * time.Second
 	p := newProcessor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
 	func() {
 		defer func() { require.NotNil(t, recover()) }()
 		_, _ = p.Process(bg, "q", "m-1", func(context.Context) error { panic("handler bug") })
 	}()
-	time.Sleep(2 * lease)
+	for range 6 {
+		clk.advance(lease / 3) // two leases: a keeper left running would renew it
+	}
 	res, err := p.Process(bg, "q", "m-1", func(context.Context) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, consumer.Processed, res, "the panicked handler's claim was still renewed")
@@ -66,13 +69,14 @@ func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
 // A handler still working after its context ended (a shutdown) learns that its claim was
 // lost from LeaseErr, which its context's cause, context.Canceled, cannot tell.
 func TestLeaseErrAfterShutdown(t *testing.T) {
-	p := newProcessor(t, consumer.Options{Store: lossyStore{memstore.New(nil)}, Lease: lossyLease})
+	store, clk := newLeaseClocks(t)
+	p := newProcessor(t, consumer.Options{Store: lossyStore{store}, Lease: lossyLease})
 	ctx, stop := context.WithCancel(bg)
 	res, err := p.Process(ctx, "q", "m-1", func(hctx context.Context) error {
 		stop() // the consumer shuts down; the handler goes on with its work
 		require.ErrorIs(t, context.Cause(hctx), context.Canceled)
 		require.NoError(t, consumer.LeaseErr(hctx), "lost before the first renewal")
-		require.Eventually(t, func() bool { return consumer.LeaseErr(hctx) != nil }, 5*time.Second, time.Millisecond)
+		clk.advance(lossyLease / 3) // the first renewal: the lease is gone
 		require.ErrorIs(t, consumer.LeaseErr(hctx), server.ErrLeaseLost)
 		require.ErrorIs(t, context.Cause(hctx), context.Canceled, "the context's cause stays the shutdown's")
 		return consumer.LeaseErr(hctx) // so it makes no effect
