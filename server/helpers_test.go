@@ -51,7 +51,7 @@ func newService(t *testing.T, opts server.Options, handler func(s *service) http
 	leakcheck.Check(t)
 	s := &service{t: t, clock: servertest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)),
 		lease: lease.NewManualClock(time.Now()), obs: &recorder{}}
-	server.SetLeaseClock(t, s.lease)
+	t.Cleanup(lease.SetDefault(s.lease))
 	s.store = memstore.New(&memstore.Options{Now: s.clock.Now})
 	if opts.Store == nil {
 		opts.Store = s.store

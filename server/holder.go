@@ -12,9 +12,6 @@ import (
 	"github.com/idem-go/idem/server/internal/lease"
 )
 
-// leaseClock is the time the lease keepers read; tests set a lease.ManualClock.
-var leaseClock = lease.System
-
 // leaseConfig is the lease keepers' settings, the same for every request of c, with
 // one timer they share until their first renewal.
 func leaseConfig(c *config) lease.Config {
@@ -24,8 +21,8 @@ func leaseConfig(c *config) lease.Config {
 		Refused:     func(err error) bool { return errors.Is(err, ErrLeaseLost) },
 		Lost:        ErrLeaseLost,
 		Unconfirmed: ErrLeaseUnconfirmed,
-		Clock:       leaseClock,
-		Shared:      lease.NewShared(leaseClock), // most handlers end before their first renewal
+		Clock:       lease.Default(),
+		Shared:      lease.NewShared(lease.Default()), // most handlers end before their first renewal
 	}
 }
 

@@ -34,7 +34,7 @@ type clocks struct {
 func newLeaseClocks(t *testing.T) (*memstore.Store, *clocks) {
 	store, clk := newStore()
 	c := &clocks{store: clk, lease: lease.NewManualClock(time.Now())}
-	consumer.SetLeaseClock(t, c.lease)
+	t.Cleanup(lease.SetDefault(c.lease))
 	return store, c
 }
 

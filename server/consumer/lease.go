@@ -16,9 +16,6 @@ import (
 
 type holdKey struct{}
 
-// leaseClock is the time the lease keepers read; tests set a lease.ManualClock.
-var leaseClock = lease.System
-
 // hold is the claim a handler runs under.
 type hold struct {
 	server.Hold
@@ -89,6 +86,6 @@ func (p *Processor) keep(ctx context.Context, sc server.Scope, token string, sen
 		Failed: func(err error) {
 			p.o.Logger.Warn("consumer: lease renewal got no answer; trying again", "queue", sc.Path, "err", err)
 		},
-		Clock: leaseClock,
+		Clock: lease.Default(),
 	}, sent)
 }
