@@ -8,11 +8,14 @@
 // (status, attempts, times; no headers or body) for Retention, written many
 // at a time as idem's history is: with the commit after 64 KiB are owed, or
 // one second after the oldest. It sends the POST as one attempt of idem's
-// contract (floor_attempt.go).
+// contract (floor_attempt.go). It leaves out idem's own work around the
+// attempt: httptrace, the Observer, ResponseInfo, the retry budget, and
+// what a failed attempt takes (its error's classification, the retries).
 
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -152,10 +155,10 @@ func (f *floorTransport) roundTripContract(req *http.Request) (*http.Response, e
 	if err := f.q.put(floorPut{id, op.pendingValue(body)}); err != nil {
 		return nil, err
 	}
-	ctx, cancel := attemptContext(req.Context())
+	ctx, cancel := context.WithCancel(req.Context())
 	out := withKey(ctx, req, uuidString(op.key), body)
 	op.lastAttempt = time.Now().UTC()
-	resp, err := sendAttempt(f.base, out, cancel)
+	resp, err := sendAttempt(f.base, out, cancel, true)
 	if err == nil {
 		op.settled, op.status, op.updated, op.header = true, resp.StatusCode, time.Now().UTC(), nil
 		f.settleContract(id, op.appendMeta(make([]byte, 0, 176+len(op.url))))

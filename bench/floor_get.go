@@ -8,7 +8,10 @@
 
 package main
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+)
 
 // contractGETRow is the name of the GET contract floor's row.
 const contractGETRow = "contract floor GET"
@@ -17,11 +20,11 @@ const contractGETRow = "contract floor GET"
 type getContractFloor struct{ base http.RoundTripper }
 
 func (f getContractFloor) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := attemptContext(req.Context())
+	ctx, cancel := context.WithCancel(req.Context())
 	r := req.WithContext(ctx)
 	r.Header = req.Header.Clone()
 	if r.Header == nil {
 		r.Header = http.Header{}
 	}
-	return sendAttempt(f.base, r, cancel)
+	return sendAttempt(f.base, r, cancel, false)
 }

@@ -2,7 +2,8 @@
 // (floorresume.go) of the contract floor's records (floor_contract.go),
 // doing what Resume's contract asks of each and nothing more: it reads the
 // record in idem's binary form, refuses a body that does not hash to the
-// record's SHA-256, re-sends it with its key and headers, and on a 201
+// record's SHA-256, re-sends it with its key and headers as one attempt of
+// the contract (floor_attempt.go), and on a 201
 // settles it as idem does, the write-ahead deleted and a settled record owed
 // to the done bucket.
 
@@ -117,14 +118,16 @@ func (f *floorTransport) resendContract(ctx context.Context, it floorItem) error
 	if sha256.Sum256(body) != op.sum {
 		return fmt.Errorf("floor record %x: body does not match its SHA-256", it.key)
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(ctx, op.method, op.url, bytes.NewReader(body))
 	if err != nil {
+		cancel()
 		return err
 	}
 	req.Header = op.header
 	req.Header.Set("Idempotency-Key", uuidString(op.key))
 	op.lastAttempt = time.Now().UTC()
-	resp, err := f.base.RoundTrip(req)
+	resp, err := sendAttempt(f.base, req, cancel, true)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 // This file holds the floors' sending steps (floor.go, floor_contract.go,
-// pgfloor.go): read the request's body once, to journal it, then send a
-// clone of the request that carries the key and a body that can be re-read.
+// pgfloor.go, pgfloor_contract.go): read the request's body once, to journal
+// it, then make the clone of the request they send, which carries the key
+// and a body that can be re-read (the contract floors send it as
+// floor_attempt.go does).
 
 package main
 

@@ -9,7 +9,7 @@
 // conditional on the row's epoch and lease as pgjournal's is, riding the
 // next write-ahead's transaction. It sends the POST as one attempt of idem's
 // contract (floor_attempt.go). What it leaves out is idem's client work:
-// claims, retries, the Transport.
+// claims, retries and the classification of a failed attempt, the Transport.
 
 package main
 
@@ -105,18 +105,20 @@ func (f *pgContractFloor) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := f.q.put(p); err != nil {
 		return nil, err
 	}
-	ctx, cancel := attemptContext(req.Context())
-	resp, err := sendAttempt(f.base, withKey(ctx, req, rec.Key, body), cancel)
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := sendAttempt(f.base, withKey(ctx, req, rec.Key, body), cancel, true)
 	if err != nil {
 		return nil, err
 	}
 	rec.Header, rec.State, rec.Attempts, rec.Status = nil, journal.StateSettled, 1, resp.StatusCode
 	rec.LastAttempt = time.Now()
 	settled, err := recordColumnOf(&rec)
-	if err == nil {
-		f.q.settle(pgContractSettle{seq: p.seq, record: string(settled)})
+	if err != nil {
+		resp.Body.Close()
+		return nil, err
 	}
-	return resp, err
+	f.q.settle(pgContractSettle{seq: p.seq, record: string(settled)})
+	return resp, nil
 }
 
 // commit writes the queued puts (up to pgFloorBatch a transaction) in one

@@ -54,8 +54,8 @@ func (r *report) header(srv *child, dir string) {
 	r.printf("             %v or %d KiB at a time as idem's history is; the POST sent as the GET floor below sends it;\n", contractHistoryDelay, contractHistoryMax>>10)
 	r.printf("             its own file, same directory\n")
 	r.printf("  GET floor  contract floor GET (floor_get.go): net/http with what idem's contract asks of a GET it does not\n")
-	r.printf("             journal: a copy of the request carrying the attempt header, under a %v attempt timeout ended\n", idem.DefaultAttemptTimeout)
-	r.printf("             when the body is closed, its status classified\n")
+	r.printf("             journal: a copy of the request carrying the attempt header, under a %v attempt timeout until\n", idem.DefaultAttemptTimeout)
+	r.printf("             the response headers, in a context ended when the body is closed, its status classified\n")
 	if cfg.serverDelay > 0 {
 		r.printf("  think      the server sleeps %v before answering each /payments request, and each of the resume figure's (a remote API)\n", cfg.serverDelay)
 	}
