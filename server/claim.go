@@ -117,7 +117,7 @@ func (m *Middleware) sendClaim(ctx context.Context, r *http.Request, rq *request
 	var first time.Time
 	var err error
 	for try := range claimTries {
-		sent := time.Now()
+		sent := m.leaseConfig.Clock.Now() // the time its keeper counts the lease from
 		if first.IsZero() {
 			first = sent
 		}

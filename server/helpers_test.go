@@ -1,7 +1,7 @@
 // helpers_test.go has what the middleware's tests share: a service (a payments handler
-// behind the middleware, on a memstore with a fake clock and lease keepers on another,
-// on a loopback server), plain
-// requests, a recording Observer and a Store that can fail.
+// behind the middleware, on a loopback server, over a memstore with a fake clock, its
+// claims' leases on another), plain requests, a recording Observer and a Store that can
+// fail.
 
 package server_test
 
@@ -24,7 +24,7 @@ import (
 
 	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/server"
-	"github.com/idem-go/idem/server/internal/lease"
+	"github.com/idem-go/idem/server/internal/lease/leasetest"
 	"github.com/idem-go/idem/server/internal/servicetest"
 	"github.com/idem-go/idem/server/memstore"
 	"github.com/idem-go/idem/server/servertest"
@@ -33,8 +33,8 @@ import (
 // service is a payments handler behind the middleware, on a loopback server.
 type service struct {
 	t     *testing.T
-	clock *servertest.Clock  // the memstore's
-	lease *lease.ManualClock // the lease keepers': it stands still unless a test moves it
+	clock *servertest.Clock      // the memstore's
+	lease *leasetest.ManualClock // the claims' (send times and keepers): it stands still unless a test moves it
 	store *memstore.Store
 	obs   *recorder
 	srv   *httptest.Server
@@ -49,9 +49,10 @@ type service struct {
 func newService(t *testing.T, opts server.Options, handler func(s *service) http.Handler) *service {
 	t.Helper()
 	leakcheck.Check(t)
+	// The claims' clock starts at the real time: the release of a claim whose reply was lost
+	// is repeated until its send time + TTL on the real clock.
 	s := &service{t: t, clock: servertest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)),
-		lease: lease.NewManualClock(time.Now()), obs: &recorder{}}
-	t.Cleanup(lease.SetDefault(s.lease))
+		lease: leasetest.NewManualClock(time.Now()), obs: &recorder{}}
 	s.store = memstore.New(&memstore.Options{Now: s.clock.Now})
 	if opts.Store == nil {
 		opts.Store = s.store
@@ -61,6 +62,7 @@ func newService(t *testing.T, opts server.Options, handler func(s *service) http
 	}
 	mw, err := server.New(&opts)
 	require.NoError(t, err)
+	server.SetLeaseClock(mw, s.lease)
 	s.mw = mw
 	h := http.Handler(http.HandlerFunc(s.pay))
 	if handler != nil {
@@ -74,12 +76,56 @@ func newService(t *testing.T, opts server.Options, handler func(s *service) http
 	return s
 }
 
-// advanceLease moves the lease keepers' clock up to the real time, then on by d, and
-// returns once the timer calls that brought due have returned: the middleware stamps a
-// claim with the real time it was sent, and its keeper counts from there.
-func (s *service) advanceLease(d time.Duration) {
-	s.lease.Advance(max(time.Since(s.lease.Now()), 0) + d)
+// advance moves the memstore's clock and the claims' by d, and returns once the renewals
+// that brought due are made.
+func (s *service) advance(d time.Duration) {
+	s.clock.Advance(d)
+	s.lease.Advance(d)
 	s.lease.Wait()
+}
+
+// sent is the answer to a request sent in the background, or the error that kept it from
+// coming.
+type sent struct {
+	answer
+	err error
+}
+
+// postAsync is post in the background.
+func (s *service) postAsync(key, body string) <-chan sent {
+	done := make(chan sent, 1)
+	go func() {
+		a, err := s.send(context.Background(), http.MethodPost, "/payments", key, body)
+		done <- sent{a, err}
+	}()
+	return done
+}
+
+// await returns the answer done brings, failing t if it is an error or takes more than
+// 10 s (a hang, not a slow machine).
+func await(t *testing.T, done <-chan sent) answer {
+	t.Helper()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		return r.answer
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+		return answer{}
+	}
+}
+
+// awaitEntered waits until entered is closed: a held handler runs. It fails t if done
+// brings the request's answer first, or neither comes within 10 s.
+func awaitEntered(t *testing.T, entered <-chan struct{}, done <-chan sent) {
+	t.Helper()
+	select {
+	case <-entered:
+	case r := <-done:
+		t.Fatalf("the request came back (%d, %v) before its handler ran", r.status, r.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never ran")
+	}
 }
 
 // pay is the payments handler: it runs the effect and answers 201 with the payment.

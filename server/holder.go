@@ -21,8 +21,8 @@ func leaseConfig(c *config) lease.Config {
 		Refused:     func(err error) bool { return errors.Is(err, ErrLeaseLost) },
 		Lost:        ErrLeaseLost,
 		Unconfirmed: ErrLeaseUnconfirmed,
-		Clock:       lease.Default(),
-		Shared:      lease.NewShared(lease.Default()), // most handlers end before their first renewal
+		Clock:       lease.System,
+		Shared:      lease.NewShared(lease.System), // most handlers end before their first renewal
 	}
 }
 

@@ -34,28 +34,34 @@ func heldHandler() (h func(s *service) http.Handler, entered <-chan struct{}, re
 	return h, in, sync.OnceFunc(func() { close(out) })
 }
 
-// A handler slower than its lease keeps it: the heartbeat renews every Lease/3, and stops
-// when the handler returns.
+// A handler slower than its lease keeps it: the heartbeat renews every Lease/3, so a copy
+// sent past the first lease finds the request in progress, not abandoned (Recover is not
+// asked); and the heartbeat stops when the handler returns.
 func TestHeartbeatRenewsLease(t *testing.T) {
 	fs := &flakyStore{}
+	var recovers atomic.Int64
 	h, entered, release := heldHandler()
-	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Second, TTL: time.Hour}, h)
+	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Second, TTL: time.Hour,
+		Recover: func(context.Context, server.RecoverInfo) (server.Recovery, error) {
+			recovers.Add(1)
+			return server.Recovery{}, nil // not known: the copy is answered 409
+		}}, h)
 	t.Cleanup(release)
 	fs.Store = s.store
-	done := make(chan answer, 1)
-	go func() { done <- s.post("k-hb", s31Body) }()
-	<-entered
-	for want := int64(1); want <= 3; want++ {
-		s.advanceLease(10 * time.Second)
+	done := s.postAsync("k-hb", s31Body)
+	awaitEntered(t, entered, done)
+	for want := int64(1); want <= 4; want++ {
+		s.advance(10 * time.Second)
 		require.Equal(t, want, fs.renews.Load(), "renewals %v after the claim", time.Duration(want)*10*time.Second)
 	}
+	assert.Equal(t, http.StatusConflict, s.post("k-hb", s31Body).status)
+	assert.Zero(t, recovers.Load(), "40 s after the claim, its lease lapsed")
 	release()
-	got := <-done
-	assert.Equal(t, http.StatusCreated, got.status)
+	assert.Equal(t, http.StatusCreated, await(t, done).status)
 	assert.True(t, s.post("k-hb", s31Body).replayed())
 	assert.Zero(t, s.obs.Count("lease-lost"))
-	s.advanceLease(time.Hour) // many heartbeats: none after the handler returned
-	assert.Equal(t, int64(3), fs.renews.Load(), "the heartbeat outlived its handler")
+	s.advance(time.Hour) // many heartbeats: none after the handler returned
+	assert.Equal(t, int64(4), fs.renews.Load(), "the heartbeat outlived its handler")
 }
 
 // The first handler stalls past its lease; a copy's Recover hook takes the record over and
@@ -76,8 +82,7 @@ func TestFencedCompletionAfterTakeOver(t *testing.T) {
 			s.pay(w, r)
 		})
 	})
-	stalled := make(chan answer, 1)
-	go func() { stalled <- s.post("k-fence", s31Body) }()
+	stalled := s.postAsync("k-fence", s31Body)
 	eventually(t, "the first handler", func() bool { return g.entered.Load() == 1 })
 
 	s.clock.Advance(11 * time.Second) // the store's clock only: no heartbeat has run
@@ -86,7 +91,7 @@ func TestFencedCompletionAfterTakeOver(t *testing.T) {
 	assert.Contains(t, string(second.body), "pay_1")
 
 	g.release()
-	first := <-stalled
+	first := await(t, stalled)
 	assert.Equal(t, http.StatusCreated, first.status, "the stalled handler's client still gets its answer")
 	assert.Contains(t, string(first.body), "pay_2")
 	eventually(t, "the lost lease", func() bool { return s.obs.Count("lease-lost") == 1 })
@@ -127,13 +132,12 @@ func TestHeartbeatLeaseLostCountedOnce(t *testing.T) {
 	s := newService(t, server.Options{Store: fs, Lease: 15 * time.Second}, h)
 	t.Cleanup(release)
 	fs.Store = s.store
-	done := make(chan answer, 1)
-	go func() { done <- s.post("k", s31Body) }()
-	<-entered
-	s.advanceLease(5 * time.Second) // the first renewal: the lease is gone
+	done := s.postAsync("k", s31Body)
+	awaitEntered(t, entered, done)
+	s.advance(5 * time.Second) // the first renewal: the lease is gone
 	require.Equal(t, int64(1), fs.renews.Load())
 	release()
-	assert.Equal(t, http.StatusCreated, (<-done).status)
+	assert.Equal(t, http.StatusCreated, await(t, done).status)
 	assert.Equal(t, 1, s.obs.Count("lease-lost"))
 	assert.Zero(t, s.obs.Count("stored"))
 }
@@ -156,36 +160,46 @@ func (l *lostStore) Renew(ctx context.Context, sc server.Scope, token string, le
 func TestUnconfirmedLeaseAfterClientLeft(t *testing.T) {
 	fs := &flakyStore{}
 	causes := make(chan error, 1)
-	entered := make(chan struct{})
+	entered, quit := make(chan struct{}), make(chan struct{})
 	s := newService(t, server.Options{Store: fs, Lease: 30 * time.Second}, func(s *service) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(entered)
-			<-r.Context().Done()
+			select {
+			case <-r.Context().Done():
+			case <-quit: // the test failed
+				return
+			}
 			causes <- context.Cause(r.Context())
 			server.DiscardResponse(r.Context())
 			w.WriteHeader(http.StatusServiceUnavailable)
 		})
 	})
+	t.Cleanup(func() { close(quit) }) // before the server closes
 	fs.Store = s.store
 	ctx, leave := context.WithCancel(t.Context())
-	sent := make(chan error, 1)
-	go func() { _, err := s.send(ctx, http.MethodPost, "/payments", "k-left", s31Body); sent <- err }()
-	<-entered
+	gone := make(chan sent, 1)
+	go func() { _, err := s.send(ctx, http.MethodPost, "/payments", "k-left", s31Body); gone <- sent{err: err} }()
+	awaitEntered(t, entered, gone)
 	leave() // the client goes away
-	require.Error(t, <-sent)
+	select {
+	case r := <-gone:
+		require.Error(t, r.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client's request did not end when it left")
+	}
 	select {
 	case c := <-causes:
 		t.Fatalf("the handler's context ended when the client left, with %v", c)
 	case <-time.After(100 * time.Millisecond):
 	}
-	fs.down.Store(true)              // the Store stops answering: the lease can no longer be confirmed
-	s.advanceLease(20 * time.Second) // renewals fail; the local deadline (24 s) has not passed
+	fs.down.Store(true)         // the Store stops answering: the lease can no longer be confirmed
+	s.advance(20 * time.Second) // a renewal fails; the local deadline (24 s) has not passed
 	select {
 	case c := <-causes:
 		t.Fatalf("the handler's context ended before the local deadline, with %v", c)
 	default:
 	}
-	s.advanceLease(10 * time.Second)
+	s.advance(10 * time.Second)
 	select {
 	case c := <-causes:
 		assert.ErrorIs(t, c, server.ErrLeaseUnconfirmed)

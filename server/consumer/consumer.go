@@ -106,6 +106,7 @@ type Options struct {
 type Processor struct {
 	o       Options
 	repeats *lease.Repeater
+	clock   lease.Clock // the time of the claims' leases: their send times and keepers
 }
 
 // New returns a Processor for opts. It returns ErrNoStore if opts or opts.Store is nil,
@@ -140,7 +141,7 @@ func New(opts *Options) (*Processor, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Processor{o: o, repeats: lease.NewRepeater(maxRepeats, o.StoreTimeout, o.Lease/4,
-		func(err error) bool { return errors.Is(err, server.ErrLeaseLost) })}, nil
+		func(err error) bool { return errors.Is(err, server.ErrLeaseLost) }), clock: lease.System}, nil
 }
 
 // Shutdown waits, until ctx ends, for the Store calls the Processor is repeating in the
@@ -209,7 +210,7 @@ func (p *Processor) Process(ctx context.Context, queue, id string, handle func(c
 // claim sends the claim of sc under token up to claimTries times until the Store answers,
 // and returns its answer and when the first call that may have made it was sent.
 func (p *Processor) claim(ctx context.Context, sc server.Scope, token string) (server.Claim, time.Time, error) {
-	first := time.Now()
+	first := p.clock.Now()
 	var err error
 	for range claimTries {
 		var c server.Claim
@@ -268,7 +269,7 @@ func (p *Processor) abandoned(ctx context.Context, sc server.Scope, stale string
 	if d != Done && d != Rerun {
 		return Busy, "", time.Time{}, nil
 	}
-	token, sent := server.NewToken(), time.Now()
+	token, sent := server.NewToken(), p.clock.Now()
 	err := p.call(ctx, func(ctx context.Context) error { return p.o.Store.TakeOver(ctx, sc, stale, token, p.o.Lease) })
 	switch {
 	case errors.Is(err, server.ErrLeaseLost):

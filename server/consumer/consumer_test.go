@@ -11,7 +11,7 @@ import (
 	"github.com/idem-go/idem/internal/leakcheck"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/consumer"
-	"github.com/idem-go/idem/server/internal/lease"
+	"github.com/idem-go/idem/server/internal/lease/leasetest"
 	"github.com/idem-go/idem/server/memstore"
 	"github.com/idem-go/idem/server/servertest"
 	"github.com/stretchr/testify/require"
@@ -22,28 +22,33 @@ func newStore() (*memstore.Store, *servertest.Clock) {
 	return memstore.New(&memstore.Options{Now: clk.Now}), clk
 }
 
-// clocks is the time of a test's leases: its memstore's clock, and the lease keepers'.
+// clocks is the time of a test's leases: its memstore's clock, and the claims' (their send
+// times and keepers). Neither moves unless the test advances them.
 type clocks struct {
 	store *servertest.Clock
-	lease *lease.ManualClock
+	lease *leasetest.ManualClock
 }
 
-// newLeaseClocks returns a memstore on a clock of its own, and sets the lease keepers'
-// clock of the Processors built after it, until the test ends. Neither moves unless the
-// test advances them.
-func newLeaseClocks(t *testing.T) (*memstore.Store, *clocks) {
+// newLeaseClocks returns a memstore on a clock of its own, and the clocks. The claims'
+// starts at the real time, as the release of a claim whose reply was lost is repeated
+// until its send time + TTL on the real clock.
+func newLeaseClocks() (*memstore.Store, *clocks) {
 	store, clk := newStore()
-	c := &clocks{store: clk, lease: lease.NewManualClock(time.Now())}
-	t.Cleanup(lease.SetDefault(c.lease))
-	return store, c
+	return store, &clocks{store: clk, lease: leasetest.NewManualClock(time.Now())}
 }
 
-// advance moves the store's clock and the keepers' by d, and returns once the renewals that
-// brought due are made. The keepers' clock first catches up with the real time: a claim
-// is stamped with the real time it was sent, and its keeper counts from there.
+// processor is newProcessor, its claims on c's lease clock.
+func (c *clocks) processor(t *testing.T, opts consumer.Options) *consumer.Processor {
+	p := newProcessor(t, opts)
+	consumer.SetLeaseClock(p, c.lease)
+	return p
+}
+
+// advance moves the store's clock and the claims' by d, and returns once the renewals that
+// brought due are made.
 func (c *clocks) advance(d time.Duration) {
 	c.store.Advance(d)
-	c.lease.Advance(max(time.Since(c.lease.Now()), 0) + d)
+	c.lease.Advance(d)
 	c.lease.Wait()
 }
 
@@ -250,8 +255,8 @@ func (lossyStore) Renew(context.Context, server.Scope, string, time.Duration) er
 
 // A handler whose claim is lost sees its context canceled with ErrLeaseLost.
 func TestLostLeaseCancelsTheHandler(t *testing.T) {
-	store, clk := newLeaseClocks(t)
-	p := newProcessor(t, consumer.Options{Store: lossyStore{store}, Lease: lossyLease})
+	store, clk := newLeaseClocks()
+	p := clk.processor(t, consumer.Options{Store: lossyStore{store}, Lease: lossyLease})
 	res, err := p.Process(bg, "q", "m-1", func(ctx context.Context) error {
 		require.NoError(t, ctx.Err())
 		clk.advance(lossyLease / 3) // the first renewal

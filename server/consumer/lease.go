@@ -86,6 +86,6 @@ func (p *Processor) keep(ctx context.Context, sc server.Scope, token string, sen
 		Failed: func(err error) {
 			p.o.Logger.Warn("consumer: lease renewal got no answer; trying again", "queue", sc.Path, "err", err)
 		},
-		Clock: lease.Default(),
+		Clock: p.clock,
 	}, sent)
 }

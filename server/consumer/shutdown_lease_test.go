@@ -18,10 +18,10 @@ import (
 )
 
 func TestHandlerFinishingAfterCancelKeepsItsClaim(t *testing.T) {
-	store, clk := newLeaseClocks(t)
+	store, clk := newLeaseClocks()
 	const lease = 30 * time.Second
-	stopping := newProcessor(t, consumer.Options{Store: store, Lease: lease})
-	other := newProcessor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
+	stopping := clk.processor(t, consumer.Options{Store: store, Lease: lease})
+	other := clk.processor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
 	var runs atomic.Int32
 	started, finish := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(bg)
@@ -51,9 +51,9 @@ func TestHandlerFinishingAfterCancelKeepsItsClaim(t *testing.T) {
 // A handler that panics stops renewing its claim (and leaves no goroutine): the claim
 // lapses, and Recover decides about it as about a crashed consumer's.
 func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
-	store, clk := newLeaseClocks(t)
+	store, clk := newLeaseClocks()
 	const lease = 30 * time.Second
-	p := newProcessor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
+	p := clk.processor(t, consumer.Options{Store: store, Lease: lease, Recover: decide(consumer.Rerun)})
 	func() {
 		defer func() { require.NotNil(t, recover()) }()
 		_, _ = p.Process(bg, "q", "m-1", func(context.Context) error { panic("handler bug") })
@@ -69,8 +69,8 @@ func TestPanickingHandlerLetsItsClaimLapse(t *testing.T) {
 // A handler still working after its context ended (a shutdown) learns that its claim was
 // lost from LeaseErr, which its context's cause, context.Canceled, cannot tell.
 func TestLeaseErrAfterShutdown(t *testing.T) {
-	store, clk := newLeaseClocks(t)
-	p := newProcessor(t, consumer.Options{Store: lossyStore{store}, Lease: lossyLease})
+	store, clk := newLeaseClocks()
+	p := clk.processor(t, consumer.Options{Store: lossyStore{store}, Lease: lossyLease})
 	ctx, stop := context.WithCancel(bg)
 	res, err := p.Process(ctx, "q", "m-1", func(hctx context.Context) error {
 		stop() // the consumer shuts down; the handler goes on with its work

@@ -60,30 +60,16 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// Timer is a call scheduled by Clock.AfterFunc; *time.Timer is one.
-type Timer interface {
+// Timer is a call scheduled by Clock.AfterFunc; *time.Timer is one. It is an alias of
+// its method set, so that a Clock can be written without importing this package
+// (leasetest's, for this package's own tests).
+type Timer = interface {
 	Reset(d time.Duration) bool
 	Stop() bool
 }
 
 // System is the Clock of the running system (its monotonic time).
 var System Clock = systemClock{}
-
-// defaultClock is what Default returns.
-var defaultClock = System
-
-// Default returns the Clock the middleware and the consumers build their Keepers on:
-// System, unless a test has set another with SetDefault.
-func Default() Clock { return defaultClock }
-
-// SetDefault makes Default return c until restore is called, for a test to build Keepers
-// on a ManualClock. It is not safe for concurrent use: a test calls it, and restore, while
-// it builds nothing else.
-func SetDefault(c Clock) (restore func()) {
-	old := defaultClock
-	defaultClock = c
-	return func() { defaultClock = old }
-}
 
 type systemClock struct{}
 

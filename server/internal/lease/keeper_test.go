@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/server/internal/lease/leasetest"
 )
 
 // waitSets waits until clock's timers have been set n times in all: the keeper sets its
 // timer after the events the test causes.
-func waitSets(t *testing.T, clock *ManualClock, n int) {
+func waitSets(t *testing.T, clock *leasetest.ManualClock, n int) {
 	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
@@ -35,7 +37,7 @@ var (
 // harness is a Keeper on a fake clock whose renewals the test answers one by one.
 type harness struct {
 	t       *testing.T
-	clock   *ManualClock
+	clock   *leasetest.ManualClock
 	calls   chan chan error // each renewal hands the test a channel for its answer
 	causes  chan error
 	keeper  *Keeper
@@ -45,7 +47,7 @@ type harness struct {
 const lease = 30 * time.Second
 
 func newHarness(t *testing.T) *harness {
-	h := &harness{t: t, clock: NewManualClock(time.Unix(1000, 0)), calls: make(chan chan error), causes: make(chan error, 2)}
+	h := &harness{t: t, clock: leasetest.NewManualClock(time.Unix(1000, 0)), calls: make(chan chan error), causes: make(chan error, 2)}
 	h.started = h.clock.Now()
 	h.keeper = Keep(context.Background(), Config{
 		Lease:   lease,
@@ -192,7 +194,7 @@ func testKeeperDeadlineFromSendTime(t *testing.T) {
 func TestKeeperRenewsSlowClaimAtOnce(t *testing.T) { bothTimers(t, testKeeperRenewsSlowClaimAtOnce) }
 
 func testKeeperRenewsSlowClaimAtOnce(t *testing.T) {
-	clock := NewManualClock(time.Unix(1000, 0))
+	clock := leasetest.NewManualClock(time.Unix(1000, 0))
 	calls := make(chan chan error, 1)
 	causes := make(chan error, 1)
 	confirmed := clock.Now().Add(-lease / 2) // the claim was sent half a lease ago

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/idem-go/idem/server/internal/lease/leasetest"
 )
 
 func TestSharedRenewsOnlyLiveKeepers(t *testing.T) {
-	clock := NewManualClock(time.Unix(1000, 0))
+	clock := leasetest.NewManualClock(time.Unix(1000, 0))
 	shared := NewShared(clock)
 	renewed := make(chan int, 10)
 	start := func(n int, confirmed time.Time) *Keeper {

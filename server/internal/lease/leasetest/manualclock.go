@@ -1,12 +1,18 @@
-// manualclock.go is ManualClock, the Clock tests move by hand, for this package's tests
-// and the middleware's.
-
-package lease
+// Package leasetest has ManualClock, the lease.Clock tests move by hand: the lease
+// package's own tests, the middleware's and the consumers'.
+package leasetest
 
 import (
 	"sync"
 	"time"
 )
+
+// Timer is lease.Timer, spelled out: this package does not import lease, so that lease's
+// own tests can import it.
+type Timer = interface {
+	Reset(d time.Duration) bool
+	Stop() bool
+}
 
 // ManualClock is a Clock that moves only when Advance moves it. A timer's call runs, in its
 // own goroutine as time.AfterFunc's does, when Advance passes it (at once for a timer set
@@ -15,14 +21,17 @@ type ManualClock struct {
 	mu      sync.Mutex
 	now     time.Time
 	timers  []*manualTimer
-	sets    int            // AfterFunc and Reset calls so far
-	changed chan struct{}  // closed, and replaced, on each of them
-	calls   sync.WaitGroup // the timer calls running
+	sets    int           // AfterFunc and Reset calls so far
+	changed chan struct{} // closed, and replaced, on each of them
+	running int           // timer calls started and not returned
+	idle    *sync.Cond    // signalled, with mu, when running drops to 0
 }
 
 // NewManualClock returns a ManualClock reading now.
 func NewManualClock(now time.Time) *ManualClock {
-	return &ManualClock{now: now, changed: make(chan struct{})}
+	c := &ManualClock{now: now, changed: make(chan struct{})}
+	c.idle = sync.NewCond(&c.mu)
+	return c
 }
 
 type manualTimer struct {
@@ -39,7 +48,7 @@ func (c *ManualClock) Now() time.Time {
 	return c.now
 }
 
-// AfterFunc schedules f for d from now (Clock).
+// AfterFunc schedules f for d from now (lease.Clock).
 func (c *ManualClock) AfterFunc(d time.Duration, f func()) Timer {
 	t := &manualTimer{c: c, f: f}
 	c.mu.Lock()
@@ -70,28 +79,49 @@ func (c *ManualClock) Advance(d time.Duration) int {
 			due = append(due, t.f)
 		}
 	}
-	c.mu.Unlock()
 	for _, f := range due {
-		c.calls.Go(f)
+		c.start(f)
 	}
+	c.mu.Unlock()
 	return len(due)
 }
 
-// Wait waits until the timer calls started so far have returned, and those they started
+// start runs f, a timer's call, in its own goroutine. Called with mu held.
+func (c *ManualClock) start(f func()) {
+	c.running++
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			if c.running--; c.running == 0 {
+				c.idle.Broadcast()
+			}
+			c.mu.Unlock()
+		}()
+		f()
+	}()
+}
+
+// Wait waits until no timer call is running: those Advance started, and those they started
 // in turn (a timer set to fire at once). A test calls it after Advance to see what the
 // calls did; not while one of them waits on the test.
-func (c *ManualClock) Wait() { c.calls.Wait() }
+func (c *ManualClock) Wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.running > 0 {
+		c.idle.Wait()
+	}
+}
 
 func (t *manualTimer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
 	was := t.active
 	t.at, t.active = t.c.now.Add(d), d > 0
 	t.c.sets++
 	close(t.c.changed)
 	t.c.changed = make(chan struct{})
-	t.c.mu.Unlock()
 	if d <= 0 {
-		t.c.calls.Go(t.f)
+		t.c.start(t.f)
 	}
 	return was
 }
