@@ -96,17 +96,15 @@ func (o *OneCommit) Claim(ctx context.Context, sc server.Scope, token, fingerpri
 			// Another transaction holds the key, uncommitted: its handler runs.
 			return server.Claim{Record: server.Record{State: server.StateInProgress, Fingerprint: fingerprint,
 				LeaseLeft: lease, ExpiresIn: max(lease, ttl)}}, nil
-		case err == nil:
-			// Taken: read the row that won.
-			err = o.s.queryRow(ctx, &r, o.s.q.find, id)
-			if errors.Is(err, pgx.ErrNoRows) {
-				if err := o.s.refuseReleased(ctx, id, token); err != nil {
-					return server.Claim{}, err
-				}
-				continue // gone again since: claim again
+		case err == nil: // the key is taken: read the row that won
+			again, err := o.s.taken(ctx, &r, id, token)
+			if err != nil {
+				return server.Claim{}, err
 			}
-		}
-		if err != nil {
+			if again {
+				continue
+			}
+		default:
 			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
 		}
 		if c, again, err := o.s.existing(ctx, id, &r); !again {

@@ -106,15 +106,12 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 			return server.Claim{Claimed: true, Token: token}, nil
 		}
 		var r row
-		err = s.queryRow(ctx, &r, s.q.find, id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			if err := s.refuseReleased(ctx, id, token); err != nil {
-				return server.Claim{}, err
-			}
-			continue // released since the INSERT ran: claim again
-		}
+		again, err := s.taken(ctx, &r, id, token)
 		if err != nil {
-			return server.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			return server.Claim{}, err
+		}
+		if again {
+			continue
 		}
 		if r.inProgress && r.token.Valid && r.token.String == token {
 			return server.Claim{Claimed: true, Token: token}, nil // a repeat whose reply was lost
@@ -126,18 +123,24 @@ func (s *Store) Claim(ctx context.Context, sc server.Scope, token, fingerprint s
 	return server.Claim{}, errNoStableClaim
 }
 
-// refuseReleased is what a claim that made no row, and then found none, does: it returns
-// server.ErrLeaseLost if token was released before the claim arrived (a repeat of a claim
-// whose reply was lost, given up meanwhile), nil if the row went in between.
-func (s *Store) refuseReleased(ctx context.Context, id, token string) error {
-	var refused bool
-	if err := s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token); err != nil {
-		return fmt.Errorf("pgstore: claim: %w", err)
+// taken reads into r the row a claim under token ran into, having made none. If there is
+// none, it returns server.ErrLeaseLost when token was released before the claim arrived (a
+// repeat of a claim whose reply was lost, given up meanwhile), or again when the row went
+// after the claim ran: claim again.
+func (s *Store) taken(ctx context.Context, r *row, id, token string) (again bool, err error) {
+	err = s.queryRow(ctx, r, s.q.find, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var refused bool
+		err = s.queryRow(ctx, scanFunc(func(r pgx.Row) error { return r.Scan(&refused) }), s.q.released, id, token)
+		if err == nil && refused {
+			return false, server.ErrLeaseLost
+		}
+		again = err == nil
 	}
-	if refused {
-		return server.ErrLeaseLost
+	if err != nil {
+		return false, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	return nil
+	return again, nil
 }
 
 // errNoStableClaim is returned when a claim meets concurrent changes maxClaimRounds times.
