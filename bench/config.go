@@ -65,7 +65,7 @@ func parseFlags(args []string) (config, error) {
 	redis := fs.String("redis", "", "Redis address (e.g. 127.0.0.1:6379): adds the server phase's Redis rows, idem over server/redisstore and its floor (empty: no such rows)")
 	server := fs.Bool("server", true, "run the server phase: the middleware against floor middlewares (bench/serverbench); -server=false skips it")
 	serverOnly := fs.Bool("server-only", false, "run the server phase alone")
-	serverCPU := fs.String("server-cpuprofile", "", "write a CPU profile of the server phase's child to `file`, samples labelled by row (go tool pprof -tagfocus 'row=idem mem')")
+	serverCPU := fs.String("server-cpuprofile", "", "write CPU profiles of the server phase to `file`, one per row by its child: file with the row's path before its extension (server.pprof: server-idem-mem.pprof)")
 	dir := fs.String("dir", os.TempDir(), "directory for the temporary journals (must be a real disk, not tmpfs)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: cd bench && go run . [flags]\n\n")

@@ -33,15 +33,14 @@ func IsChild() bool { return len(os.Args) > 1 && os.Args[1] == childArg }
 
 // childInfo is the child's first line on stdout.
 type childInfo struct {
-	Addr        string `json:"addr,omitempty"`         // 127.0.0.1:port
-	RedisPrefix string `json:"redis_prefix,omitempty"` // every key of the run starts with it
-	PGSchema    string `json:"pg_schema,omitempty"`    // the run's schema, dropped at the end
-	Error       string `json:"error,omitempty"`        // why the child could not start
+	Addr  string `json:"addr,omitempty"`  // 127.0.0.1:port
+	Error string `json:"error,omitempty"` // why the child could not start
 }
 
 // child is a running server child.
 type child struct {
 	*harness.Child
+	cc   childConfig
 	info childInfo
 }
 
@@ -52,23 +51,21 @@ func startChild(ctx context.Context, cc childConfig) (*child, error) {
 	}
 	hc, line, err := harness.StartChild(ctx, startTimeout, childArg, string(arg))
 	if err != nil {
-		return nil, fmt.Errorf("serverbench: server child: %w", err)
+		return nil, fmt.Errorf("serverbench: the server child of %s: %w", cc.Row, err)
 	}
-	c := &child{Child: hc}
+	c := &child{Child: hc, cc: cc}
 	switch err := json.Unmarshal(line, &c.info); {
 	case err != nil || c.info.Error == "" && c.info.Addr == "":
 		c.stop()
-		return nil, fmt.Errorf("serverbench: the server child printed %q, want its address as JSON", line)
+		return nil, fmt.Errorf("serverbench: the server child of %s printed %q, want its address as JSON", cc.Row, line)
 	case c.info.Error != "":
 		c.stop()
-		return nil, fmt.Errorf("serverbench: server child: %s", c.info.Error)
+		return nil, fmt.Errorf("serverbench: the server child of %s: %s", cc.Row, c.info.Error)
 	}
 	return c, nil
 }
 
 func (c *child) url(path string) string { return "http://" + c.info.Addr + path }
-
-func (c *child) pid() int { return c.PID() }
 
 // stop asks the child to exit by closing its stdin and waits for it to clean
 // up, killing it after stopTimeout. It returns the child's failure, if any;

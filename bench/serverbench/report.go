@@ -25,25 +25,26 @@ type level struct {
 type report struct {
 	w      io.Writer
 	cfg    Config
-	cc     childConfig
 	rows   []row
+	names  runNames
 	levels []*level
 }
 
 func (r *report) printf(format string, args ...any) { fmt.Fprintf(r.w, format, args...) }
 
-func (r *report) header(srv *child) {
-	cfg, info := r.cfg, srv.info
+func (r *report) header() {
+	cfg := r.cfg
 	r.printf("\nserver middleware benchmark (bench/serverbench)   %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
-	r.printf("  server     child process %d at %s, HTTP/1.1, one path per row; %d CPUs on the machine, shared\n", srv.pid(), info.Addr, runtime.NumCPU())
-	r.printf("             with this process (the load) and with Redis and PostgreSQL\n")
+	r.printf("  server     a child process per row (its own heap and counters), HTTP/1.1; %d CPUs on the machine,\n", runtime.NumCPU())
+	r.printf("             shared with this process (the load), the other rows' idle children, Redis and PostgreSQL\n")
 	r.printf("  handler    bare: decodes the %d-byte JSON payment (encoding/json), answers 201 {\"id\":\"pay_N\"}\n", len(paymentBody))
 	r.printf("  idem       server.New(&server.Options{Store: s}), defaults otherwise (TTL %gh, lease %v), s = memstore.New(nil)", server.DefaultTTL.Hours(), server.DefaultLease)
-	if info.RedisPrefix != "" {
-		r.printf(",\n             redisstore.Open(prefix %q)", info.RedisPrefix)
+	if cfg.Redis != "" {
+		r.printf(",\n             redisstore.Open on a key prefix of the row's own")
 	}
-	if info.PGSchema != "" {
-		r.printf(",\n             pgstore.Open(schema %s) on a pool whose sessions start with lock_timeout and statement_timeout 2s", info.PGSchema)
+	if cfg.Postgres != "" {
+		r.printf(",\n             pgstore.Open in a schema of the row's own, on a pool whose sessions start with lock_timeout\n")
+		r.printf("             and statement_timeout 2s")
 	}
 	r.printf("\n")
 	r.printf("  floors     each claims the key atomically, runs the handler, stores its answer (status, Content-Type, body),\n")
@@ -58,12 +59,13 @@ func (r *report) header(srv *child) {
 	if cfg.Redis == "" {
 		r.printf("  redis      rows not run: pass -redis ADDR\n")
 	} else {
-		r.printf("  redis      %s: one go-redis client for both Redis rows, PoolSize %d\n", cfg.Redis, r.cc.RedisConns)
+		r.printf("  redis      %s: a go-redis client per row, PoolSize %d; the run's keys under %q\n", cfg.Redis, cfg.redisConns(), r.names.prefix)
 	}
 	if cfg.Postgres == "" {
 		r.printf("  postgres   rows not run: pass -postgres URL\n")
 	} else {
-		r.printf("  postgres   one pgxpool for both PostgreSQL rows, MaxConns %d (within max_connections beside other pools)\n", r.cc.PGConns)
+		r.printf("  postgres   a pgxpool per row, MaxConns %d (the three within max_connections); the run's schemas %s_*\n",
+			cfg.pgConns(), r.names.schema)
 	}
 	r.printf("  load       this process: c goroutines posting back to back through net/http (MaxIdleConnsPerHost %d),\n", slices.Max(cfg.Conc))
 	r.printf("             a fresh Idempotency-Key per request (crypto/rand.Text); each answer must be a 201, not a replay\n")

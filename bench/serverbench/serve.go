@@ -1,6 +1,8 @@
-// This file is the server child's side: ServeChild opens the stores, serves
-// every row on its own path of one HTTP/1.1 listener, with pathStats beside
-// them, and cleans up when the parent closes its stdin.
+// This file is the server child's side: ServeChild opens the store of its one
+// row, serves the row on its path of an HTTP/1.1 listener, with pathStats
+// beside it, and cleans up when the parent closes its stdin. A child per row
+// keeps each row's heap its own: the records one row's store keeps in memory
+// would otherwise make the collections another row pays for longer.
 
 package serverbench
 
@@ -19,6 +21,8 @@ import (
 	"github.com/idem-go/idem/bench/internal/harness"
 	"github.com/idem-go/idem/server"
 	"github.com/idem-go/idem/server/memstore"
+	"github.com/idem-go/idem/server/pgstore"
+	"github.com/idem-go/idem/server/redisstore"
 )
 
 // ServeChild runs the server child until its stdin closes and returns its
@@ -47,7 +51,7 @@ func ServeChild() int {
 	if err != nil {
 		return fail(err)
 	}
-	mux, mws, err := newMux(st, cc.CPUProfile != "")
+	mux, mw, err := newMux(ctx, st, cc.Row)
 	if err != nil {
 		return fail(errors.Join(err, st.cleanup()))
 	}
@@ -63,7 +67,7 @@ func ServeChild() int {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	b, _ := json.Marshal(childInfo{Addr: ln.Addr().String(), RedisPrefix: st.redisPrefix, PGSchema: st.pgSchema})
+	b, _ := json.Marshal(childInfo{Addr: ln.Addr().String()})
 	fmt.Printf("%s\n", b)
 
 	stdin := make(chan struct{})
@@ -79,7 +83,7 @@ func ServeChild() int {
 	stopCtx, stop := context.WithTimeout(context.Background(), stopTimeout-10*time.Second)
 	defer stop()
 	err = errors.Join(srv.Shutdown(stopCtx), stopProfile())
-	for _, mw := range mws {
+	if mw != nil {
 		err = errors.Join(err, mw.Shutdown(stopCtx))
 	}
 	if err = errors.Join(err, st.cleanup()); err != nil {
@@ -89,50 +93,76 @@ func ServeChild() int {
 	return 0
 }
 
-// newMux serves every row whose store is open, each on its row's path (its
-// profiler label set if label), and pathStats. It returns the middlewares
-// too, to be shut down before the stores are cleaned up.
-func newMux(st *stores, label bool) (*http.ServeMux, []*server.Middleware, error) {
-	var mws []*server.Middleware
-	idem := func(s server.Store) (http.Handler, error) {
-		mw, err := server.New(&server.Options{Store: s})
-		if err != nil {
-			return nil, err
-		}
-		mws = append(mws, mw)
-		return mw.Wrap(bare{}), nil
+// newMux serves the row named name over st on its path, and pathStats. It
+// returns the row's Middleware too, if it has one, to be shut down before the
+// stores are cleaned up.
+func newMux(ctx context.Context, st *stores, name string) (*http.ServeMux, *server.Middleware, error) {
+	i := rowIndex(allRows, name)
+	switch {
+	case i < 0:
+		return nil, nil, fmt.Errorf("no row %q", name)
+	case allRows[i].store == "redis" && st.rdb == nil:
+		return nil, nil, fmt.Errorf("row %q: no Redis address", name)
+	case allRows[i].store == "pg" && st.pool == nil:
+		return nil, nil, fmt.Errorf("row %q: no PostgreSQL URL", name)
 	}
-	handlers := map[string]http.Handler{"bare": bare{}, "floor mem": newMemFloor(bare{}),
-		"contract floor mem": newMemContractFloor(bare{}, server.DefaultLease, server.DefaultTTL)}
-	var err error
-	if handlers["idem mem"], err = idem(memstore.New(nil)); err != nil {
+	h, mw, err := rowHandler(ctx, st, name)
+	if err != nil {
 		return nil, nil, err
-	}
-	if st.redisStore != nil {
-		if handlers["idem redis"], err = idem(st.redisStore); err != nil {
-			return nil, nil, err
-		}
-		handlers["floor redis"] = newRedisFloor(bare{}, st.rdb, st.redisPrefix+"floor:", server.DefaultTTL)
-		handlers["contract floor redis"] = newRedisContractFloor(bare{}, st.rdb, st.redisPrefix+"contract:", server.DefaultLease, server.DefaultTTL)
-	}
-	if st.pgStore != nil {
-		if handlers["idem pg"], err = idem(st.pgStore); err != nil {
-			return nil, nil, err
-		}
-		handlers["floor pg"] = newPGFloor(bare{}, st.pool, st.pgSchema, server.DefaultTTL)
-		handlers["contract floor pg"] = newPGContractFloor(bare{}, st.pool, st.pgSchema, server.DefaultLease, server.DefaultTTL)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(pathStats, serveStats)
-	for _, r := range allRows {
-		h := handlers[r.name]
-		switch {
-		case h == nil:
-		case label:
-			mux.Handle(r.path, labelled(r.name, h))
-		default:
-			mux.Handle(r.path, h)
+	mux.Handle(allRows[i].path, h)
+	return mux, mw, nil
+}
+
+// rowHandler returns the handler of the row named name, making its store on
+// st's clients (which the row's store needs), and its Middleware if the row
+// is idem's.
+func rowHandler(ctx context.Context, st *stores, name string) (http.Handler, *server.Middleware, error) {
+	idem := func(s server.Store) (http.Handler, *server.Middleware, error) {
+		mw, err := server.New(&server.Options{Store: s})
+		if err != nil {
+			return nil, nil, err
 		}
+		return mw.Wrap(bare{}), mw, nil
 	}
-	return mux, mws, nil
+	switch name {
+	case "bare":
+		return bare{}, nil, nil
+	case "idem mem":
+		return idem(memstore.New(nil))
+	case "floor mem":
+		return newMemFloor(bare{}), nil, nil
+	case "contract floor mem":
+		return newMemContractFloor(bare{}, server.DefaultLease, server.DefaultTTL), nil, nil
+	case "idem redis":
+		s, err := redisstore.Open(ctx, st.rdb, &redisstore.Options{Prefix: st.redisPrefix})
+		if err != nil {
+			return nil, nil, err
+		}
+		return idem(s)
+	case "floor redis":
+		return newRedisFloor(bare{}, st.rdb, st.redisPrefix, server.DefaultTTL), nil, nil
+	case "contract floor redis":
+		return newRedisContractFloor(bare{}, st.rdb, st.redisPrefix, server.DefaultLease, server.DefaultTTL), nil, nil
+	case "idem pg":
+		s, err := pgstore.Open(ctx, st.pool, &pgstore.Options{Schema: st.pgSchema})
+		if err != nil {
+			return nil, nil, err
+		}
+		st.pgStore = s
+		return idem(s)
+	case "floor pg":
+		if err := createPGFloor(ctx, st.pool, st.pgSchema); err != nil {
+			return nil, nil, err
+		}
+		return newPGFloor(bare{}, st.pool, st.pgSchema, server.DefaultTTL), nil, nil
+	case "contract floor pg":
+		if err := createPGContractFloor(ctx, st.pool, st.pgSchema); err != nil {
+			return nil, nil, err
+		}
+		return newPGContractFloor(bare{}, st.pool, st.pgSchema, server.DefaultLease, server.DefaultTTL), nil, nil
+	}
+	return nil, nil, fmt.Errorf("no handler for row %q", name)
 }

@@ -1,9 +1,9 @@
 // Package serverbench measures what idem's server middleware (package server)
 // costs a service: the bare handler, the middleware over memstore, redisstore
 // and pgstore, and beside each store a floor middleware that does the least an
-// atomic claim needs (floor*.go). The server runs in a child process (child.go)
-// so that its allocation and CPU counters see server work only; this process
-// is the load generator (load.go). This file holds Config and Run, the order
+// atomic claim needs (floor*.go). Each row's server runs in a child process of
+// its own (child.go), so that its allocation and CPU counters, its heap and its
+// profile are that row's alone; this process is the load generator (load.go). This file holds Config and Run, the order
 // of the phase; report.go prints it.
 //
 // The bench command calls Run as one of its phases, and dispatches to
@@ -12,11 +12,13 @@ package serverbench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -31,19 +33,17 @@ type Config struct {
 	Warmup   time.Duration
 	Redis    string // Redis address (host:port) for the two Redis rows; "" skips them
 	Postgres string // PostgreSQL URL for the two PostgreSQL rows; "" skips them
-	// CPUProfile, if set, is where the child writes a CPU profile of the
-	// whole phase, the samples taken within a row's handler (middleware
-	// included; net/http's reading of the request is not) labelled with the
-	// row (go tool pprof -tagfocus 'row=idem mem'). The labels cost each
-	// request an allocation or two, so the figures of such a run are a
-	// little off.
+	// CPUProfile, if set, names the CPU profiles of the phase, one per row
+	// and written by its child: CPUProfile with "-" and the row's path
+	// before its extension (server.pprof: server-idem-mem.pprof; see
+	// profilePath).
 	CPUProfile string
 }
 
-// maxPGConns bounds the child's one pgxpool, shared by both PostgreSQL rows:
-// other pools (the client bench's, a neighbour's) must fit beside it within
-// PostgreSQL's max_connections, 100 by default.
-const maxPGConns = 32
+// maxPGConns bounds the pgxpool of each PostgreSQL row's child: the three
+// must fit within PostgreSQL's max_connections, 100 by default, with room
+// for a neighbour's connections.
+const maxPGConns = 30
 
 func (c Config) warmup() time.Duration {
 	if c.Warmup > 0 {
@@ -51,6 +51,11 @@ func (c Config) warmup() time.Duration {
 	}
 	return min(200*time.Millisecond, max(50*time.Millisecond, c.D/4))
 }
+
+// redisConns and pgConns size a child's pool: a connection for every request
+// in flight, within maxPGConns for PostgreSQL.
+func (c Config) redisConns() int { return max(10, slices.Max(c.Conc)) }
+func (c Config) pgConns() int    { return min(max(4, slices.Max(c.Conc)), maxPGConns) }
 
 func (c Config) check() error {
 	switch {
@@ -66,66 +71,115 @@ func (c Config) check() error {
 	return nil
 }
 
-// childConfig is what the parent tells the server child (as JSON in its
-// arguments): which stores to open and how many connections to pool.
+// childConfig is what the parent tells a server child (as JSON in its
+// arguments): the row it serves, the store that row needs and how many
+// connections to pool.
 type childConfig struct {
-	Redis      string `json:"redis,omitempty"`
-	Postgres   string `json:"postgres,omitempty"`
-	RedisConns int    `json:"redis_conns"`
-	PGConns    int    `json:"pg_conns"`
-	CPUProfile string `json:"cpu_profile,omitempty"` // an absolute path
+	Row         string `json:"row"`
+	Redis       string `json:"redis,omitempty"`
+	RedisPrefix string `json:"redis_prefix,omitempty"` // the child's keys all start with it
+	Postgres    string `json:"postgres,omitempty"`
+	PGSchema    string `json:"pg_schema,omitempty"` // the child's own, made and dropped by it
+	RedisConns  int    `json:"redis_conns"`
+	PGConns     int    `json:"pg_conns"`
+	CPUProfile  string `json:"cpu_profile,omitempty"` // an absolute path
+}
+
+// runNames are the names a run's children derive theirs from: each Redis
+// row's keys go under prefix + its path's name + ":", each PostgreSQL row's
+// tables in schema + "_" + its path's name, so that the run's leftovers, if
+// any, share one prefix.
+type runNames struct {
+	prefix string // "idem-serverbench:<random>:"; no glob character
+	schema string // "idem_serverbench_<random>"
+}
+
+func newRunNames() runNames {
+	id := rand.Text()[:10]
+	return runNames{prefix: "idem-serverbench:" + id + ":", schema: "idem_serverbench_" + strings.ToLower(id)}
+}
+
+// profilePath returns where the child of the row served on path writes its
+// CPU profile when the phase's is base: "-" and the path's name inserted
+// before base's extension.
+func profilePath(base, path string) string {
+	ext := filepath.Ext(base)
+	return strings.TrimSuffix(base, ext) + "-" + strings.TrimPrefix(path, "/") + ext
+}
+
+// childConfig returns the configuration of rw's child.
+func (c Config) childConfig(rw row, names runNames, profile string) childConfig {
+	cc := childConfig{Row: rw.name}
+	name := strings.TrimPrefix(rw.path, "/")
+	switch rw.store {
+	case "redis":
+		cc.Redis, cc.RedisConns, cc.RedisPrefix = c.Redis, c.redisConns(), names.prefix+name+":"
+	case "pg":
+		cc.Postgres, cc.PGConns = c.Postgres, c.pgConns()
+		cc.PGSchema = names.schema + "_" + strings.ReplaceAll(name, "-", "_")
+	}
+	if profile != "" {
+		cc.CPUProfile = profilePath(profile, rw.path)
+	}
+	return cc
 }
 
 // Run measures every row at every level of cfg.Conc in cfg.Rounds interleaved
 // rounds, printing the tables and ratio lines to out and progress notes to
-// progress. It starts and stops its own server child; with cfg.Redis or
-// cfg.Postgres set, the child's keys and schema are removed before it exits.
-func Run(ctx context.Context, cfg Config, out, progress io.Writer) error {
+// progress. It starts and stops a server child per row; each child removes
+// its Redis keys and its schema before it exits.
+func Run(ctx context.Context, cfg Config, out, progress io.Writer) (err error) {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	maxConc := slices.Max(cfg.Conc)
-	cc := childConfig{Redis: cfg.Redis, Postgres: cfg.Postgres, RedisConns: max(10, maxConc), PGConns: min(max(4, maxConc), maxPGConns)}
+	profile := ""
 	if cfg.CPUProfile != "" {
-		var err error
-		if cc.CPUProfile, err = filepath.Abs(cfg.CPUProfile); err != nil {
+		if profile, err = filepath.Abs(cfg.CPUProfile); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(progress, "serverbench: starting the server child\n")
-	srv, err := startChild(ctx, cc)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-
 	rows := rowsFor(cfg.Redis != "", cfg.Postgres != "")
-	load := newLoad(srv, maxConc)
-	defer load.close()
-	rep := &report{w: out, cfg: cfg, cc: cc, rows: rows}
-	rep.header(srv)
+	names := newRunNames()
+	var children []*child
+	defer func() {
+		for _, srv := range children {
+			if stopErr := srv.stop(); stopErr != nil {
+				err = errors.Join(err, fmt.Errorf("serverbench: stopping the child of %s: %w", srv.cc.Row, stopErr))
+			}
+		}
+	}()
+	loads := make([]*load, len(rows))
+	for i, rw := range rows {
+		fmt.Fprintf(progress, "serverbench: starting the server child of %s\n", rw.name)
+		srv, err := startChild(ctx, cfg.childConfig(rw, names, profile))
+		if err != nil {
+			return err
+		}
+		children = append(children, srv)
+		loads[i] = newLoad(srv, slices.Max(cfg.Conc))
+		defer loads[i].close()
+	}
+	rep := &report{w: out, cfg: cfg, rows: rows, names: names}
+	rep.header()
 	for _, c := range cfg.Conc {
-		lvl, err := runLevel(ctx, cfg, load, rows, c, progress)
+		lvl, err := runLevel(ctx, cfg, loads, rows, c, progress)
 		if err != nil {
 			return err
 		}
 		rep.level(lvl)
 	}
 	rep.ratios()
-	if err := srv.stop(); err != nil {
-		return fmt.Errorf("serverbench: stopping the server child: %w", err)
-	}
 	return nil
 }
 
 // runLevel measures every row at concurrency c, cfg.Rounds times, the row
 // order rotated each round so that no row always runs first.
-func runLevel(ctx context.Context, cfg Config, load *load, rows []row, c int, progress io.Writer) (*level, error) {
+func runLevel(ctx context.Context, cfg Config, loads []*load, rows []row, c int, progress io.Writer) (*level, error) {
 	lvl := &level{conc: c, byRow: make([][]*window, len(rows))}
 	// One unmeasured pass over every row first: c connections, the child's
 	// heap at its working size, the stores' pools filled, before any window.
-	for _, rw := range rows {
-		if _, err := load.measure(ctx, rw, c, cfg.warmup(), false); err != nil {
+	for i, rw := range rows {
+		if _, err := loads[i].measure(ctx, rw, c, cfg.warmup(), false); err != nil {
 			return nil, err
 		}
 	}
@@ -133,10 +187,10 @@ func runLevel(ctx context.Context, cfg Config, load *load, rows []row, c int, pr
 		fmt.Fprintf(progress, "serverbench: concurrency %d, round %d/%d\n", c, r+1, cfg.Rounds)
 		for k := range rows {
 			i := (k + r) % len(rows)
-			if _, err := load.measure(ctx, rows[i], c, cfg.warmup(), false); err != nil {
+			if _, err := loads[i].measure(ctx, rows[i], c, cfg.warmup(), false); err != nil {
 				return nil, err
 			}
-			w, err := load.measure(ctx, rows[i], c, cfg.D, true)
+			w, err := loads[i].measure(ctx, rows[i], c, cfg.D, true)
 			if err != nil {
 				return nil, err
 			}

@@ -48,8 +48,8 @@ func TestRunRedis(t *testing.T) {
 	cfg := tiny
 	cfg.Redis = redisAddr()
 	out := runTiny(t, cfg)
-	checkReport(t, out, cfg, []string{"bare", "idem mem", "floor mem", "contract floor mem", "idem redis", "floor redis"})
-	prefix := quoted(t, out, "redisstore.Open(prefix ")
+	checkReport(t, out, cfg, []string{"bare", "idem mem", "floor mem", "contract floor mem", "idem redis", "floor redis", "contract floor redis"})
+	prefix := quoted(t, out, "the run's keys under ")
 	keys, _, err := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Result()
 	if err != nil || len(keys) > 0 {
 		t.Errorf("keys under %q left behind: %v (%v)", prefix, keys, err)
@@ -62,21 +62,24 @@ func TestRunPostgres(t *testing.T) {
 	cfg := tiny
 	cfg.Postgres = url
 	out := runTiny(t, cfg)
-	checkReport(t, out, cfg, []string{"bare", "idem mem", "floor mem", "contract floor mem", "idem pg", "floor pg"})
-	_, rest, _ := strings.Cut(out, "pgstore.Open(schema ")
-	schema, _, _ := strings.Cut(rest, ")")
+	checkReport(t, out, cfg, []string{"bare", "idem mem", "floor mem", "contract floor mem", "idem pg", "floor pg", "contract floor pg"})
+	_, rest, _ := strings.Cut(out, "the run's schemas ")
+	schema, _, _ := strings.Cut(rest, "_*")
 	if !strings.HasPrefix(schema, "idem_serverbench_") {
 		t.Fatalf("no schema named in the header:\n%s", out)
 	}
-	var n int
-	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n); err != nil || n != 0 {
-		t.Errorf("schema %s left behind (%d, %v)", schema, n, err)
+	var left []string
+	rows, err := conn.Query(context.Background(), `SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)`, schema)
+	if err == nil {
+		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(left) > 0 {
+		t.Errorf("schemas %v left behind (%v)", left, err)
 	}
 }
 
-// A CPU profile of the child, its samples labelled by row: the profile's
-// string table (gzipped protobuf, field 6) holds the label's key and every
-// row's name as entries of their own.
+// A CPU profile per row, each of its own child: idem's middleware is in the
+// profile of idem's row and not in the floor's.
 func TestCPUProfile(t *testing.T) {
 	cfg := tiny
 	cfg.Conc = []int{4}
@@ -84,23 +87,42 @@ func TestCPUProfile(t *testing.T) {
 	cfg.D, cfg.Rounds = time.Second, 1
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "server.pprof")
 	runTiny(t, cfg)
-	f, err := os.Open(cfg.CPUProfile)
+	const serve = "github.com/idem-go/idem/server.(*Middleware).serve"
+	for _, rw := range rowsFor(false, false) {
+		p := profileStrings(t, profilePath(cfg.CPUProfile, rw.path))
+		if got, want := bytes.Contains(p, []byte(serve)), strings.HasPrefix(rw.name, "idem "); got != want {
+			t.Errorf("row %s: the profile names %s: %v, want %v", rw.name, serve, got, want)
+		}
+	}
+}
+
+// profileStrings returns the profile at path, ungzipped: its string table
+// holds the names of the functions sampled.
+func profileStrings(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
-		t.Fatalf("the profile is not gzipped: %v", err)
+		t.Fatalf("%s is not gzipped: %v", path, err)
 	}
 	p, err := io.ReadAll(zr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"row", "bare", "idem mem", "floor mem"} {
-		entry := append([]byte{6<<3 | 2, byte(len(s))}, s...)
-		if !bytes.Contains(p, entry) {
-			t.Errorf("the profile has no string %q: no sample labelled with it", s)
+	return p
+}
+
+func TestProfilePath(t *testing.T) {
+	for _, c := range []struct{ base, want string }{
+		{"/tmp/server.pprof", "/tmp/server-idem-mem.pprof"},
+		{"/tmp/server", "/tmp/server-idem-mem"},
+	} {
+		if got := profilePath(c.base, "/idem-mem"); got != c.want {
+			t.Errorf("profilePath(%q, /idem-mem) = %q, want %q", c.base, got, c.want)
 		}
 	}
 }

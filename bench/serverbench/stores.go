@@ -1,20 +1,17 @@
-// This file opens the server child's shared services: a go-redis client and
-// a redisstore under a key prefix of the run's own, a pgxpool and a pgstore in
-// a schema of the run's own; the floors use the same clients. cleanup deletes
-// the run's keys, drops its schema and closes the clients.
+// This file opens the service a server child's row needs: a go-redis client
+// whose keys go under the child's own prefix, or a pgxpool and the child's own
+// schema; rowHandler (serve.go) makes the row's store on it. cleanup deletes
+// the child's keys, drops its schema and closes the clients.
 
 package serverbench
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idem-go/idem/server/pgstore"
-	"github.com/idem-go/idem/server/redisstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -23,42 +20,36 @@ import (
 // stores is what the child opened; nil fields were not asked for.
 type stores struct {
 	rdb         *redis.Client
-	redisStore  *redisstore.Store
-	redisPrefix string // "idem-serverbench:<random>:"; no glob character
+	redisPrefix string // childConfig.RedisPrefix; no glob character
 
 	pool     *pgxpool.Pool
-	pgStore  *pgstore.Store
-	pgSchema string // "idem_serverbench_<random>"
+	pgSchema string         // childConfig.PGSchema, made by openPG
+	pgStore  *pgstore.Store // the idem pg row's, closed before its schema is dropped
 }
 
 func openStores(ctx context.Context, cc childConfig) (*stores, error) {
 	st := &stores{}
 	if cc.Redis != "" {
-		if err := st.openRedis(ctx, cc.Redis, cc.RedisConns); err != nil {
+		if err := st.openRedis(ctx, cc.Redis, cc.RedisConns, cc.RedisPrefix); err != nil {
 			return nil, errors.Join(fmt.Errorf("-redis %s: %w", cc.Redis, err), st.cleanup())
 		}
 	}
 	if cc.Postgres != "" {
-		if err := st.openPG(ctx, cc.Postgres, cc.PGConns); err != nil {
+		if err := st.openPG(ctx, cc.Postgres, cc.PGConns, cc.PGSchema); err != nil {
 			return nil, errors.Join(fmt.Errorf("-postgres: %w", err), st.cleanup())
 		}
 	}
 	return st, nil
 }
 
-func (st *stores) openRedis(ctx context.Context, addr string, conns int) error {
+func (st *stores) openRedis(ctx context.Context, addr string, conns int, prefix string) error {
 	st.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
 	st.rdb.AddHook(tripHook{})
-	if err := st.rdb.Ping(ctx).Err(); err != nil {
-		return err
-	}
-	st.redisPrefix = "idem-serverbench:" + rand.Text() + ":"
-	var err error
-	st.redisStore, err = redisstore.Open(ctx, st.rdb, &redisstore.Options{Prefix: st.redisPrefix})
-	return err
+	st.redisPrefix = prefix
+	return st.rdb.Ping(ctx).Err()
 }
 
-func (st *stores) openPG(ctx context.Context, url string, conns int) error {
+func (st *stores) openPG(ctx context.Context, url string, conns int, schema string) error {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return err
@@ -66,7 +57,7 @@ func (st *stores) openPG(ctx context.Context, url string, conns int) error {
 	cfg.MaxConns = int32(conns)
 	cfg.ConnConfig.Tracer = tripTracer{}
 	// The sessions start with pgstore's statement bounds, as its Options.StatementTimeout
-	// suggests, so the Store sends each statement alone; the floor shares the pool.
+	// suggests, so the Store sends each statement alone; the floors' sessions start the same.
 	for _, p := range []string{"lock_timeout", "statement_timeout"} {
 		if _, set := cfg.ConnConfig.RuntimeParams[p]; !set {
 			cfg.ConnConfig.RuntimeParams[p] = "2s"
@@ -75,17 +66,14 @@ func (st *stores) openPG(ctx context.Context, url string, conns int) error {
 	if st.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}
-	st.pgSchema = "idem_serverbench_" + strings.ToLower(rand.Text()[:10])
-	if st.pgStore, err = pgstore.Open(ctx, st.pool, &pgstore.Options{Schema: st.pgSchema}); err != nil {
+	if _, err = st.pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return err
 	}
-	if err := createPGFloor(ctx, st.pool, st.pgSchema); err != nil {
-		return err
-	}
-	return createPGContractFloor(ctx, st.pool, st.pgSchema)
+	st.pgSchema = schema
+	return nil
 }
 
-// cleanup deletes every key under the run's prefix, drops its schema and
+// cleanup deletes every key under the child's prefix, drops its schema and
 // closes the clients. It may be called on a partly opened stores.
 func (st *stores) cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout-20*time.Second)
