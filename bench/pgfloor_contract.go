@@ -17,12 +17,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/idem-go/idem/internal/recordjson"
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/pgjournal"
 	"github.com/jackc/pgx/v5"
@@ -61,21 +61,11 @@ type pgContractSettle struct {
 	record string
 }
 
-// recordColumn is pgjournal's record column for rec (pgjournal/record.go):
-// idem's JSON form less what has a column of its own.
-type recordColumn struct {
-	journal.RecordJSON
-	Key         json.RawMessage `json:"key,omitempty"`
-	OperationID json.RawMessage `json:"op,omitempty"`
-	CallerKey   json.RawMessage `json:"caller_key,omitempty"`
-	State       json.RawMessage `json:"state,omitempty"`
-	Updated     json.RawMessage `json:"updated,omitempty"`
-}
-
 // recordColumnOf is rec's record column, as pgjournal encodes a plaintext
-// record (pgjournal/record.go).
+// record (pgjournal/record.go): idem's JSON form less what has a column of
+// its own, written by the same codec.
 func recordColumnOf(rec *journal.Record) ([]byte, error) {
-	return json.Marshal(recordColumn{RecordJSON: journal.JSONOf(rec)})
+	return recordjson.Append(make([]byte, 0, 512), rec, recordjson.Column)
 }
 
 // newPGContractFloor makes pgjournal's tables in schema (a new one) with

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/recordjson/recordjsontest"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
@@ -40,7 +41,7 @@ func TestBinaryFormRoundTrip(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 5000 {
-		r := randomRecord(rng)
+		r := recordjsontest.Record(rng)
 		if rng.IntN(2) == 0 {
 			sum := make([]byte, 32)
 			for i := range sum {
@@ -50,7 +51,7 @@ func TestBinaryFormRoundTrip(t *testing.T) {
 		}
 		var box []byte
 		if rng.IntN(2) == 0 {
-			box = []byte(pickBytes(rng))
+			box = []byte(recordjsontest.Bytes(rng))
 		}
 		meta, err := appendBinary(r, nil, box)
 		require.NoError(t, err)

@@ -7,44 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/recordjson/recordjsontest"
 	"github.com/stretchr/testify/require"
 )
-
-// awkward are strings that exercise every escape encoding/json makes.
-var awkward = []string{
-	"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\tnl\ncr\rbs\bff\f",
-	"\x00\x01\x1f\x7f", "ключ €", "\xff\xfe invalid", "\u2028 and \u2029", "🙂", "a\xc3",
-	"https://api.test/p?a=1&b=<2>#frag",
-}
-
-func randomRecord(rng *rand.Rand) *Record {
-	pick := func() string { return awkward[rng.IntN(len(awkward))] }
-	when := func() time.Time {
-		switch rng.IntN(4) {
-		case 0:
-			return time.Time{}
-		case 1:
-			return time.Unix(rng.Int64N(1<<33), rng.Int64N(1e9)).UTC()
-		case 2:
-			return time.Unix(rng.Int64N(1<<33), 0).In(time.FixedZone("x", 5*3600+30*60))
-		}
-		return time.Now() // with a monotonic reading, in Local
-	}
-	r := &Record{Key: pick(), Method: pick(), URL: pick(), BodySHA256: pick(),
-		Created: when(), Updated: when(), LastAttempt: when(), NextAttempt: when(),
-		State: State(rng.IntN(6)), Attempts: rng.IntN(100) - 5, Status: rng.IntN(700) - 50}
-	if rng.IntN(2) == 0 {
-		r.OperationID, r.Host, r.LastError, r.EncryptionKeyID, r.Location = pick(), pick(), pick(), pick(), pick()
-		r.CallerKey = true
-		r.Identity, r.CredentialTag, r.ContentType, r.ContentEncoding = pick(), pick(), pick(), pick()
-		r.Header = http.Header{pick(): {pick(), pick()}, pick(): nil, "X-Empty": {}}
-		r.Dropped, r.DroppedQuery = []string{pick()}, []string{pick(), pick()}
-	}
-	if rng.IntN(4) == 0 {
-		r.Header, r.Dropped = http.Header{}, []string{}
-	}
-	return r
-}
 
 // appendJSON writes exactly what encoding/json writes for Record's tags, so
 // records it writes read back the same, and journals written before it are
@@ -53,31 +18,20 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 5000 {
-		r := randomRecord(rng)
+		r := recordjsontest.Record(rng)
 		want, err := json.Marshal(storedRecord{Record: r})
 		require.NoError(t, err)
 		got, err := appendJSON(r, nil, nil)
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got), "record %d", i)
 
-		box := []byte(pickBytes(rng))
+		box := []byte(recordjsontest.Bytes(rng))
 		want, err = json.Marshal(storedRecord{Record: r, Box: box})
 		require.NoError(t, err)
 		got, err = appendJSON(r, nil, box)
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got), "sealed record %d", i)
 	}
-}
-
-func pickBytes(rng *rand.Rand) string {
-	if rng.IntN(3) == 0 {
-		return ""
-	}
-	b := make([]byte, rng.IntN(80))
-	for i := range b {
-		b[i] = byte(rng.UintN(256))
-	}
-	return string(b)
 }
 
 // A time encoding/json refuses is refused too, not written unreadable.

