@@ -62,7 +62,7 @@ func parseFlags(args []string) (config, error) {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rounds (client side) to `file`, samples labelled by row (go tool pprof -tagfocus 'row=idem POST')")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the rounds (client side) to `file`; every allocation sampled")
 	resumeCPU := fs.String("resume-cpuprofile", "", "write a CPU profile of the warm Resume pass (client side) to `file`")
-	redis := fs.String("redis", "", "Redis address (e.g. 127.0.0.1:6379): adds the server phase's Redis rows, idem over server/redisstore and its floor (empty: no such rows)")
+	redis := fs.String("redis", "", "Redis address (e.g. 127.0.0.1:6379): adds the server phase's Redis rows, idem over server/redisstore and its floors (empty: no such rows)")
 	server := fs.Bool("server", true, "run the server phase: the middleware against floor middlewares (bench/serverbench); -server=false skips it")
 	serverOnly := fs.Bool("server-only", false, "run the server phase alone")
 	serverCPU := fs.String("server-cpuprofile", "", "write CPU profiles of the server phase to `file`, one per row by its child: file with the row's path before its extension (server.pprof: server-idem-mem.pprof)")

@@ -72,7 +72,7 @@ func (c *child) url(path string) string { return "http://" + c.info.Addr + path 
 // calling it again returns the same.
 func (c *child) stop() error {
 	if err := c.Stop(stopTimeout); err != nil {
-		return fmt.Errorf("serverbench: server child: %w", err)
+		return fmt.Errorf("serverbench: the server child of %s: %w", c.cc.Row, err)
 	}
 	return nil
 }

@@ -45,7 +45,10 @@ func ServeChild() int {
 	if err := json.Unmarshal([]byte(os.Args[2]), &cc); err != nil {
 		return fail(fmt.Errorf("configuration %q: %w", os.Args[2], err))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	// Its own start ends before the parent's wait for it does, so that a store
+	// that hangs is given up here, and what was made is cleaned up, before the
+	// parent kills the child.
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout-15*time.Second)
 	defer cancel()
 	st, err := openStores(ctx, cc)
 	if err != nil {

@@ -3,8 +3,8 @@
 // and pgstore, and beside each store a floor middleware that does the least an
 // atomic claim needs (floor*.go). Each row's server runs in a child process of
 // its own (child.go), so that its allocation and CPU counters, its heap and its
-// profile are that row's alone; this process is the load generator (load.go). This file holds Config and Run, the order
-// of the phase; report.go prints it.
+// profile are that row's alone; this process is the load generator (load.go).
+// This file holds Config and Run, the order of the phase; report.go prints it.
 //
 // The bench command calls Run as one of its phases, and dispatches to
 // ServeChild when IsChild reports that it was started as the server.
@@ -31,8 +31,8 @@ type Config struct {
 	// Warmup is the unmeasured run before each window; 0 means D/4, within
 	// [50ms, 200ms].
 	Warmup   time.Duration
-	Redis    string // Redis address (host:port) for the two Redis rows; "" skips them
-	Postgres string // PostgreSQL URL for the two PostgreSQL rows; "" skips them
+	Redis    string // Redis address (host:port) for the Redis rows; "" skips them
+	Postgres string // PostgreSQL URL for the PostgreSQL rows; "" skips them
 	// CPUProfile, if set, names the CPU profiles of the phase, one per row
 	// and written by its child: CPUProfile with "-" and the row's path
 	// before its extension (server.pprof: server-idem-mem.pprof; see
@@ -143,9 +143,7 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) (err error) {
 	var children []*child
 	defer func() {
 		for _, srv := range children {
-			if stopErr := srv.stop(); stopErr != nil {
-				err = errors.Join(err, fmt.Errorf("serverbench: stopping the child of %s: %w", srv.cc.Row, stopErr))
-			}
+			err = errors.Join(err, srv.stop())
 		}
 	}()
 	loads := make([]*load, len(rows))

@@ -50,8 +50,12 @@ func TestRunRedis(t *testing.T) {
 	out := runTiny(t, cfg)
 	checkReport(t, out, cfg, []string{"bare", "idem mem", "floor mem", "contract floor mem", "idem redis", "floor redis", "contract floor redis"})
 	prefix := quoted(t, out, "the run's keys under ")
-	keys, _, err := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Result()
-	if err != nil || len(keys) > 0 {
+	var keys []string
+	iter := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil || len(keys) > 0 {
 		t.Errorf("keys under %q left behind: %v (%v)", prefix, keys, err)
 	}
 }
@@ -78,8 +82,9 @@ func TestRunPostgres(t *testing.T) {
 	}
 }
 
-// A CPU profile per row, each of its own child: idem's middleware is in the
-// profile of idem's row and not in the floor's.
+// A CPU profile per row, each of its own child: each has samples of its
+// serving requests, and idem's middleware is in the profile of idem's row and
+// not in the floors'.
 func TestCPUProfile(t *testing.T) {
 	cfg := tiny
 	cfg.Conc = []int{4}
@@ -90,6 +95,9 @@ func TestCPUProfile(t *testing.T) {
 	const serve = "github.com/idem-go/idem/server.(*Middleware).serve"
 	for _, rw := range rowsFor(false, false) {
 		p := profileStrings(t, profilePath(cfg.CPUProfile, rw.path))
+		if !bytes.Contains(p, []byte("net/http.(*conn).serve")) {
+			t.Errorf("row %s: the profile has no sample of a request served", rw.name)
+		}
 		if got, want := bytes.Contains(p, []byte(serve)), strings.HasPrefix(rw.name, "idem "); got != want {
 			t.Errorf("row %s: the profile names %s: %v, want %v", rw.name, serve, got, want)
 		}

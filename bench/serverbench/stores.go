@@ -45,8 +45,11 @@ func openStores(ctx context.Context, cc childConfig) (*stores, error) {
 func (st *stores) openRedis(ctx context.Context, addr string, conns int, prefix string) error {
 	st.rdb = redis.NewClient(&redis.Options{Addr: addr, PoolSize: conns, ContextTimeoutEnabled: true})
 	st.rdb.AddHook(tripHook{})
+	if err := st.rdb.Ping(ctx).Err(); err != nil {
+		return err // no key to delete then
+	}
 	st.redisPrefix = prefix
-	return st.rdb.Ping(ctx).Err()
+	return nil
 }
 
 func (st *stores) openPG(ctx context.Context, url string, conns int, schema string) error {
