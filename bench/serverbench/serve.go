@@ -1,8 +1,8 @@
 // This file is the server child's side: ServeChild opens the store of its one
 // row, serves the row on its path of an HTTP/1.1 listener, with pathStats
-// beside it, and cleans up when the parent closes its stdin. A child per row
-// keeps each row's heap its own: the records one row's store keeps in memory
-// would otherwise make the collections another row pays for longer.
+// beside it, and cleans up when the parent closes its stdin. A child per row,
+// as a service runs one middleware, keeps each row's heap, allocator and
+// collections its own: rows sharing one measured otherwise (bench/LOG.md).
 
 package serverbench
 
