@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Config is one run of the server phase. The zero value is not usable:
@@ -42,7 +44,7 @@ type Config struct {
 
 // maxPGConns bounds the pgxpool of each PostgreSQL row's child: the three
 // must fit within PostgreSQL's max_connections, 100 by default, with room
-// for a neighbour's connections.
+// for a neighbour's connections (Run checks there is, checkPGRoom).
 const maxPGConns = 30
 
 func (c Config) warmup() time.Duration {
@@ -50,6 +52,27 @@ func (c Config) warmup() time.Duration {
 		return c.Warmup
 	}
 	return min(200*time.Millisecond, max(50*time.Millisecond, c.D/4))
+}
+
+// checkPGRoom fails, before any child starts, if the PostgreSQL at url has
+// fewer connections free than need, the PostgreSQL children's pools: else
+// the last of them would fail minutes into the run, at its highest -c.
+func checkPGRoom(ctx context.Context, url string, need int) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("-postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var free int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int - count(*)
+		FROM pg_stat_activity WHERE backend_type = 'client backend'`).Scan(&free); err != nil {
+		return fmt.Errorf("-postgres: counting its free connections: %w", err)
+	}
+	if free < need {
+		return fmt.Errorf("serverbench: PostgreSQL has %d connections free (max_connections less those in use), "+
+			"and the PostgreSQL rows' pools take %d: raise max_connections, or lower -c", free, need)
+	}
+	return nil
 }
 
 // redisConns and pgConns size a child's pool: a connection for every request
@@ -139,6 +162,17 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) (err error) {
 		}
 	}
 	rows := rowsFor(cfg.Redis != "", cfg.Postgres != "")
+	if cfg.Postgres != "" {
+		pgRows := 0
+		for _, rw := range rows {
+			if rw.store == "pg" {
+				pgRows++
+			}
+		}
+		if err := checkPGRoom(ctx, cfg.Postgres, pgRows*cfg.pgConns()); err != nil {
+			return err
+		}
+	}
 	names := newRunNames()
 	var children []*child
 	defer func() {

@@ -135,7 +135,23 @@ func TestProfilePath(t *testing.T) {
 	}
 }
 
-// A store that does not answer is a clear error from Run, from the child.
+// A PostgreSQL without room for the rows' pools is a clear error before any
+// child starts; one with room passes.
+func TestPGRoomChecked(t *testing.T) {
+	url := pgtest.URL()
+	pgConn(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := checkPGRoom(ctx, url, 1<<20); err == nil || !strings.Contains(err.Error(), "connections free") {
+		t.Errorf("checkPGRoom for a million connections: %v, want an error saying how many are free", err)
+	}
+	if err := checkPGRoom(ctx, url, 1); err != nil {
+		t.Errorf("checkPGRoom for one connection: %v", err)
+	}
+}
+
+// A store that does not answer is a clear error from Run: from the child, or
+// for PostgreSQL from the room check before it.
 func TestStoreUnreachable(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
