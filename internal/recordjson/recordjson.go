@@ -143,14 +143,23 @@ func appendStrings(b []byte, s []string) []byte {
 	return append(b, ']')
 }
 
+// CheckTime returns ErrTime for a time time.Time.MarshalJSON refuses: a
+// year outside [0, 9999], a zone offset of a day or more.
+func CheckTime(t time.Time) error {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return ErrTime
+	}
+	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+		return ErrTime
+	}
+	return nil
+}
+
 // appendTime writes t as time.Time.MarshalJSON does, and refuses what it
 // refuses.
 func appendTime(b []byte, t time.Time) ([]byte, error) {
-	if y := t.Year(); y < 0 || y > 9999 {
-		return nil, ErrTime
-	}
-	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
-		return nil, ErrTime
+	if err := CheckTime(t); err != nil {
+		return nil, err
 	}
 	b = append(b, '"')
 	b = t.AppendFormat(b, time.RFC3339Nano)

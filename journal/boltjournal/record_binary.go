@@ -43,6 +43,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/idem-go/idem/internal/recordjson"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -222,13 +224,10 @@ func appendBinHeader(b []byte, h http.Header) []byte {
 
 var errRecordTime = errors.New("idem: time outside what a journal record holds (years 0-9999, offsets under a day)")
 
-// checkTime refuses what time.Time.MarshalJSON refuses: a year outside
-// [0, 9999], a zone offset of a day or more.
+// checkTime refuses what time.Time.MarshalJSON refuses (recordjson.CheckTime),
+// so that every record reads back in the JSON form too.
 func checkTime(t time.Time) error {
-	if y := t.Year(); y < 0 || y > 9999 {
-		return errRecordTime
-	}
-	if _, off := t.Zone(); off <= -24*3600 || off >= 24*3600 {
+	if recordjson.CheckTime(t) != nil {
 		return errRecordTime
 	}
 	return nil
