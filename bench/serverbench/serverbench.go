@@ -162,18 +162,17 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) (err error) {
 		}
 	}
 	rows := rowsFor(cfg.Redis != "", cfg.Postgres != "")
-	if cfg.Postgres != "" {
-		pgRows := 0
-		for _, rw := range rows {
-			if rw.store == "pg" {
-				pgRows++
-			}
-		}
-		if err := checkPGRoom(ctx, cfg.Postgres, pgRows*cfg.pgConns()); err != nil {
+	maxConc, names := slices.Max(cfg.Conc), newRunNames()
+	ccs, pgConns := make([]childConfig, len(rows)), 0
+	for i, rw := range rows {
+		ccs[i] = cfg.childConfig(rw, names, profile)
+		pgConns += ccs[i].PGConns
+	}
+	if pgConns > 0 {
+		if err := checkPGRoom(ctx, cfg.Postgres, pgConns); err != nil {
 			return err
 		}
 	}
-	names := newRunNames()
 	var children []*child
 	defer func() {
 		for _, srv := range children {
@@ -183,12 +182,12 @@ func Run(ctx context.Context, cfg Config, out, progress io.Writer) (err error) {
 	loads := make([]*load, len(rows))
 	for i, rw := range rows {
 		fmt.Fprintf(progress, "serverbench: starting the server child of %s\n", rw.name)
-		srv, err := startChild(ctx, cfg.childConfig(rw, names, profile))
+		srv, err := startChild(ctx, ccs[i])
 		if err != nil {
 			return err
 		}
 		children = append(children, srv)
-		loads[i] = newLoad(srv, slices.Max(cfg.Conc))
+		loads[i] = newLoad(srv, maxConc)
 		defer loads[i].close()
 	}
 	rep := &report{w: out, cfg: cfg, rows: rows, names: names}
