@@ -1,6 +1,6 @@
-// This file holds the errors a Store returns, matched with errors.Is. The
-// idem package re-exports them under its own names (journal.ErrLocked
-// is ErrLocked), so callers may match either.
+// This file holds the errors a Store returns, matched with errors.Is. They
+// are this package's alone: the idem package returns them as they are,
+// without names of its own for them (only ErrInvalidOptions is shared).
 
 package journal
 
