@@ -4,9 +4,10 @@
 // Write-aheads from concurrent calls share one fsynced bbolt
 // transaction, run by one commit loop: a write that finds no commit running
 // is committed at once (no fixed delay); writes that arrive meanwhile queue
-// up, and the loop commits the whole queue as soon as the running commit
-// returns and the writers it woke have had a turn to run, without waiting
-// for a writer to be scheduled to lead it. State
+// up, and the loop commits the whole queue once the running commit returns
+// and it has yielded once (runtime.Gosched), so that the writers that
+// commit woke can run first, without waiting for a writer to be scheduled
+// to lead it. State
 // changes (settle, give-up, fail, expire) are
 // deferred: they ride along with the next commit, or are committed within
 // flushDelay, or on Close. Losing one in a crash only costs a harmless replay
@@ -237,8 +238,8 @@ func (j *Journal) kickLoop() {
 }
 
 // commitLoop commits whatever is queued and deferred each time it is
-// kicked, and again at once while writes queued during a commit, until
-// Close stops it.
+// kicked, and again, after one yield, while writes queued during a commit,
+// until Close stops it.
 func (j *Journal) commitLoop(done chan struct{}) {
 	defer close(done)
 	c := &j.commit
@@ -249,11 +250,11 @@ func (j *Journal) commitLoop(done chan struct{}) {
 			return
 		}
 		for j.lead() {
-			// The writers that commit woke are runnable now: let them run
-			// first, so that their requests go out while this goroutine
-			// builds the next transaction rather than after, and what they
-			// write meanwhile joins it. With nothing else to run this
-			// returns at once; it adds no fixed delay.
+			// The writers that commit woke are runnable now: yield, so that
+			// they can send their requests while the next transaction is
+			// built rather than after it, and write-aheads and settles made
+			// meanwhile join it. With nothing else to run this returns at
+			// once; it adds no fixed delay.
 			runtime.Gosched()
 		}
 	}
@@ -278,8 +279,8 @@ func (j *Journal) stopLoop() {
 }
 
 // lead commits everything queued and deferred in one transaction. It
-// reports whether writes queued meanwhile, for the commit loop to commit at
-// once.
+// reports whether writes queued meanwhile, for the commit loop to commit
+// next.
 func (j *Journal) lead() (again bool) {
 	c := &j.commit
 	c.mu.Lock()
